@@ -1,0 +1,33 @@
+# Two commands for a fresh machine:
+#   make demo   the whole story on the embedded vLLM CPU engine
+#   make test   ruff, mypy (strict) on sdk/, and the whole pytest suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck pytest clean
+
+$(BIN)/.installed: pyproject.toml
+	@echo "==> creating $(VENV) and installing prefixkit with its dev tools"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --progress-bar on -q -U pip
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/python examples/demo.py
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	cd sdk && ../$(BIN)/mypy --strict .
+
+pytest: $(BIN)/.installed
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

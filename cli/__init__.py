@@ -1,0 +1,1 @@
+"""prefixkit command line: `prefixkit lock | lint | serve | analyze`."""

@@ -1,0 +1,1 @@
+"""prefixkit.engine_adapter: self-hosted vLLM with prefix caching, tenant salts, routing."""

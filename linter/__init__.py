@@ -1,0 +1,1 @@
+"""prefixkit.linter: static checks for content that breaks prompt caching."""

@@ -1,0 +1,82 @@
+"""Canonical forms: the one way text and JSON are turned into bytes.
+
+Text policy (applied once, when a segment is created or a prompt file loaded):
+- a leading byte-order mark is removed;
+- CRLF and lone CR become LF;
+- Unicode is normalised to NFC (editors on different systems disagree);
+- trailing spaces and tabs are removed from every line;
+- trailing blank lines are removed (no final newline).
+Leading indentation and blank lines inside the text are kept.
+
+JSON policy: sorted keys, separators `,` and `:`, UTF-8 kept as is
+(`ensure_ascii=False`), no NaN or infinity, and no sets (their order is not
+stable across processes): sort them into lists first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import CanonicalError
+
+__all__ = ["canonical_json", "canonical_text", "sha256_hex"]
+
+JSONValue = Any
+
+
+def canonical_text(text: str) -> str:
+    """Return `text` in canonical form (see the module docstring)."""
+    if not isinstance(text, str):
+        raise CanonicalError(f"expected text (str), got {type(text).__name__}: convert it first")
+    text = text.removeprefix("\ufeff")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = unicodedata.normalize("NFC", text)
+    lines = [line.rstrip(" \t") for line in text.split("\n")]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _check_json(value: JSONValue, path: str) -> None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise CanonicalError(f"{path}: {value!r} is not valid JSON: use null or a string")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalError(
+                    f"{path}: key {key!r} is {type(key).__name__}; JSON keys must be strings"
+                )
+            _check_json(item, f"{path}.{key}")
+        return
+    if isinstance(value, (set, frozenset)):
+        raise CanonicalError(
+            f"{path}: a {type(value).__name__} has no stable order across processes: "
+            "pass sorted(...) as a list instead"
+        )
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+        return
+    raise CanonicalError(
+        f"{path}: {type(value).__name__} is not JSON-serialisable: convert it to "
+        "str, int, float, bool, None, list or dict"
+    )
+
+
+def canonical_json(value: JSONValue) -> str:
+    """Serialise `value` canonically: sorted keys, fixed separators, no sets."""
+    _check_json(value, "$")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of the UTF-8 bytes of `text`."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
