@@ -1,0 +1,151 @@
+"""vLLM's prefix-cache block hash, bit-exact, as one small pure function.
+
+vLLM (``vllm/v1/core/kv_cache_utils.py``, ``vllm/utils/hashing.py``) caches a
+prompt in full blocks of ``block_size`` tokens. Block ``i`` is keyed by
+
+    hash_fn((parent_hash or NONE_HASH, tuple(block_token_ids), extra_keys))
+
+where ``NONE_HASH = hash_fn(seed)``, ``seed`` is the engine's ``PYTHONHASHSEED``
+or ``"vllm-none-hash"``, and ``extra_keys`` is ``(("cache_salt", salt),)`` on the
+first block of a salted request and ``None`` otherwise (LoRA, multimodal and
+prompt-embedding keys are out of scope). A trailing partial block is never hashed.
+
+KV events publish each hash as an int: the digest's last 8 bytes, big-endian
+(``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``, vLLM's default); see `event_block_hash`.
+
+The alignment checks, the precise router and the trace simulator all call this
+module, so they agree with the engine and with each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Literal
+
+import cbor2
+
+__all__ = [
+    "DEFAULT_NONE_HASH_SEED",
+    "HashAlgo",
+    "block_hashes",
+    "event_block_hash",
+    "event_block_hashes",
+    "hash_block",
+    "none_hash",
+    "none_hash_seed",
+    "sha256",
+    "sha256_cbor",
+]
+
+HashAlgo = Literal["sha256", "sha256_cbor"]
+
+DEFAULT_NONE_HASH_SEED = "vllm-none-hash"
+
+_INT_HASH_MASK = (1 << 64) - 1
+
+
+def sha256(value: object) -> bytes:
+    """vLLM's ``sha256``: SHA-256 of the pickle (highest protocol) of `value`."""
+    return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+
+def sha256_cbor(value: object) -> bytes:
+    """vLLM's ``sha256_cbor``: SHA-256 of canonical CBOR; portable across languages."""
+    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+
+_HASH_FUNCTIONS: dict[str, Callable[[object], bytes]] = {
+    "sha256": sha256,
+    "sha256_cbor": sha256_cbor,
+}
+
+
+def _hash_function(algo: str) -> Callable[[object], bytes]:
+    try:
+        return _HASH_FUNCTIONS[algo]
+    except KeyError:
+        raise ValueError(
+            f"unsupported prefix-caching hash algorithm {algo!r}: use 'sha256' or "
+            "'sha256_cbor' (xxhash variants seed NONE_HASH randomly per process, so no "
+            "router can reproduce them)"
+        ) from None
+
+
+def none_hash_seed(environ: Mapping[str, str] | None = None) -> str:
+    """The seed an engine started with `environ` derives NONE_HASH from.
+
+    ``PYTHONHASHSEED`` if set there, else ``"vllm-none-hash"``. `environ`
+    defaults to this process's environment; pass the engine's if it differs.
+    """
+    env = os.environ if environ is None else environ
+    return env.get("PYTHONHASHSEED", DEFAULT_NONE_HASH_SEED)
+
+
+@lru_cache(maxsize=16)
+def none_hash(algo: HashAlgo = "sha256", seed: str = DEFAULT_NONE_HASH_SEED) -> bytes:
+    """The parent hash of every first block: ``hash_fn(seed)``."""
+    return _hash_function(algo)(seed)
+
+
+def hash_block(
+    parent: bytes | None,
+    token_ids: Sequence[int],
+    extra_keys: tuple[object, ...] | None = None,
+    *,
+    algo: HashAlgo = "sha256",
+    seed: str = DEFAULT_NONE_HASH_SEED,
+) -> bytes:
+    """The hash of one full block given its parent's hash (None for the first block)."""
+    parent_hash = parent if parent else none_hash(algo, seed)
+    return _hash_function(algo)((parent_hash, tuple(token_ids), extra_keys))
+
+
+def block_hashes(
+    token_ids: Sequence[int],
+    block_size: int,
+    *,
+    algo: HashAlgo = "sha256",
+    cache_salt: str | None = None,
+    seed: str | None = None,
+) -> list[bytes]:
+    """The chained hashes of every full block of a prompt, as vLLM computes them.
+
+    `token_ids` are the exact ids the engine sees (BOS and chat template
+    included). An empty `cache_salt` counts as no salt, as in vLLM. `seed`
+    defaults to `none_hash_seed()` of this process.
+    """
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    fn = _hash_function(algo)
+    parent = none_hash(algo, none_hash_seed() if seed is None else seed)
+    first_keys: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
+    hashes: list[bytes] = []
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        extra = first_keys if start == 0 else None
+        parent = fn((parent, tuple(token_ids[start : start + block_size]), extra))
+        hashes.append(parent)
+    return hashes
+
+
+def event_block_hash(digest: bytes) -> int:
+    """The int form KV events carry: the digest's last 8 bytes, big-endian."""
+    return int.from_bytes(digest, "big") & _INT_HASH_MASK
+
+
+def event_block_hashes(
+    token_ids: Sequence[int],
+    block_size: int,
+    *,
+    algo: HashAlgo = "sha256",
+    cache_salt: str | None = None,
+    seed: str | None = None,
+) -> list[int]:
+    """`block_hashes` in the int form KV events publish (what the router indexes)."""
+    return [
+        event_block_hash(h)
+        for h in block_hashes(token_ids, block_size, algo=algo, cache_salt=cache_salt, seed=seed)
+    ]
