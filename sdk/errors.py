@@ -12,6 +12,10 @@
     ├── SaltError (ValueError)            tenant salt misuse (empty secret or tenant)
     └── RenderError (ValueError)          a prompt cannot be rendered for a provider
 
+    PrefixkitWarning (UserWarning)        root of the warnings prefixkit issues
+    ├── UncachedPrefixWarning             a prefix is below the model's minimum cacheable length
+    └── UnknownModelWarning               a model is missing from prefixkit's data tables
+
 Every message names the offending segment, file or value and says how to fix it.
 """
 
@@ -23,12 +27,15 @@ __all__ = [
     "LayoutError",
     "LockfileError",
     "PrefixkitError",
+    "PrefixkitWarning",
     "PromptDriftError",
     "PromptNotFoundError",
     "RenderError",
     "SaltError",
     "StaticPrefixChangedError",
     "TokenizerError",
+    "UncachedPrefixWarning",
+    "UnknownModelWarning",
 ]
 
 
@@ -74,3 +81,15 @@ class SaltError(PrefixkitError, ValueError):
 
 class RenderError(PrefixkitError, ValueError):
     """A prompt cannot be rendered for the requested provider or model."""
+
+
+class PrefixkitWarning(UserWarning):
+    """Root of every warning prefixkit issues (filter them with this category)."""
+
+
+class UncachedPrefixWarning(PrefixkitWarning):
+    """A prefix marked for caching is shorter than the model's minimum: nothing is cached."""
+
+
+class UnknownModelWarning(PrefixkitWarning):
+    """A model is not in prefixkit's data tables, so its cache rules are not checked."""
