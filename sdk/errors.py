@@ -67,6 +67,10 @@ class StaticPrefixChangedError(PrefixkitError, RuntimeError):
     """The same prompt name rendered a different static prefix at run time."""
 
 
+class StaticPrefixChangedWarning(UserWarning):
+    """The same prompt name rendered a different static prefix (drift guard in warn mode)."""
+
+
 class TokenizerError(PrefixkitError, RuntimeError):
     """A tokenizer cannot be loaded or used."""
 

@@ -49,6 +49,10 @@ class Segment:
     for segments in `Prompt.messages`. `cache_control` is a caller's own
     Anthropic-style marker (`{"type": "ephemeral", "ttl": "5m"}`); renderers
     count it against the provider's limit and never drop it.
+
+    `padding` is whitespace appended after canonicalisation, so `text` ends with
+    it; `align_static_prefix` sets it to end a static prefix on a KV-cache block
+    boundary. `digest` is the sha256 of `text`.
     """
 
     text: str
@@ -57,12 +61,20 @@ class Segment:
     name: str | None = None
     version: str | None = None
     cache_control: Mapping[str, str] | None = None
+    padding: str = ""
     digest: str = field(init=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
             raise CanonicalError(f"segment role {self.role!r} is not one of {', '.join(_ROLES)}")
-        object.__setattr__(self, "text", canonical_text(self.text))
+        if self.padding.strip(" \n"):
+            raise CanonicalError(
+                f"segment padding {self.padding[:20]!r} holds more than spaces and newlines: "
+                "padding must be semantically inert whitespace"
+            )
+        # Padding goes after canonicalisation (which would strip it), so re-creating a
+        # segment from its own text and padding gives the same bytes.
+        object.__setattr__(self, "text", canonical_text(self.text) + self.padding)
         object.__setattr__(self, "digest", sha256_hex(self.text))
 
     @property
