@@ -14,7 +14,8 @@
 
     PrefixkitWarning (UserWarning)        root of the warnings prefixkit issues
     ├── UncachedPrefixWarning             a prefix is below the model's minimum cacheable length
-    └── UnknownModelWarning               a model is missing from prefixkit's data tables
+    ├── UnknownModelWarning               a model is missing from prefixkit's data tables
+    └── StaticPrefixChangedWarning        runtime drift guard in "warn" mode
 
 Every message names the offending segment, file or value and says how to fix it.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "RenderError",
     "SaltError",
     "StaticPrefixChangedError",
+    "StaticPrefixChangedWarning",
     "TokenizerError",
     "UncachedPrefixWarning",
     "UnknownModelWarning",
@@ -67,10 +69,6 @@ class StaticPrefixChangedError(PrefixkitError, RuntimeError):
     """The same prompt name rendered a different static prefix at run time."""
 
 
-class StaticPrefixChangedWarning(UserWarning):
-    """The same prompt name rendered a different static prefix (drift guard in warn mode)."""
-
-
 class TokenizerError(PrefixkitError, RuntimeError):
     """A tokenizer cannot be loaded or used."""
 
@@ -97,3 +95,7 @@ class UncachedPrefixWarning(PrefixkitWarning):
 
 class UnknownModelWarning(PrefixkitWarning):
     """A model is not in prefixkit's data tables, so its cache rules are not checked."""
+
+
+class StaticPrefixChangedWarning(PrefixkitWarning):
+    """The same prompt name rendered a different static prefix (drift guard in warn mode)."""
