@@ -1,0 +1,271 @@
+"""Real SMG vs the simulator's SMG model vs the precise policy, side by side.
+
+Launches real SMG (`smg launch --policy cache_aware`, defaults otherwise, every
+port on loopback) in front of N fake OpenAI-compatible workers (in this
+process: they answer /health and /v1/models, check the body's `model`, and on
+/v1/completions sleep `--sleep-per-block` seconds per prompt block they have not
+seen before), replays the first `--requests` Mooncake requests with arrival
+times compressed `--time-scale` times (each hash id becomes one fixed 64-char
+chunk of prompt text), and reads the worker SMG chose from the
+`x-smg-routed-worker-id` response header.
+
+Hit rates of SMG's real choices are then computed with the same per-replica LRU
+simulation `prefixkit analyze` uses, next to the simulator's `smg_like` and
+`precise` policies on the same requests, at unbounded caches, 2,000 and 500
+blocks per replica; the load model mirrors the fake workers (prefill
+`--sleep-per-block` s per uncached block, no decode time).
+
+    .venv/bin/python bench/route_replay.py            # ~2 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import uvicorn
+from prefixkit.engine_adapter.replay import LoadParams, analyze, replay
+from prefixkit.engine_adapter.trace import Trace, load_trace
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+TRACE = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "data"
+    / "traces"
+    / "mooncake_conversation.jsonl"
+)
+MODEL = "mooncake-sim"
+CHUNK_CHARS = 64
+
+
+def chunk(block_id: int) -> str:
+    """A fixed 64-character text per hash id (hex digest: distinct ids rarely share a first char)."""
+    return hashlib.sha256(str(block_id).encode()).hexdigest()[:CHUNK_CHARS]
+
+
+def fake_worker(index: int, sleep_per_block: float) -> Starlette:
+    seen: set[str] = set()
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {"id": MODEL, "object": "model", "owned_by": "bench", "max_model_len": 1 << 20}
+                ],
+            }
+        )
+
+    async def completions(request: Request) -> JSONResponse:
+        body = await request.json()
+        if body.get("model") != MODEL:
+            return JSONResponse(
+                {"error": {"message": f"model {body.get('model')!r} not served"}}, status_code=404
+            )
+        prompt: str = body["prompt"]
+        chunks = [prompt[i : i + CHUNK_CHARS] for i in range(0, len(prompt), CHUNK_CHARS)]
+        new = [c for c in chunks if c not in seen]
+        seen.update(new)
+        await asyncio.sleep(sleep_per_block * len(new))
+        return JSONResponse(
+            {
+                "id": f"cmpl-{index}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": MODEL,
+                "choices": [
+                    {"index": 0, "text": "ok", "finish_reason": "length", "logprobs": None}
+                ],
+                "usage": {
+                    "prompt_tokens": len(chunks),
+                    "completion_tokens": 1,
+                    "total_tokens": len(chunks) + 1,
+                },
+            }
+        )
+
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/completions", completions, methods=["POST"]),
+        ]
+    )
+
+
+async def wait_ready(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.get(url, timeout=2)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.3)
+    raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
+
+
+def launch_smg(
+    worker_urls: list[str], port: int, prometheus_port: int, log: Path
+) -> subprocess.Popen[bytes]:
+    smg = shutil.which("smg") or str(Path(sys.executable).parent / "smg")
+    command = [
+        smg, "launch",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
+        "--policy", "cache_aware",
+        "--shutdown-grace-period-secs", "1",
+        "--log-level", "warn",
+        "--worker-urls", *worker_urls,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int]:
+    worker_ports = [args.base_port + 10 + i for i in range(args.replicas)]
+    urls = [f"http://127.0.0.1:{p}" for p in worker_ports]
+    servers = [
+        uvicorn.Server(
+            uvicorn.Config(
+                fake_worker(i, args.sleep_per_block), host="127.0.0.1", port=p, log_level="warning"
+            )
+        )
+        for i, p in enumerate(worker_ports)
+    ]
+    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    smg = launch_smg(urls, args.base_port, args.base_port + 1, Path(args.smg_log))
+    try:
+        for url in urls:
+            await wait_ready(url + "/health", 20)
+        await wait_ready(f"http://127.0.0.1:{args.base_port}/v1/models", 60)
+        by_id: dict[str, int] = {}
+        chosen: list[int | None] = [None] * len(trace)
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{args.base_port}", limits=limits, timeout=120
+        ) as client:
+
+            async def send(i: int) -> None:
+                prompt = "".join(chunk(b) for b in trace.blocks[i])
+                response = await client.post(
+                    "/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 1}
+                )
+                response.raise_for_status()
+                worker = response.headers["x-smg-routed-worker-id"]
+                chosen[i] = (
+                    by_id.setdefault(worker, len(by_id))
+                    if worker not in urls
+                    else urls.index(worker)
+                )
+
+            start = time.monotonic()
+            pending = []
+            for i, stamp in enumerate(trace.timestamps_ms):
+                delay = start + stamp / 1000.0 / args.time_scale - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                pending.append(asyncio.create_task(send(i)))
+            await asyncio.gather(*pending)
+        if any(c is None for c in chosen):
+            raise RuntimeError("some requests got no routed worker")
+        print(
+            f"  SMG routed {len(trace)} requests in {time.monotonic() - start:.1f} s; worker ids seen: {sorted(by_id) or urls}"
+        )
+        return [c for c in chosen if c is not None]
+    finally:
+        os.killpg(smg.pid, signal.SIGTERM)
+        try:
+            smg.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(smg.pid, signal.SIGKILL)
+            smg.wait()
+        for server in servers:
+            server.should_exit = True
+        await asyncio.gather(*tasks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default=str(TRACE))
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--time-scale", type=float, default=25.0)
+    parser.add_argument("--sleep-per-block", type=float, default=0.001)
+    parser.add_argument("--base-port", type=int, default=18100)
+    parser.add_argument("--smg-log", default="/tmp/prefixkit-bench-smg.log")
+    args = parser.parse_args()
+
+    trace = load_trace(args.trace, limit=args.requests)
+    print(
+        f"trace: {len(trace)} requests, {args.replicas} replicas, arrivals compressed {args.time_scale:g}x"
+    )
+    assignments = asyncio.run(replay_through_smg(trace, args))
+    load = LoadParams(args.sleep_per_block, 0.0, args.time_scale)
+
+    rows = []
+    ok = True
+    for capacity in (None, 2000, 500):
+        a = analyze(trace, args.replicas, capacity, load, policies=("smg_like", "precise"))
+        sim = {r.policy: r for r in a.results}
+        real = replay(
+            trace, assignments, args.replicas, capacity, load, oracle_rate=a.oracle_capacity
+        )
+        label = "unbounded" if capacity is None else f"{capacity} blocks"
+        fidelity = abs(sim["smg_like"].hit_rate - real.hit_rate)
+        ratio = sim["precise"].hit_rate / real.hit_rate
+        rows.append(
+            (label, a.oracle_capacity, real, sim["smg_like"], sim["precise"], fidelity, ratio)
+        )
+        ok &= fidelity <= 0.03
+        if capacity == 500:
+            ok &= ratio >= 1.10 and sim["precise"].imbalance <= real.imbalance
+        else:
+            ok &= ratio >= 0.98
+
+    print()
+    print(
+        f"{'cache/replica':<14}{'oracle':>8}{'SMG real':>10}{'SMG sim':>9}{'|diff|':>8}{'precise':>9}{'prec/SMG':>10}{'imb SMG':>9}{'imb prec':>10}"
+    )
+    for label, oracle, real, smg_sim, precise, fidelity, ratio in rows:
+        print(
+            f"{label:<14}{oracle:>8.3f}{real.hit_rate:>10.3f}{smg_sim.hit_rate:>9.3f}{fidelity:>8.3f}"
+            f"{precise.hit_rate:>9.3f}{ratio:>10.3f}{real.imbalance:>9.2f}{precise.imbalance:>10.2f}"
+        )
+
+    full = load_trace(args.trace)
+    throughput = {}
+    for policy in ("round_robin", "consistent_hash", "smg_like", "precise"):
+        result = replay(full, policy, args.replicas, 500, LoadParams(0.002, 0.03, 1.0))
+        throughput[policy] = result.requests_per_s
+    print()
+    print(
+        f"analyze replay throughput, {len(full)} requests, 8 replicas x 500 blocks: "
+        + ", ".join(f"{p} {v:,.0f} req/s" for p, v in throughput.items())
+    )
+    ok &= min(throughput.values()) >= 50_000
+    print("targets:", "all met" if ok else "NOT all met (see above)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
