@@ -1,0 +1,134 @@
+"""Does caching a prefix pay? Write premium once, read discount on every reuse.
+
+Without caching, 1 + `reuses` requests pay the prefix at the input price each
+time. With caching, the first request writes it (`write` multiplier, e.g.
+1.25x for a 5-minute Anthropic entry) and each reuse within the TTL reads it
+(`read` multiplier, e.g. 0.1x). Caching pays once
+`reuses > (write - 1) / (1 - read)`: one reuse for 5m entries, two for 1h.
+A prefix below the model's minimum is never cached (and never charged a
+premium), so it cannot pay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import RenderError
+from .models import Pricing, Provider, model_info
+
+__all__ = ["BreakEven", "break_even"]
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """The verdict for one prefix; costs are in uncached-input-token units.
+
+    `usd_saved` is filled when the price table knows the model's input price.
+    `reuses_needed` is the smallest reuse count at which caching pays (None
+    when it never can, e.g. below the minimum length).
+    """
+
+    pays: bool
+    prefix_tokens: int
+    reuses: int
+    reuses_needed: int | None
+    cost_without_cache: float
+    cost_with_cache: float
+    usd_saved: float | None
+    reason: str
+
+    @property
+    def saved(self) -> float:
+        """Token units saved (negative: caching costs more)."""
+        return self.cost_without_cache - self.cost_with_cache
+
+    @property
+    def saved_ratio(self) -> float:
+        """Share of the prefix cost saved (negative: caching costs more)."""
+        return self.saved / self.cost_without_cache if self.cost_without_cache else 0.0
+
+
+def break_even(
+    prefix_tokens: int,
+    reuses: int,
+    *,
+    pricing: Pricing | None = None,
+    provider: Provider | None = None,
+    model: str | None = None,
+    ttl: str | None = None,
+    min_cache_tokens: int | None = None,
+) -> BreakEven:
+    """Whether caching a `prefix_tokens` prefix reused `reuses` times within the TTL pays.
+
+    Give either `pricing` (and optionally `min_cache_tokens`) or `provider` +
+    `model` to use the data table. `ttl` picks the write premium ("5m", "1h",
+    "30m", "12h"; default: the provider's default TTL).
+
+    >>> break_even(5000, 3, provider="anthropic", model="claude-sonnet-4-5").pays
+    True
+    """
+    if prefix_tokens < 0 or reuses < 0:
+        raise ValueError(f"prefix_tokens ({prefix_tokens}) and reuses ({reuses}) must be >= 0")
+    if pricing is None:
+        if provider is None or model is None:
+            raise RenderError("break_even needs pricing=..., or provider=... and model=...")
+        info = model_info(provider, model)
+        if info is None:
+            raise RenderError(
+                f"{provider} model {model!r} is not in prefixkit's data table "
+                "(sdk/data/models.json): pass pricing=Pricing(...) instead"
+            )
+        pricing = info.pricing
+        if min_cache_tokens is None:
+            min_cache_tokens = info.min_cache_tokens
+    write = pricing.write_multiplier(ttl)
+    read = pricing.cache_read_multiplier
+    without = float(prefix_tokens * (1 + reuses))
+    if min_cache_tokens is not None and prefix_tokens < min_cache_tokens:
+        return BreakEven(
+            pays=False,
+            prefix_tokens=prefix_tokens,
+            reuses=reuses,
+            reuses_needed=None,
+            cost_without_cache=without,
+            cost_with_cache=without,
+            usd_saved=0.0 if pricing.input_usd_per_mtok is not None else None,
+            reason=(
+                f"{prefix_tokens} tokens is below the minimum cacheable prefix of "
+                f"{min_cache_tokens}: nothing is cached"
+            ),
+        )
+    with_cache = prefix_tokens * (write + reuses * read)
+    needed = _reuses_needed(write, read)
+    pays = with_cache < without
+    usd = (
+        (without - with_cache) * pricing.input_usd_per_mtok / 1e6
+        if pricing.input_usd_per_mtok is not None
+        else None
+    )
+    if needed is None:
+        reason = f"reads cost {read}x input, so no number of reuses recovers a {write}x write"
+    else:
+        reason = (
+            f"write {write}x once, read {read}x per reuse: pays from {needed} reuse(s) "
+            f"within the TTL; {reuses} planned"
+        )
+    return BreakEven(
+        pays=pays,
+        prefix_tokens=prefix_tokens,
+        reuses=reuses,
+        reuses_needed=needed,
+        cost_without_cache=without,
+        cost_with_cache=with_cache,
+        usd_saved=usd,
+        reason=reason,
+    )
+
+
+def _reuses_needed(write: float, read: float) -> int | None:
+    """Smallest n with write + n*read < 1 + n."""
+    if read >= 1.0:
+        return None if write >= 1.0 else 0
+    bound = (write - 1.0) / (1.0 - read)
+    return max(0, math.floor(bound) + 1)
