@@ -229,6 +229,13 @@ class HFTokenizer:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False)
         return ids
 
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` of many texts in one call (the Rust tokenizer batches them)."""
+        if not texts:
+            return []
+        ids: list[list[int]] = self._tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return ids
+
     def count(self, text: str) -> int:
         """Number of tokens (memoised)."""
         return memoised_count(self._name, text, lambda t: len(self.encode(t)))
