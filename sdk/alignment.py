@@ -14,9 +14,10 @@ rendering the prompt with two different one-character paddings and taking the
 first position where they differ. Candidate paddings (runs of newlines, then
 runs of spaces, then newlines followed by spaces; shortest first) are scored
 on a short window before the boundary (BPE merges are local to whitespace
-runs), then the winner is verified on the whole sequence: the tokens of the text up to the boundary must be a
-prefix of the tokens of the whole text, and their count a multiple of
-`block_size`. Anything that fails is reported, never silently accepted.
+runs), then the winner is verified on the whole sequence: the tokens of the
+text up to the boundary must be a prefix of the tokens of the whole text, and
+their count a multiple of `block_size`. Anything that fails is reported,
+never silently accepted.
 
     prompt, report = align_static_prefix(prompt, tokenizer, block_size=32)
     report.aligned, report.static_tokens, report.pad_tokens, report.reason
