@@ -9,8 +9,8 @@ unified diff of the first static segment that differs. The linter catches the
 same mistake before the code runs; this catches what only shows at run time
 (a timestamp formatted into a "static" instruction, a re-ordered tool list).
 
-    from prefixkit.sdk import drift_guard
-    drift_guard.check(prompt)                   # the process-wide default, mode "raise"
+    from prefixkit.sdk import default_guard
+    default_guard.check(prompt)                 # the process-wide default, mode "raise"
     guard = DriftGuard(mode="warn")             # your own, e.g. per tenant or per test
 
 `Prompt` itself stays pure; renderers and clients call the guard. Prompts
@@ -30,7 +30,7 @@ from .errors import StaticPrefixChangedError, StaticPrefixChangedWarning
 from .prompt import Prompt
 from .segment import Segment
 
-__all__ = ["DriftGuard", "GuardMode", "drift_guard"]
+__all__ = ["DriftGuard", "GuardMode", "default_guard"]
 
 GuardMode = Literal["raise", "warn"]
 
@@ -99,5 +99,5 @@ class DriftGuard:
                 self._seen.pop(name, None)
 
 
-drift_guard = DriftGuard()
+default_guard = DriftGuard()
 """The process-wide default guard (mode "raise")."""
