@@ -1,0 +1,397 @@
+"""Thin wrappers over the official clients: render, send, measure.
+
+Each wrapper holds an official client (`anthropic.Anthropic`,
+`openai.OpenAI`, or their async twins; an `openai` client pointed at a vLLM
+server's base URL for vLLM), renders a `Prompt` with the matching renderer,
+sends it, and returns `(response, CacheStats)`. The streaming methods return a
+`StreamResult` with the text, the final usage as `CacheStats`, and the time to
+first token (first content delta after the request was sent):
+
+- Anthropic: `messages.stream`; usage from `message_start` (cache counters)
+  merged with `message_delta` (output tokens) by the SDK;
+- OpenAI / vLLM Chat: `stream=True` with `stream_options.include_usage`, the
+  usage arrives in the last chunk;
+- OpenAI Responses: `stream=True`, usage in `response.completed`.
+
+Options not consumed by the renderer (temperature, metadata, ...) are passed
+through to the API call. Nothing here retries or caches responses: that is
+the official client's job.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .cache_stats import CacheStats, UsageShape
+from .prompt import Prompt
+from .render_anthropic import render_anthropic
+from .render_openai import render_openai_chat, render_openai_responses
+from .render_vllm import render_vllm
+from .tokenizer import HFTokenizer
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
+__all__ = [
+    "AnthropicClient",
+    "AsyncAnthropicClient",
+    "AsyncOpenAIClient",
+    "AsyncVLLMClient",
+    "OpenAIClient",
+    "StreamResult",
+    "VLLMClient",
+]
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """A streamed reply: its text, cache statistics and timings.
+
+    `ttft_seconds` is None when the stream carried no content delta;
+    `response` is the SDK's final object when the API sends one (Anthropic
+    `Message`, Responses `Response`), else None.
+    """
+
+    text: str
+    stats: CacheStats
+    ttft_seconds: float | None
+    total_seconds: float
+    response: Any = None
+
+
+class _Clock:
+    """Time to the first content delta, measured from construction."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.first: float | None = None
+
+    def content(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.start
+
+    def result(self, text: str, stats: CacheStats, response: Any = None) -> StreamResult:
+        return StreamResult(text, stats, self.first, time.perf_counter() - self.start, response)
+
+
+def _stats(usage: Any, model: str | None, shape: UsageShape) -> CacheStats:
+    if usage is None:
+        return CacheStats()
+    return CacheStats.from_usage(usage, model=model, shape=shape)
+
+
+def _with_usage(kwargs: dict[str, Any]) -> dict[str, Any]:
+    options = dict(kwargs.get("stream_options") or {})
+    options["include_usage"] = True
+    return {**kwargs, "stream": True, "stream_options": options}
+
+
+def _chat_chunk(clock: _Clock, chunk: Any, parts: list[str]) -> Any:
+    """Record one chat chunk; return its usage (only the last chunk has one)."""
+    for choice in chunk.choices or ():
+        delta = getattr(choice, "delta", None)
+        text = (
+            getattr(delta, "content", None) if delta is not None else getattr(choice, "text", None)
+        )
+        if text or (delta is not None and getattr(delta, "tool_calls", None)):
+            clock.content()
+        if text:
+            parts.append(text)
+    return getattr(chunk, "usage", None)
+
+
+def _responses_event(clock: _Clock, event: Any, parts: list[str]) -> Any:
+    """Record one Responses event; return the final response when it completes."""
+    kind = getattr(event, "type", "")
+    if kind == "response.output_text.delta":
+        clock.content()
+        parts.append(event.delta)
+    elif kind.endswith(".delta"):
+        clock.content()
+    elif kind == "response.completed":
+        return event.response
+    return None
+
+
+class AnthropicClient:
+    """`anthropic.Anthropic` with prefixkit rendering and cache statistics.
+
+    >>> client = AnthropicClient()                      # doctest: +SKIP
+    >>> message, stats = client.create(prompt, model="claude-sonnet-4-5", max_tokens=512)  # doctest: +SKIP
+    """
+
+    def __init__(self, client: anthropic.Anthropic | None = None, **client_options: Any) -> None:
+        if client is None:
+            import anthropic
+
+            client = anthropic.Anthropic(**client_options)
+        self.client = client
+
+    def create(
+        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+    ) -> tuple[anthropic.types.Message, CacheStats]:
+        """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        message = self.client.messages.create(**kwargs)
+        return message, _stats(message.usage, model, "anthropic")
+
+    def stream(
+        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+    ) -> StreamResult:
+        """Stream the reply; time to first token is the first content delta."""
+        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        clock = _Clock()
+        with self.client.messages.stream(**kwargs) as stream:
+            for event in stream:
+                if event.type == "content_block_delta":
+                    clock.content()
+            message = stream.get_final_message()
+        text = "".join(block.text for block in message.content if block.type == "text")
+        return clock.result(text, _stats(message.usage, model, "anthropic"), message)
+
+
+class AsyncAnthropicClient:
+    """`anthropic.AsyncAnthropic` with prefixkit rendering and cache statistics."""
+
+    def __init__(
+        self, client: anthropic.AsyncAnthropic | None = None, **client_options: Any
+    ) -> None:
+        if client is None:
+            import anthropic
+
+            client = anthropic.AsyncAnthropic(**client_options)
+        self.client = client
+
+    async def create(
+        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+    ) -> tuple[anthropic.types.Message, CacheStats]:
+        """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        message = await self.client.messages.create(**kwargs)
+        return message, _stats(message.usage, model, "anthropic")
+
+    async def stream(
+        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+    ) -> StreamResult:
+        """Stream the reply; time to first token is the first content delta."""
+        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        clock = _Clock()
+        async with self.client.messages.stream(**kwargs) as stream:
+            async for event in stream:
+                if event.type == "content_block_delta":
+                    clock.content()
+            message = await stream.get_final_message()
+        text = "".join(block.text for block in message.content if block.type == "text")
+        return clock.result(text, _stats(message.usage, model, "anthropic"), message)
+
+
+class OpenAIClient:
+    """`openai.OpenAI` with prefixkit rendering: Chat Completions and Responses.
+
+    `tenant` and `salt_secret` (per call) salt the `prompt_cache_key`.
+    """
+
+    def __init__(self, client: openai.OpenAI | None = None, **client_options: Any) -> None:
+        if client is None:
+            import openai
+
+            client = openai.OpenAI(**client_options)
+        self.client = client
+
+    def chat(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
+        """`chat.completions.create` with `render_openai_chat(**options)`."""
+        kwargs = render_openai_chat(prompt, model=model, **options)
+        completion = self.client.chat.completions.create(**kwargs)
+        return completion, _stats(completion.usage, model, "openai_chat")
+
+    def responses(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.responses.Response, CacheStats]:
+        """`responses.create` with `render_openai_responses(**options)`."""
+        kwargs = render_openai_responses(prompt, model=model, **options)
+        response = self.client.responses.create(**kwargs)
+        return response, _stats(response.usage, model, "openai_responses")
+
+    def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+        kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
+        clock, usage = _Clock(), None
+        parts: list[str] = []
+        for chunk in self.client.chat.completions.create(**kwargs):
+            usage = _chat_chunk(clock, chunk, parts) or usage
+        return clock.result("".join(parts), _stats(usage, model, "openai_chat"))
+
+    def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed Responses; usage from `response.completed`."""
+        kwargs = {**render_openai_responses(prompt, model=model, **options), "stream": True}
+        clock, final = _Clock(), None
+        parts: list[str] = []
+        for event in self.client.responses.create(**kwargs):
+            final = _responses_event(clock, event, parts) or final
+        usage = final.usage if final is not None else None
+        return clock.result("".join(parts), _stats(usage, model, "openai_responses"), final)
+
+
+class AsyncOpenAIClient:
+    """`openai.AsyncOpenAI` with prefixkit rendering: Chat Completions and Responses."""
+
+    def __init__(self, client: openai.AsyncOpenAI | None = None, **client_options: Any) -> None:
+        if client is None:
+            import openai
+
+            client = openai.AsyncOpenAI(**client_options)
+        self.client = client
+
+    async def chat(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
+        """`chat.completions.create` with `render_openai_chat(**options)`."""
+        kwargs = render_openai_chat(prompt, model=model, **options)
+        completion = await self.client.chat.completions.create(**kwargs)
+        return completion, _stats(completion.usage, model, "openai_chat")
+
+    async def responses(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.responses.Response, CacheStats]:
+        """`responses.create` with `render_openai_responses(**options)`."""
+        kwargs = render_openai_responses(prompt, model=model, **options)
+        response = await self.client.responses.create(**kwargs)
+        return response, _stats(response.usage, model, "openai_responses")
+
+    async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+        kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
+        clock, usage = _Clock(), None
+        parts: list[str] = []
+        async for chunk in await self.client.chat.completions.create(**kwargs):
+            usage = _chat_chunk(clock, chunk, parts) or usage
+        return clock.result("".join(parts), _stats(usage, model, "openai_chat"))
+
+    async def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed Responses; usage from `response.completed`."""
+        kwargs = {**render_openai_responses(prompt, model=model, **options), "stream": True}
+        clock, final = _Clock(), None
+        parts: list[str] = []
+        async for event in await self.client.responses.create(**kwargs):
+            final = _responses_event(clock, event, parts) or final
+        usage = final.usage if final is not None else None
+        return clock.result("".join(parts), _stats(usage, model, "openai_responses"), final)
+
+
+class VLLMClient:
+    """An `openai.OpenAI` client on a vLLM server, with aligned, salted prompts.
+
+    `tokenizer` and `block_size` must match the server (`--block-size`);
+    `salt_secret` keys the per-tenant `cache_salt`. Token counts come from
+    vLLM's `usage.prompt_tokens_details.cached_tokens` (start the server with
+    `--enable-prompt-tokens-details`). No prices: self-hosted cost is not
+    per token.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        tokenizer: HFTokenizer,
+        block_size: int,
+        salt_secret: str | bytes | None = None,
+        client: openai.OpenAI | None = None,
+        api_key: str = "EMPTY",
+    ) -> None:
+        if client is None:
+            import openai
+
+            client = openai.OpenAI(base_url=base_url, api_key=api_key)
+        self.client = client
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.salt_secret = salt_secret
+
+    def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
+        options.setdefault("salt_secret", self.salt_secret)
+        return render_vllm(
+            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
+        )
+
+    def chat(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
+        """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
+        completion = self.client.chat.completions.create(**self._render(prompt, model, **options))
+        return completion, _stats(completion.usage, None, "openai_chat")
+
+    def complete(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.Completion, CacheStats]:
+        """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
+        kwargs = self._render(prompt, model, token_ids=True, **options)
+        completion = self.client.completions.create(**kwargs)
+        return completion, _stats(completion.usage, None, "openai_chat")
+
+    def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+        kwargs = _with_usage(self._render(prompt, model, **options))
+        clock, usage = _Clock(), None
+        parts: list[str] = []
+        for chunk in self.client.chat.completions.create(**kwargs):
+            usage = _chat_chunk(clock, chunk, parts) or usage
+        return clock.result("".join(parts), _stats(usage, None, "openai_chat"))
+
+
+class AsyncVLLMClient:
+    """`openai.AsyncOpenAI` on a vLLM server (see `VLLMClient`)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        tokenizer: HFTokenizer,
+        block_size: int,
+        salt_secret: str | bytes | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        api_key: str = "EMPTY",
+    ) -> None:
+        if client is None:
+            import openai
+
+            client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
+        self.client = client
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.salt_secret = salt_secret
+
+    def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
+        options.setdefault("salt_secret", self.salt_secret)
+        return render_vllm(
+            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
+        )
+
+    async def chat(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
+        """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
+        kwargs = self._render(prompt, model, **options)
+        completion = await self.client.chat.completions.create(**kwargs)
+        return completion, _stats(completion.usage, None, "openai_chat")
+
+    async def complete(
+        self, prompt: Prompt, *, model: str, **options: Any
+    ) -> tuple[openai.types.Completion, CacheStats]:
+        """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
+        kwargs = self._render(prompt, model, token_ids=True, **options)
+        completion = await self.client.completions.create(**kwargs)
+        return completion, _stats(completion.usage, None, "openai_chat")
+
+    async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+        kwargs = _with_usage(self._render(prompt, model, **options))
+        clock, usage = _Clock(), None
+        parts: list[str] = []
+        async for chunk in await self.client.chat.completions.create(**kwargs):
+            usage = _chat_chunk(clock, chunk, parts) or usage
+        return clock.result("".join(parts), _stats(usage, None, "openai_chat"))

@@ -1,0 +1,177 @@
+"""Render a `Prompt` for a vLLM OpenAI-compatible server, block-aligned and salted.
+
+vLLM caches whole KV blocks of the full token sequence (chat template, BOS and
+tool definitions included). `render_vllm` pads the static prefix with inert
+whitespace so it ends exactly on a block boundary of that sequence
+(`alignment.align_static_prefix`, with the model's own tokenizer and chat
+template), then renders either
+
+- chat messages for `client.chat.completions.create(**kwargs)` (default): one
+  system message (system segments joined by a blank line), then one message
+  per context and conversation segment, as `alignment.chat_messages` lays them
+  out, so the alignment and the request agree; tools in the exact shape vLLM
+  hands to the template; or
+- token ids for `client.completions.create(**kwargs)` (`token_ids=True`): the
+  very sequence the alignment verified, so nothing is re-templated server-side.
+
+`cache_salt` (the tenant's HMAC salt, never empty: vLLM rejects `""`) isolates
+tenants: the same prefix under another salt never hits. It is not an OpenAI
+parameter, so it travels in `extra_body`. Without `tenant` there is no salt and
+every request on the server shares the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .alignment import align_static_prefix, chat_messages
+from .errors import PrefixkitWarning, RenderError, SaltError, UncachedPrefixWarning
+from .prompt import Prompt
+from .salt import tenant_salt
+from .tokenizer import HFTokenizer
+from .tool_schema import openai_chat_tool
+
+__all__ = ["render_vllm", "vllm_tool"]
+
+_RESERVED = ("model", "messages", "prompt", "tools")
+
+
+def vllm_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """`tool` exactly as vLLM's chat endpoint passes it to the chat template.
+
+    vLLM re-serialises each tool (`ChatCompletionToolsParam`): `type`, then
+    `function` with `name`, `description` and `parameters` (null when absent)
+    and `strict` only when set. The template renders these dicts, so the
+    alignment must see the same ones.
+    """
+    function = openai_chat_tool(tool)["function"]
+    shaped: dict[str, Any] = {
+        "name": function["name"],
+        "description": function.get("description"),
+        "parameters": function.get("parameters"),
+    }
+    if function.get("strict") is not None:
+        shaped["strict"] = function["strict"]
+    return {"type": "function", "function": shaped}
+
+
+def render_vllm(
+    prompt: Prompt,
+    *,
+    model: str,
+    tokenizer: HFTokenizer,
+    block_size: int,
+    tenant: str | None = None,
+    salt_secret: str | bytes | None = None,
+    token_ids: bool = False,
+    align: bool = True,
+    max_pad_tokens: int | None = None,
+    **request: Any,
+) -> dict[str, Any]:
+    """The kwargs for a vLLM server through the official `openai` client.
+
+    - `tokenizer`: the served model's tokenizer folder (`HFTokenizer`), whose
+      chat template the server applies; `block_size`: the server's
+      `--block-size`.
+    - `tenant` + `salt_secret`: `cache_salt = tenant_salt(tenant, salt_secret)`.
+    - `token_ids`: render a token-id prompt for `completions.create` instead
+      of chat messages for `chat.completions.create`.
+    - `align`: pad the static prefix to a block boundary (a
+      `PrefixkitWarning` says why when it cannot); `max_pad_tokens`: padding
+      budget (default one block).
+    - `request`: other parameters (max_tokens, temperature, stream, ...);
+      an `extra_body` given here is merged with `cache_salt`.
+
+    Raises `SaltError` for a tenant without a secret (or an empty one), and
+    `RenderError` for a prompt without messages. Never mutates `prompt`.
+    """
+    clash = sorted(set(request) & set(_RESERVED))
+    if clash:
+        raise RenderError(
+            f"render_vllm sets {', '.join(clash)} itself: pass them through the Prompt"
+        )
+    if not prompt.messages and not prompt.context:
+        raise RenderError(
+            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
+        )
+    salt = None
+    if tenant is not None:
+        if salt_secret is None:
+            raise SaltError(
+                f"tenant {tenant!r} needs salt_secret=...: the cache salt is an HMAC of the "
+                "tenant id keyed by a secret shared by every process that salts requests"
+            )
+        salt = tenant_salt(tenant, salt_secret)
+    tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools]
+    if tools:
+        tokenizer = _ServerToolOrder(tokenizer, tools)
+    shaped = prompt
+    token_sequence: tuple[int, ...] | None = None
+    if align:
+        shaped, report = align_static_prefix(
+            prompt, tokenizer, block_size, max_pad_tokens=max_pad_tokens
+        )
+        token_sequence = report.token_ids
+        if not report.aligned:
+            warnings.warn(
+                f"static prefix not aligned to {block_size}-token blocks: {report.reason}; "
+                "its last partial block is recomputed on every request",
+                PrefixkitWarning,
+                stacklevel=2,
+            )
+        elif report.static_tokens < block_size:
+            warnings.warn(
+                f"the static prefix is {report.static_tokens} tokens, less than one "
+                f"{block_size}-token block: vLLM caches whole blocks only",
+                UncachedPrefixWarning,
+                stacklevel=2,
+            )
+    messages = chat_messages(shaped)
+    kwargs: dict[str, Any] = {"model": model}
+    if token_ids:
+        if token_sequence is None:
+            token_sequence = tuple(tokenizer.chat_token_ids(messages, tools=tools or None))
+        kwargs["prompt"] = list(token_sequence)
+    else:
+        kwargs["messages"] = messages
+        if tools:
+            kwargs["tools"] = tools
+    extra_body = dict(request.pop("extra_body", None) or {})
+    if salt is not None:
+        extra_body["cache_salt"] = salt
+    if extra_body:
+        kwargs["extra_body"] = extra_body
+    kwargs.update(request)
+    return kwargs
+
+
+class _ServerToolOrder(HFTokenizer):
+    """`tokenizer`, templating tools exactly as the vLLM server does.
+
+    `align_static_prefix` templates `prompt.tool_dicts()`, whose keys are in
+    canonical (sorted) order, while the server templates its own
+    re-serialisation (`vllm_tool`). Chat templates print tools with `tojson`
+    in dict order, so the alignment must see the server's dicts or its token
+    counts differ from the server's.
+    """
+
+    def __init__(self, inner: HFTokenizer, tools: list[dict[str, Any]]) -> None:
+        vars(self).update(vars(inner))  # share the loaded tokenizer instead of reloading it
+        self._server_tools = tools
+
+    def chat_text(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The chat text with the server-shaped tools in place of `tools`."""
+        return super().chat_text(
+            messages,
+            tools=self._server_tools if tools else None,
+            add_generation_prompt=add_generation_prompt,
+        )
