@@ -254,9 +254,22 @@ def main() -> int:
 
     full = load_trace(args.trace)
     throughput = {}
+    tree_blocks = (
+        67_108_864 // 4 // full.block_size
+    )  # analyze's default: SMG's tree, 4 chars a token
     for policy in ("round_robin", "consistent_hash", "smg_like", "precise"):
-        result = replay(full, policy, args.replicas, 500, LoadParams(0.002, 0.03, 1.0))
-        throughput[policy] = result.requests_per_s
+        # best of three: the machine is shared, the slowest run measures the neighbours
+        throughput[policy] = max(
+            replay(
+                full,
+                policy,
+                args.replicas,
+                500,
+                LoadParams(0.002, 0.03, 1.0),
+                max_tree_blocks=tree_blocks,
+            ).requests_per_s
+            for _ in range(3)
+        )
     print()
     print(
         f"analyze replay throughput, {len(full)} requests, 8 replicas x 500 blocks: "

@@ -54,7 +54,7 @@ class ReplicaCaches:
         bit = 1 << replica
         run = 0
         for block in blocks:
-            if not holders.get(block, 0) & bit:
+            if block not in lru:
                 break
             run += 1
         move = lru.move_to_end

@@ -29,7 +29,7 @@ __all__ = ["PreciseParams", "choose_replica"]
 class PreciseParams:
     """Weights of the load term (in blocks) and the bounded-load factor."""
 
-    queue_weight: float = 0.0
+    queue_weight: float = 0.1
     running_weight: float = 1.0
     load_factor: float = 1.25
     spill_slack: int = 2

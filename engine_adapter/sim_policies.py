@@ -10,8 +10,9 @@ the simulated caches and load (`ReplicaCaches`, `LoadModel`) it was built with:
   in-flight count would exceed ``ceil(1.25 x (total + 1) / N)``.
 * ``smg_like``: SMG's ``cache_aware`` for HTTP workers, block-granular. One
   approximate tree records routing history (which replica each prefix was sent
-  to), never evictions by the engines; it is bounded by ``max_tree_blocks``
-  distinct blocks with LRU eviction. The matched length is the longest prefix
+  to), never evictions by the engines; every ``eviction_interval_s`` (60 s,
+  SMG's default) of trace time its least recently used entries are evicted
+  until it holds at most ``max_tree_blocks`` distinct blocks. The matched length is the longest prefix
   in the tree (all replicas); its owner is the replica that first inserted the
   deepest matched block (SMG keeps a node's first tenant). If matched / total >
   ``cache_threshold`` (0.3) the owner gets it, unless the spill gate fires: its
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -121,6 +121,7 @@ class SmgLike:
         balance_abs_threshold: int = 64,
         balance_rel_threshold: float = 1.5,
         max_tree_blocks: int | None = None,
+        eviction_interval_s: float = 60.0,
     ) -> None:
         self.replicas = replicas
         self.load = load
@@ -131,12 +132,23 @@ class SmgLike:
         self.processed = [0] * replicas
         self.tree: dict[int, int] = {}  # block -> bitmask of replicas in its path
         self.owner: dict[int, int] = {}  # block -> first replica that inserted it
-        self.lru: OrderedDict[int, None] = OrderedDict()  # block * replicas + replica
+        # (block * replicas + replica) -> last use (a request counter)
+        self.stamps: dict[int, int] = {}
+        self.clock = 0
+        self.eviction_interval_s = eviction_interval_s
+        self.next_eviction = eviction_interval_s
 
     def _least_loaded(self) -> int:
         inflight = self.load.inflight
         processed = self.processed
-        return min(range(self.replicas), key=lambda r: (inflight[r], processed[r], r))
+        best = 0
+        best_load = inflight[0]
+        best_done = processed[0]
+        for r in range(1, self.replicas):
+            load = inflight[r]
+            if load < best_load or (load == best_load and processed[r] < best_done):
+                best, best_load, best_done = r, load, processed[r]
+        return best
 
     def choose(self, blocks: Sequence[int], now: float) -> int:
         tree = self.tree
@@ -160,38 +172,59 @@ class SmgLike:
         else:
             chosen = self._least_loaded()
         self.processed[chosen] += 1
-        self._insert(blocks, chosen)
+        self._insert(blocks, chosen, now)
         return chosen
 
-    def _insert(self, blocks: Sequence[int], replica: int) -> None:
+    def _insert(self, blocks: Sequence[int], replica: int, now: float) -> None:
         tree = self.tree
         owner = self.owner
-        lru = self.lru
         bit = 1 << replica
+        if self.max_tree_blocks is None:  # unbounded: nothing is ever evicted
+            for block in blocks:
+                mask = tree.get(block, 0)
+                if not mask:
+                    owner[block] = replica
+                tree[block] = mask | bit
+            return
+        stamps = self.stamps
         replicas = self.replicas
-        for block in reversed(blocks):
+        self.clock += 1
+        clock = self.clock
+        for block in blocks:
             key = block * replicas + replica
-            if key in lru:
-                lru.move_to_end(key)
-                continue
-            lru[key] = None
-            mask = tree.get(block, 0)
-            if not mask:
-                owner[block] = replica
-            tree[block] = mask | bit
+            if key not in stamps:
+                mask = tree.get(block, 0)
+                if not mask:
+                    owner[block] = replica
+                tree[block] = mask | bit
+            stamps[key] = clock
+        if now >= self.next_eviction:
+            self.next_eviction = now + self.eviction_interval_s
+            self._evict()
+
+    def _evict(self) -> None:
+        """SMG's periodic eviction: least recently used (replica, block) entries go
+        until the tree holds at most `max_tree_blocks` distinct blocks."""
+        tree = self.tree
         limit = self.max_tree_blocks
-        if limit is not None:
-            while len(tree) > limit:
-                key, _ = lru.popitem(last=False)
-                block, holder = divmod(key, replicas)
-                left = tree[block] & ~(1 << holder)
-                if left:
-                    tree[block] = left
-                    if owner[block] == holder:
-                        owner[block] = (left & -left).bit_length() - 1
-                else:
-                    del tree[block]
-                    del owner[block]
+        if limit is None or len(tree) <= limit:
+            return
+        owner = self.owner
+        stamps = self.stamps
+        replicas = self.replicas
+        for key in sorted(stamps, key=stamps.__getitem__):
+            if len(tree) <= limit:
+                break
+            del stamps[key]
+            block, holder = divmod(key, replicas)
+            left = tree[block] & ~(1 << holder)
+            if left:
+                tree[block] = left
+                if owner[block] == holder:
+                    owner[block] = (left & -left).bit_length() - 1
+            else:
+                del tree[block]
+                del owner[block]
 
 
 class Precise:
@@ -214,7 +247,11 @@ class Precise:
         caches = self.caches
         runs = cached_runs(caches.holders, blocks, self.replicas)
         load = self.load
-        queued = [load.queued_blocks(r, now) for r in range(self.replicas)]
+        per_block = load.prefill_s_per_block
+        queued = [
+            (busy - now) / per_block if busy > now and per_block > 0 else 0.0
+            for busy in load.busy_until
+        ]
         self.turn += 1
         length = len(blocks)
 
