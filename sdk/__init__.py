@@ -5,7 +5,18 @@ Heavy dependencies (tokenizers, provider clients) are imported lazily.
 """
 
 from .alignment import AlignmentReport, align_static_prefix, chat_messages
+from .break_even import BreakEven, break_even
+from .cache_stats import CacheStats
 from .canonical import canonical_json, canonical_text, sha256_hex
+from .clients import (
+    AnthropicClient,
+    AsyncAnthropicClient,
+    AsyncOpenAIClient,
+    AsyncVLLMClient,
+    OpenAIClient,
+    StreamResult,
+    VLLMClient,
+)
 from .drift_guard import DriftGuard, default_guard
 from .errors import (
     AlignmentError,
@@ -13,6 +24,7 @@ from .errors import (
     LayoutError,
     LockfileError,
     PrefixkitError,
+    PrefixkitWarning,
     PromptDriftError,
     PromptNotFoundError,
     RenderError,
@@ -20,9 +32,15 @@ from .errors import (
     StaticPrefixChangedError,
     StaticPrefixChangedWarning,
     TokenizerError,
+    UncachedPrefixWarning,
+    UnknownModelWarning,
 )
+from .models import ModelInfo, Pricing, model_info
 from .prompt import Prompt
 from .registry import Drift, PromptRegistry, check_prompt_files, read_lock, write_lock
+from .render_anthropic import render_anthropic
+from .render_openai import prompt_cache_key, render_openai_chat, render_openai_responses
+from .render_vllm import render_vllm
 from .salt import tenant_salt
 from .segment import Segment, Stability
 from .tokenizer import (
@@ -36,14 +54,24 @@ from .tokenizer import (
 __all__ = [
     "AlignmentError",
     "AlignmentReport",
+    "AnthropicClient",
     "AnthropicTokenCounter",
+    "AsyncAnthropicClient",
+    "AsyncOpenAIClient",
+    "AsyncVLLMClient",
+    "BreakEven",
+    "CacheStats",
     "CanonicalError",
     "Drift",
     "DriftGuard",
     "HFTokenizer",
     "LayoutError",
     "LockfileError",
+    "ModelInfo",
+    "OpenAIClient",
     "PrefixkitError",
+    "PrefixkitWarning",
+    "Pricing",
     "Prompt",
     "PromptDriftError",
     "PromptNotFoundError",
@@ -54,17 +82,28 @@ __all__ = [
     "Stability",
     "StaticPrefixChangedError",
     "StaticPrefixChangedWarning",
+    "StreamResult",
     "TiktokenTokenizer",
     "TokenCount",
     "Tokenizer",
     "TokenizerError",
+    "UncachedPrefixWarning",
+    "UnknownModelWarning",
+    "VLLMClient",
     "align_static_prefix",
+    "break_even",
     "canonical_json",
     "canonical_text",
     "chat_messages",
     "check_prompt_files",
     "default_guard",
+    "model_info",
+    "prompt_cache_key",
     "read_lock",
+    "render_anthropic",
+    "render_openai_chat",
+    "render_openai_responses",
+    "render_vllm",
     "sha256_hex",
     "tenant_salt",
     "write_lock",
