@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,12 @@ def build_chatml_tokenizer(folder: Path, vocab_size: int = 800) -> Path:
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="session")
+def chatml_tokenizer_builder() -> Callable[[Path], Path]:
+    """`build_chatml_tokenizer`, for tests that need a variant of the tokenizer folder."""
+    return build_chatml_tokenizer
 
 
 @pytest.fixture(scope="session")
