@@ -1,7 +1,7 @@
 """Canonical forms: the one way text and JSON are turned into bytes.
 
 Text policy (applied once, when a segment is created or a prompt file loaded):
-- a leading byte-order mark is removed;
+- leading byte-order marks are removed (editors may add one to a file that has one);
 - CRLF and lone CR become LF;
 - Unicode is normalised to NFC (editors on different systems disagree);
 - trailing spaces and tabs are removed from every line;
@@ -32,7 +32,7 @@ def canonical_text(text: str) -> str:
     """Return `text` in canonical form (see the module docstring)."""
     if not isinstance(text, str):
         raise CanonicalError(f"expected text (str), got {type(text).__name__}: convert it first")
-    text = text.removeprefix("\ufeff")
+    text = text.lstrip("\ufeff")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = unicodedata.normalize("NFC", text)
     lines = [line.rstrip(" \t") for line in text.split("\n")]
