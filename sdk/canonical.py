@@ -1,12 +1,14 @@
 """Canonical forms: the one way text and JSON are turned into bytes.
 
 Text policy (applied once, when a segment is created or a prompt file loaded):
-- leading byte-order marks are removed (editors may add one to a file that has one);
+- leading byte-order marks are removed;
 - CRLF and lone CR become LF;
 - Unicode is normalised to NFC (editors on different systems disagree);
 - trailing spaces and tabs are removed from every line;
 - trailing blank lines are removed (no final newline).
-Leading indentation and blank lines inside the text are kept.
+Leading indentation and blank lines inside the text are kept. The only
+trailing whitespace a segment can carry is its block-alignment padding
+(`Segment.padding`), appended after this policy on purpose.
 
 JSON policy: sorted keys, separators `,` and `:`, UTF-8 kept as is
 (`ensure_ascii=False`), no NaN or infinity, and no sets (their order is not
