@@ -1,0 +1,169 @@
+"""Where cached segments are built: the parts of a request a provider caches.
+
+Recognised (a value reaching one of these is part of the cached prefix):
+
+- `system=`, `instructions=` and `tools=` arguments of any call (provider
+  clients, agent frameworks, `prefixkit.sdk.Prompt`), plus configured keywords;
+- the `content` of `{"role": "system" | "developer", ...}` messages;
+- LangChain-style `SystemMessage(...)`;
+- content blocks carrying `cache_control` or `prompt_cache_breakpoint`, unless
+  they sit in a user or assistant message (a breakpoint on the latest user turn
+  is the recommended rolling pattern);
+- prefixkit's `Segment.static(...)` and `Segment.versioned(...)`;
+- arguments of configured cached callables.
+
+`request_blocks` lays out one provider request (tools -> system -> messages)
+as blocks with their markers, for the breakpoint rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .catalog import CACHE_MARKER_KEYS, SEGMENT_CONSTRUCTORS, SYSTEM_MESSAGE_CLASSES
+from .module_index import FunctionNode, ModuleIndex, string_value
+from .taint import Env, TaintAnalysis, dotted_parts
+
+__all__ = ["Block", "CachedSegment", "cached_segments", "callee_names", "request_blocks"]
+
+_BLOCK_META_KEYS = CACHE_MARKER_KEYS | {"type"}
+
+
+@dataclass(frozen=True)
+class CachedSegment:
+    """A value that becomes part of a cached prefix, and where it is built."""
+
+    node: cst.BaseExpression
+    label: str
+    function: FunctionNode | None
+
+
+def callee_names(call: cst.Call, analysis: TaintAnalysis) -> frozenset[str]:
+    """Qualified names of the callee, plus its dotted spelling when it is unresolved."""
+    names = analysis.qualified_names(call.func)
+    if names:
+        return names
+    parts = dotted_parts(call.func)
+    return frozenset({".".join(parts)}) if parts else frozenset()
+
+
+def _call_segments(
+    call: cst.Call, function: FunctionNode | None, analysis: TaintAnalysis, extra: frozenset[str]
+) -> list[CachedSegment]:
+    names = callee_names(call, analysis)
+    if names & extra:
+        label = f"`{min(names & extra)}(...)`"
+        return [CachedSegment(arg.value, label, function) for arg in call.args]
+    if any(name.rsplit(".", 1)[-1] in SYSTEM_MESSAGE_CLASSES for name in names):
+        label = "`SystemMessage(...)`"
+    elif any(".".join(name.split(".")[-2:]) in SEGMENT_CONSTRUCTORS for name in names):
+        label = "a static prefixkit `Segment`"
+    else:
+        return []
+    content = [
+        arg.value
+        for position, arg in enumerate(call.args)
+        if (arg.keyword is None and position == 0)
+        or (arg.keyword is not None and arg.keyword.value == "content")
+    ]
+    return [CachedSegment(value, label, function) for value in content]
+
+
+def cached_segments(
+    index: ModuleIndex, analysis: TaintAnalysis, extra_callables: frozenset[str]
+) -> list[CachedSegment]:
+    """Every cached segment the module builds, in source order of discovery."""
+    found: list[CachedSegment] = []
+    for candidate in index.sites:
+        node = candidate.node
+        if candidate.kind == "call" and isinstance(node, cst.Call):
+            found += _call_segments(node, candidate.function, analysis, extra_callables)
+        elif candidate.kind == "marker" and isinstance(node, cst.Dict):
+            for element in node.elements:
+                if (
+                    isinstance(element, cst.DictElement)
+                    and string_value(element.key) not in _BLOCK_META_KEYS
+                ):
+                    found.append(CachedSegment(element.value, candidate.label, candidate.function))
+        elif isinstance(node, cst.BaseExpression):
+            found.append(CachedSegment(node, candidate.label, candidate.function))
+    return found
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a request: a tool definition, a system block or a message part.
+
+    `marker` is the key node of its `cache_control` / `prompt_cache_breakpoint`
+    (None when unmarked), `ttl` the marker's TTL ("5m" when not given),
+    `content` the values the block carries (text, schema, ...). `repeated`
+    marks a block produced by a comprehension (it may occur many times).
+    """
+
+    part: str
+    role: str | None
+    node: cst.BaseExpression
+    env: Env
+    marker: cst.CSTNode | None
+    marker_kind: str | None
+    ttl: str | None
+    content: tuple[tuple[cst.BaseExpression, Env], ...]
+    repeated: bool
+
+
+def _block(
+    part: str,
+    role: str | None,
+    node: cst.BaseExpression,
+    env: Env,
+    repeated: bool,
+    analysis: TaintAnalysis,
+) -> Block:
+    entries = analysis.entries(node, env)
+    marker: cst.CSTNode | None = None
+    marker_kind: str | None = None
+    ttl: str | None = None
+    for key in sorted(CACHE_MARKER_KEYS):
+        if key in entries:
+            value, value_env, key_node = entries[key]
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            marker, marker_kind = key_node, key
+            ttl_entry = analysis.entries(value, value_env).get("ttl")
+            ttl = string_value(ttl_entry[0]) if ttl_entry else "5m"
+    content = tuple(
+        (value, value_env)
+        for key, (value, value_env, _) in entries.items()
+        if key not in _BLOCK_META_KEYS
+    )
+    if not entries:
+        content = ((node, env),)
+    return Block(part, role, node, env, marker, marker_kind, ttl, content, repeated)
+
+
+def request_blocks(
+    call: cst.Call, function: FunctionNode | None, analysis: TaintAnalysis
+) -> list[Block]:
+    """The blocks of a provider request call in prefix order: tools, system, messages."""
+    arguments = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    env = Env(function)
+    blocks: list[Block] = []
+    for part in ("tools", "system"):
+        if part in arguments:
+            for node, node_env, repeated in analysis.elements(arguments[part], env):
+                role = "system" if part == "system" else None
+                blocks.append(_block(part, role, node, node_env, repeated, analysis))
+    if "messages" in arguments:
+        for message, message_env, repeated in analysis.elements(arguments["messages"], env):
+            entries = analysis.entries(message, message_env)
+            role = string_value(entries["role"][0]) if "role" in entries else None
+            if "content" not in entries:
+                continue
+            content, content_env, _ = entries["content"]
+            for node, node_env, inner_repeated in analysis.elements(content, content_env):
+                blocks.append(
+                    _block("messages", role, node, node_env, repeated or inner_repeated, analysis)
+                )
+    return blocks

@@ -1,0 +1,166 @@
+"""What rules see: one `LintContext` per Python module, one `PromptContext` per prompt file.
+
+A `LintContext` wraps the parsed module in a single `MetadataWrapper` (no
+copy) and computes, lazily and once, everything the rules share: the module
+index, the taint analysis, the cached segments with the taints that reach
+them, and the provider requests laid out as blocks. Positions
+(`PositionProvider`) are resolved only when something is reported.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
+
+from .cached_segments import Block, CachedSegment, cached_segments, request_blocks
+from .catalog import CACHED_KEYWORDS, SEGMENT_CONSTRUCTORS, SYSTEM_MESSAGE_CLASSES
+from .config import LintConfig
+from .finding import Finding, Fix, Position
+from .module_index import FunctionNode, ModuleIndex
+from .taint import Env, Taint, TaintAnalysis
+
+__all__ = ["LintContext", "ProjectState", "PromptContext", "Request"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A provider request call and its blocks in prefix order."""
+
+    call: cst.Call
+    function: FunctionNode | None
+    blocks: tuple[Block, ...]
+
+
+class LintContext:
+    """Shared, lazily computed analysis of one module for all Python rules."""
+
+    def __init__(self, module: cst.Module, filename: str, config: LintConfig) -> None:
+        self.module = module
+        self.filename = filename
+        self.config = config
+        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+
+    @functools.cached_property
+    def cached_keywords(self) -> frozenset[str]:
+        """Argument names whose values are cached (built-in plus configured)."""
+        return CACHED_KEYWORDS | self.config.extra_cached_keywords
+
+    @functools.cached_property
+    def index(self) -> ModuleIndex:
+        """The one-pass module index."""
+        tails = (
+            SYSTEM_MESSAGE_CLASSES
+            | {name.rsplit(".", 1)[-1] for name in SEGMENT_CONSTRUCTORS}
+            | {name.rsplit(".", 1)[-1] for name in self.config.extra_cached_callables}
+        )
+        return ModuleIndex.build(self.module, self.cached_keywords, frozenset(tails))
+
+    @functools.cached_property
+    def analysis(self) -> TaintAnalysis:
+        """Taint analysis over the module's scope and qualified-name metadata."""
+        scopes = self.wrapper.resolve(ScopeProvider)
+        names = self.wrapper.resolve(QualifiedNameProvider)
+        return TaintAnalysis(self.index, scopes, names, self.config.extra_volatile_callables)
+
+    @functools.cached_property
+    def segments(self) -> list[CachedSegment]:
+        """Every cached segment the module builds."""
+        return cached_segments(self.index, self.analysis, self.config.extra_cached_callables)
+
+    @functools.cached_property
+    def segment_taints(self) -> list[tuple[CachedSegment, Taint]]:
+        """Each taint reaching a cached segment, once per (kind, origin), in source order."""
+        seen: set[tuple[str, int]] = set()
+        found: list[tuple[CachedSegment, Taint]] = []
+        for segment in self.segments:
+            for taint in self.analysis.taints(segment.node, Env(segment.function)):
+                key = (taint.kind, id(taint.origin))
+                if key not in seen:
+                    seen.add(key)
+                    found.append((segment, taint))
+        return found
+
+    @functools.cached_property
+    def requests(self) -> list[Request]:
+        """Provider request calls (with `messages=`, `system=` or `tools=`) as blocks."""
+        return [
+            Request(call, function, tuple(request_blocks(call, function, self.analysis)))
+            for call, function in self.index.requests
+        ]
+
+    @functools.cached_property
+    def _positions(self) -> object:
+        return self.wrapper.resolve(PositionProvider)
+
+    def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
+        """Start and end (1-based row and column) of `node` in the source."""
+        code_range = self._positions[node]  # type: ignore[index]
+        return (
+            Position(code_range.start.line, code_range.start.column + 1),
+            Position(code_range.end.line, code_range.end.column + 1),
+        )
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        """The row where `node` starts."""
+        return self.span(node)[0].row
+
+    def finding(
+        self, code: str, node: cst.CSTNode, message: str, fix: Fix | None = None
+    ) -> Finding:
+        """A finding spanning `node`."""
+        start, end = self.span(node)
+        return Finding(code, message, self.filename, start, end, fix)
+
+
+@dataclass
+class ProjectState:
+    """Per-run state shared by prompt files: the parsed lock, read once."""
+
+    config: LintConfig
+    _lock: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def prompt_root(self) -> Path:
+        """The prompt registry root (absolute)."""
+        return (self.config.root / self.config.prompt_root).absolute()
+
+    def lock(self) -> object | None:
+        """The parsed `prefixkit.lock` beside the prompt root, or None when there is none.
+
+        Raises `LockfileError` (from prefixkit.sdk) when the lock is malformed.
+        """
+        if "lock" not in self._lock:
+            from prefixkit.sdk.registry import default_lock_path, read_lock
+
+            path = default_lock_path(self.prompt_root)
+            self._lock["lock"] = read_lock(path) if path.is_file() else None
+        return self._lock["lock"]
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """One prompt file: its text, where it is, and the project it belongs to."""
+
+    path: Path
+    filename: str
+    text: str
+    project: ProjectState
+
+    def position(self, offset: int) -> Position:
+        """The 1-based row and column of a character offset in the text."""
+        row = self.text.count("\n", 0, offset) + 1
+        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return Position(row, column)
+
+    def finding(self, code: str, start: int, end: int, message: str) -> Finding:
+        """A finding spanning the characters `start:end`."""
+        return Finding(code, message, self.filename, self.position(start), self.position(end))

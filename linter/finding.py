@@ -1,0 +1,53 @@
+"""Findings: what a rule reports, where, and the safe fix it offers (if any).
+
+Positions are 1-based rows and 1-based columns (as ruff prints them); an edit
+replaces the text between `start` and `end` (end exclusive) with `content`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Edit", "Finding", "Fix", "Position"]
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A place in a file: 1-based row, 1-based column."""
+
+    row: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text from `start` to `end` with `content` (an insertion when equal)."""
+
+    start: Position
+    end: Position
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A safe, behaviour-preserving change that removes a finding."""
+
+    message: str
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation: a rule code, a message and a span in `filename`."""
+
+    code: str
+    message: str
+    filename: str
+    start: Position
+    end: Position
+    fix: Fix | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        """Order by file, position, code (the order every output format uses)."""
+        return (self.filename, self.start.row, self.start.column, self.code)

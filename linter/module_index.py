@@ -1,0 +1,286 @@
+"""One pass over a parsed module that records what the rules look up later.
+
+The index needs no metadata: it maps assignment targets to the values assigned,
+parameters to their functions, functions to their `return` values, classes to
+their methods and `self.<attr>` assignments, list mutations (`x.append(v)`) to
+their receivers, and it collects candidate cached-segment sites (see
+`cached_segments`) together with the function that encloses each. Keys are
+`id(node)`: libcst nodes compare by identity and the module outlives the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .catalog import CACHE_MARKER_KEYS
+
+__all__ = ["FunctionNode", "ModuleIndex", "SiteCandidate", "ValueSource", "string_value"]
+
+FunctionNode = cst.FunctionDef | cst.Lambda
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+# Calls with one of these keywords are provider requests (or prefixkit prompts).
+_REQUEST_KEYWORDS = frozenset({"messages", "system", "tools"})
+
+
+def string_value(node: cst.BaseExpression | None) -> str | None:
+    """The value of a plain string literal (no f-string), else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+@dataclass(frozen=True)
+class ValueSource:
+    """A value bound to a name: `kind` is "assign", "iter" (loop target) or "unknown"."""
+
+    kind: str
+    value: cst.BaseExpression | None
+    annotation: cst.BaseExpression | None = None
+
+
+@dataclass(frozen=True)
+class SiteCandidate:
+    """A syntactic place where a cached segment may be built.
+
+    `kind`: "keyword" (a `system=`-like argument), "role" (content of a
+    system/developer message dict), "marker" (a dict carrying a cache marker),
+    "call" (arguments of a call that may be `SystemMessage(...)`,
+    `Segment.static(...)` or a configured cached callable).
+    """
+
+    kind: str
+    node: cst.CSTNode
+    label: str
+    function: FunctionNode | None
+
+
+@dataclass
+class ModuleIndex:
+    """Lookup tables for one module (build with `ModuleIndex.build`)."""
+
+    values: dict[int, list[ValueSource]] = field(default_factory=dict)
+    param_function: dict[int, FunctionNode] = field(default_factory=dict)
+    returns: dict[int, list[cst.BaseExpression]] = field(default_factory=dict)
+    function_class: dict[int, cst.ClassDef] = field(default_factory=dict)
+    enclosing_function: dict[int, FunctionNode | None] = field(default_factory=dict)
+    class_methods: dict[int, dict[str, cst.FunctionDef]] = field(default_factory=dict)
+    class_attrs: dict[int, dict[str, list[tuple[cst.BaseExpression, FunctionNode | None]]]] = field(
+        default_factory=dict
+    )
+    mutations: dict[int, list[cst.Call]] = field(default_factory=dict)
+    sites: list[SiteCandidate] = field(default_factory=list)
+    requests: list[tuple[cst.Call, FunctionNode | None]] = field(default_factory=list)
+    lists: list[tuple[cst.List | cst.Tuple, FunctionNode | None]] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls, module: cst.Module, cached_keywords: frozenset[str], call_tails: frozenset[str]
+    ) -> ModuleIndex:
+        """Index `module` in one traversal.
+
+        `cached_keywords` are argument names whose values are cached segments;
+        `call_tails` are last names of callables that may build one
+        (`SystemMessage`, `static`, ...): their qualified names are checked later.
+        """
+        index = cls()
+        module.visit(_Indexer(index, cached_keywords, call_tails))
+        return index
+
+
+def _dict_key(element: cst.BaseDictElement) -> str | None:
+    if isinstance(element, cst.DictElement):
+        return string_value(element.key)
+    return None
+
+
+def _role_of(node: cst.Dict) -> str | None:
+    for element in node.elements:
+        if _dict_key(element) == "role" and isinstance(element, cst.DictElement):
+            return string_value(element.value)
+    return None
+
+
+class _Indexer(cst.CSTVisitor):
+    def __init__(
+        self, index: ModuleIndex, cached_keywords: frozenset[str], call_tails: frozenset[str]
+    ) -> None:
+        super().__init__()
+        self.index = index
+        self.cached_keywords = cached_keywords
+        self.call_tails = call_tails
+        self.functions: list[FunctionNode] = []
+        self.classes: list[cst.ClassDef | None] = [None]
+        self.roles: list[str | None] = []
+
+    @property
+    def function(self) -> FunctionNode | None:
+        return self.functions[-1] if self.functions else None
+
+    def _bind(self, target: cst.BaseExpression, source: ValueSource) -> None:
+        if isinstance(target, cst.Name):
+            self.index.values.setdefault(id(target), []).append(source)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            value = source.value
+            items: Sequence[cst.BaseElement] | None = None
+            if (
+                source.kind == "assign"
+                and isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == len(target.elements)
+            ):
+                items = value.elements
+            for position, element in enumerate(target.elements):
+                if items is not None and not isinstance(items[position], cst.StarredElement):
+                    part = ValueSource("assign", items[position].value)
+                else:
+                    part = ValueSource(source.kind, source.value)
+                self._bind(element.value, part)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, source)
+        elif isinstance(target, cst.Attribute):
+            self._bind_attribute(target, source)
+
+    def _bind_attribute(self, target: cst.Attribute, source: ValueSource) -> None:
+        owner = self.index.function_class.get(id(self.function)) if self.function else None
+        if (
+            owner is None
+            or source.value is None
+            or not isinstance(target.value, cst.Name)
+            or target.value.value not in ("self", "cls")
+        ):
+            return
+        attrs = self.index.class_attrs.setdefault(id(owner), {})
+        attrs.setdefault(target.attr.value, []).append((source.value, self.function))
+
+    # scopes -----------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+        self.index.class_methods[id(node)] = {}
+        self.index.class_attrs[id(node)] = {}
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        owner = self.classes[-1]
+        if owner is not None and not self.functions:
+            self.index.class_methods[id(owner)][node.name.value] = node
+            self.index.function_class[id(node)] = owner
+        elif self.functions and id(self.functions[-1]) in self.index.function_class:
+            self.index.function_class[id(node)] = self.index.function_class[id(self.functions[-1])]
+        self._enter_function(node, node.params)
+        self.classes.append(None)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
+        self.classes.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._enter_function(node, node.params)
+        self.index.returns[id(node)] = [node.body]
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.functions.pop()
+
+    def _enter_function(self, node: FunctionNode, params: cst.Parameters) -> None:
+        self.index.enclosing_function[id(node)] = self.function
+        self.index.returns.setdefault(id(node), [])
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.index.param_function[id(param)] = node
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.index.param_function[id(star)] = node
+        self.functions.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None and self.function is not None:
+            self.index.returns[id(self.function)].append(node.value)
+
+    # bindings ---------------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, ValueSource("assign", node.value))
+        self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        annotation = node.annotation.annotation
+        self._bind(node.target, ValueSource("assign", node.value, annotation))
+        if node.value is not None:
+            self._class_attr(node.target, node.value)
+
+    def _class_attr(self, target: cst.BaseExpression | None, value: cst.BaseExpression) -> None:
+        owner = self.classes[-1]
+        if owner is not None and isinstance(target, cst.Name):
+            attrs = self.index.class_attrs[id(owner)]
+            attrs.setdefault(target.value, []).append((value, None))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, ValueSource("assign", node.value))
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, ValueSource("assign", node.value))
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target, ValueSource("iter", node.iter))
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind(node.target, ValueSource("iter", node.iter))
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name, ValueSource("unknown", None))
+
+    # sites ------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else None
+        if isinstance(func, cst.Name):
+            tail = func.value
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and tail in _MUTATORS
+        ):
+            self.index.mutations.setdefault(id(func.value), []).append(node)
+        keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+        if keywords & _REQUEST_KEYWORDS:
+            self.index.requests.append((node, self.function))
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in self.cached_keywords:
+                label = f"`{arg.keyword.value}=`"
+                self.index.sites.append(SiteCandidate("keyword", arg.value, label, self.function))
+        if node.args and tail in self.call_tails:
+            self.index.sites.append(SiteCandidate("call", node, "", self.function))
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        role = _role_of(node)
+        self.roles.append(role)
+        keys = {_dict_key(element) for element in node.elements}
+        if role in ("system", "developer"):
+            for element in node.elements:
+                if _dict_key(element) == "content" and isinstance(element, cst.DictElement):
+                    label = f"a `{role}` message"
+                    self.index.sites.append(
+                        SiteCandidate("role", element.value, label, self.function)
+                    )
+        if keys & CACHE_MARKER_KEYS and not any(r in ("user", "assistant") for r in self.roles):
+            self.index.sites.append(
+                SiteCandidate("marker", node, "a block with a cache marker", self.function)
+            )
+
+    def leave_Dict(self, original_node: cst.Dict) -> None:
+        self.roles.pop()
+
+    def visit_List(self, node: cst.List) -> None:
+        if len(node.elements) > 1:
+            self.index.lists.append((node, self.function))
+
+    def visit_Tuple(self, node: cst.Tuple) -> None:
+        if len(node.elements) > 1:
+            self.index.lists.append((node, self.function))

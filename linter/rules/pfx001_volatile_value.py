@@ -1,0 +1,225 @@
+"""PFX001 volatile-value-in-cached-segment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..context import LintContext
+from ..finding import Finding
+from ..rule import Invalid, PythonRule, Valid
+
+__all__ = ["VolatileValueInCachedSegment"]
+
+
+class VolatileValueInCachedSegment(PythonRule):
+    """A clock, date, uuid, random number, pid or hostname reaches a cached segment.
+
+    Cached segments are the `system=` / `instructions=` / `tools=` arguments,
+    system and developer messages, `SystemMessage(...)`, blocks carrying
+    `cache_control` or `prompt_cache_breakpoint`, and prefixkit's
+    `Segment.static` / `Segment.versioned`. Values are followed through
+    f-strings, `.format`, `%`, `+`, `"".join`, variables and helper functions
+    of the same module; imports are resolved under aliases.
+
+    ## Why it breaks caching
+    A provider reuses a cached prefix only when it is byte-identical. A
+    timestamp or uuid in the system prompt makes every request's prefix new:
+    every call pays a cache write (1.25x input price on Anthropic) and never
+    reads one, and nothing reports the miss.
+
+    ## Example
+    ```python
+    from datetime import datetime as dt
+
+    SYSTEM = f"You are a support agent. Today is {dt.now():%Y-%m-%d}."
+    client.messages.create(model=MODEL, system=SYSTEM, messages=messages)
+    ```
+
+    ## Use instead
+    ```python
+    SYSTEM = "You are a support agent."
+    today = f"Today is {dt.now():%Y-%m-%d}."
+    client.messages.create(
+        model=MODEL,
+        system=SYSTEM,
+        messages=[*history, {"role": "user", "content": f"{today}\\n{question}"}],
+    )
+    ```
+    """
+
+    code = "PFX001"
+    name = "volatile-value-in-cached-segment"
+    VALID = (
+        # the latest user message may change on every request
+        Valid(
+            "import datetime\n"
+            "SYSTEM = 'You are a support agent.'\n"
+            "def ask(client, question):\n"
+            "    now = datetime.datetime.now().isoformat()\n"
+            "    return client.messages.create(\n"
+            "        system=SYSTEM,\n"
+            "        messages=[{'role': 'user', 'content': f'[{now}] {question}'}],\n"
+            "    )\n"
+        ),
+        # headers, idempotency keys and metadata are not part of the prompt
+        Valid(
+            "import uuid\n"
+            "def ask(client, messages):\n"
+            "    return client.messages.create(\n"
+            "        system='You are terse.',\n"
+            "        messages=messages,\n"
+            "        extra_headers={'Idempotency-Key': str(uuid.uuid4())},\n"
+            "        metadata={'request_id': uuid.uuid4().hex},\n"
+            "    )\n"
+        ),
+        # logging and timing around the call
+        Valid(
+            "import logging, time\n"
+            "log = logging.getLogger(__name__)\n"
+            "SYSTEM = 'You summarise tickets.'\n"
+            "def summarise(client, ticket):\n"
+            "    started = time.perf_counter()\n"
+            "    reply = client.messages.create(system=SYSTEM, messages=[{'role': 'user', 'content': ticket}])\n"
+            "    log.info('summarised in %.2fs at %s', time.perf_counter() - started, time.time())\n"
+            "    return reply\n"
+        ),
+        # f-strings over constants and environment settings
+        Valid(
+            "import os\n"
+            "from myapp.settings import settings\n"
+            "PRODUCT = 'Acme Cloud'\n"
+            "VERSION = '2.3'\n"
+            'SYSTEM = f\'You support {PRODUCT} {VERSION} in {os.environ.get("REGION", "eu")}.\'\n'
+            "SYSTEM_LONG = SYSTEM + f' Plan limits: {settings.plan_limits}. Locale: {os.getenv(\"LOCALE\")}'\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(system=SYSTEM_LONG, messages=[{'role': 'user', 'content': q}])\n"
+        ),
+        # a volatile value in a dynamic prefixkit segment is fine
+        Valid(
+            "from datetime import datetime\n"
+            "from prefixkit.sdk import Prompt, Segment\n"
+            "def build(question):\n"
+            "    return Prompt(\n"
+            "        system=[Segment.static('You are helpful.')],\n"
+            "        messages=[Segment.dynamic(f'{datetime.now():%H:%M} {question}')],\n"
+            "    )\n"
+        ),
+        # a rolling breakpoint on the latest user turn is the recommended pattern
+        Valid(
+            "import time\n"
+            "def ask(client, history, question):\n"
+            "    turn = {'role': 'user', 'content': [\n"
+            "        {'type': 'text', 'text': f'{time.strftime(\"%H:%M\")} {question}',\n"
+            "         'cache_control': {'type': 'ephemeral'}},\n"
+            "    ]}\n"
+            "    return client.messages.create(system='Be brief.', messages=[*history, turn])\n"
+        ),
+        # a helper that logs a timestamp but returns a constant
+        Valid(
+            "import time, logging\n"
+            "def system_prompt():\n"
+            "    logging.debug('built at %s', time.time())\n"
+            "    return 'You are a careful assistant.'\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(system=system_prompt(), messages=[{'role': 'user', 'content': q}])\n"
+        ),
+        # a local variable that shadows a clock name but holds a constant
+        Valid(
+            "def build(client, q):\n"
+            "    now = 'the current release'\n"
+            "    return client.responses.create(instructions=f'Describe {now}.', input=q)\n"
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "from datetime import datetime as dt\n"
+            "SYSTEM = f'You are a support agent. Today is {dt.now():%Y-%m-%d}.'\n"
+            "def ask(client, messages):\n"
+            "    return client.messages.create(system=SYSTEM, messages=messages)\n",
+            line=2,
+        ),
+        Invalid(
+            "import datetime\n"
+            "def ask(client, q):\n"
+            "    return client.chat.completions.create(model='m', messages=[\n"
+            "        {'role': 'system', 'content': 'Date: ' + str(datetime.date.today())},\n"
+            "        {'role': 'user', 'content': q},\n"
+            "    ])\n",
+            line=4,
+        ),
+        Invalid(
+            "import uuid\n"
+            "def ask(client, q):\n"
+            "    header = 'Trace {}'.format(uuid.uuid4())\n"
+            "    return client.responses.create(instructions=header + '\\nBe brief.', input=q)\n",
+            line=3,
+        ),
+        # through a helper function and "".join
+        Invalid(
+            "import time\n"
+            "def stamp():\n"
+            "    return time.strftime('%Y-%m-%d %H:%M')\n"
+            "def system_text(rules):\n"
+            "    return ''.join(['Rules:\\n', rules, '\\nGenerated ', stamp()])\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(system=system_text('be kind'), messages=[q])\n",
+            line=3,
+        ),
+        # a prompt builder class: attribute set in __init__ from the clock
+        Invalid(
+            "from datetime import datetime\n"
+            "class SupportPrompt:\n"
+            "    def __init__(self, product):\n"
+            "        self.product = product\n"
+            "        self.created = datetime.utcnow()\n"
+            "    def system(self):\n"
+            "        return 'Agent for %s (session started %s)' % (self.product, self.created)\n"
+            "    def send(self, client, q):\n"
+            "        return client.messages.create(system=self.system(), messages=[q])\n",
+            line=5,
+        ),
+        # LangChain SystemMessage and a cache_control block
+        Invalid(
+            "import random\n"
+            "from langchain_core.messages import SystemMessage\n"
+            "GREETINGS = ['Hi', 'Hello']\n"
+            "def messages(q):\n"
+            "    return [SystemMessage(content=f'{random.choice(GREETINGS)}! You help with billing.'), q]\n",
+            line=5,
+        ),
+        Invalid(
+            "import socket\n"
+            "BLOCK = {'type': 'text', 'text': f'Served by {socket.gethostname()}',\n"
+            "         'cache_control': {'type': 'ephemeral'}}\n",
+            line=2,
+        ),
+        # prefixkit's own static segment
+        Invalid(
+            "import os\n"
+            "from prefixkit.sdk import Segment\n"
+            "WORKER = Segment.static(f'worker {os.getpid()}: answer in English')\n",
+            line=3,
+        ),
+        # tool definitions are cached too
+        Invalid(
+            "import time\n"
+            "TOOLS = [{'name': 'search', 'description': f'Search (index built {time.time()})',\n"
+            "          'input_schema': {'type': 'object'}}]\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(tools=TOOLS, messages=[q])\n",
+            line=2,
+        ),
+    )
+
+    def check(self, context: LintContext) -> Iterator[Finding]:
+        """Report each volatile origin once, where it is produced."""
+        for segment, taint in context.segment_taints:
+            if taint.kind != "volatile":
+                continue
+            yield context.finding(
+                self.code,
+                taint.origin,
+                f"{taint.detail} changes on every request and reaches {segment.label} "
+                f"(line {context.line_of(segment.node)}), so the cached prefix never matches: "
+                "move it after the cached part (e.g. into the latest user message)",
+            )

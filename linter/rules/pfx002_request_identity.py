@@ -1,0 +1,137 @@
+"""PFX002 request-identity-in-cached-segment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..context import LintContext
+from ..finding import Finding
+from ..rule import Invalid, PythonRule, Valid
+
+__all__ = ["RequestIdentityInCachedSegment"]
+
+
+class RequestIdentityInCachedSegment(PythonRule):
+    """A user, customer, tenant, session or request id, name or email reaches a cached segment.
+
+    Identity is recognised by name: parameters, attributes and dict keys such
+    as `user_id`, `customer.email`, `request.id`, `session_id`, `username`,
+    `ctx["tenant_id"]`. Deployment settings (`os.environ[...]`, `settings.*`)
+    are stable and never count.
+
+    ## Why it breaks caching
+    A per-user value early in the prompt splits the cache into one entry per
+    user: every new user (or session) pays a full cache write, and the shared
+    instructions after the value are never reused across users.
+
+    ## Example
+    ```python
+    def ask(client, user, question):
+        system = f"You help {user.name} ({user.email}). Be concise."
+        return client.messages.create(system=system, messages=[question])
+    ```
+
+    ## Use instead
+    ```python
+    SYSTEM = "You help the user named in the first message. Be concise."
+
+    def ask(client, user, question):
+        intro = {"role": "user", "content": f"I am {user.name}. {question}"}
+        return client.messages.create(system=SYSTEM, messages=[intro])
+    ```
+    """
+
+    code = "PFX002"
+    name = "request-identity-in-cached-segment"
+    VALID = (
+        # identity in the user turn, in headers and in provider routing fields
+        Valid(
+            "SYSTEM = 'You are a billing assistant.'\n"
+            "def ask(client, user_id, question):\n"
+            "    return client.chat.completions.create(\n"
+            "        model='m',\n"
+            "        messages=[{'role': 'system', 'content': SYSTEM},\n"
+            "                  {'role': 'user', 'content': f'({user_id}) {question}'}],\n"
+            "        prompt_cache_key=f'billing-{user_id}',\n"
+            "        extra_headers={'X-Request-Id': user_id},\n"
+            "    )\n"
+        ),
+        # constants and settings that merely have identity-like names
+        Valid(
+            "import os\n"
+            "from myapp.config import settings\n"
+            "ASSISTANT_NAME = 'Ada'\n"
+            "DEFAULT_USER_NAME = 'there'\n"
+            "SYSTEM = f'You are {ASSISTANT_NAME}. Greet users as {DEFAULT_USER_NAME}. Org: {os.environ[\"ORG_ID\"]} {settings.tenant_name}'\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+        ),
+        # names of tools and models are not identity
+        Valid(
+            "def tool_spec(tool_name, model_name):\n"
+            "    return {'name': tool_name, 'description': f'Runs on {model_name}'}\n"
+            "TOOLS = [tool_spec('search', 'small'), tool_spec('fetch', 'small')]\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(tools=TOOLS, messages=[q])\n"
+        ),
+        # a class attribute that is a constant
+        Valid(
+            "class Bot:\n"
+            "    user_name = 'friend'\n"
+            "    def system(self):\n"
+            "        return f'Call everyone {self.user_name}.'\n"
+            "    def ask(self, client, q):\n"
+            "        return client.messages.create(system=self.system(), messages=[q])\n"
+        ),
+    )
+    INVALID = (
+        Invalid(
+            "def ask(client, user, question):\n"
+            "    system = f'You help {user.name} ({user.email}). Be concise.'\n"
+            "    return client.messages.create(system=system, messages=[question])\n",
+            line=2,
+        ),
+        Invalid(
+            "def build(tenant_id, question):\n"
+            "    return [\n"
+            "        {'role': 'developer', 'content': 'Tenant %s policies apply.' % tenant_id},\n"
+            "        {'role': 'user', 'content': question},\n"
+            "    ]\n",
+            line=3,
+        ),
+        Invalid(
+            "def ask(client, request, q):\n"
+            "    return client.responses.create(instructions='Session ' + request['session_id'], input=q)\n",
+            line=2,
+        ),
+        # a prompt builder class keeping the customer on self
+        Invalid(
+            "class PromptBuilder:\n"
+            "    def __init__(self, customer_email):\n"
+            "        self.customer_email = customer_email\n"
+            "    def system(self):\n"
+            "        return 'Reply to {}'.format(self.customer_email)\n"
+            "    def ask(self, client, q):\n"
+            "        return client.messages.create(system=self.system(), messages=[q])\n",
+            line=5,
+        ),
+        Invalid(
+            "from prefixkit.sdk import Segment\n"
+            "def segments(username):\n"
+            "    return [Segment.versioned(f'Assistant for {username}', version='v2')]\n",
+            line=3,
+        ),
+    )
+
+    def check(self, context: LintContext) -> Iterator[Finding]:
+        """Report each identity value once, where it enters the prompt."""
+        for segment, taint in context.segment_taints:
+            if taint.kind != "identity":
+                continue
+            yield context.finding(
+                self.code,
+                taint.origin,
+                f"{taint.detail} differs per user or request and reaches {segment.label} "
+                f"(line {context.line_of(segment.node)}): the cache splits into one entry per "
+                "user; move it into the user turn (or a session segment) after the cached part",
+            )
