@@ -1,0 +1,200 @@
+"""vLLM KV-cache events: decode them, and follow each replica's stream into a `BlockIndex`.
+
+vLLM (``--kv-events-config``, ZMQ publisher) sends multipart messages
+``[topic, seq (8-byte big-endian), payload]``; the payload is msgpack of
+``[timestamp, events, data_parallel_rank]`` where each event is a map tagged by
+``type``: ``BlockStored`` (``block_hashes``, ``parent_block_hash``, ...),
+``BlockRemoved`` (``block_hashes``) or ``AllBlocksCleared``. Hashes are the
+8-byte int form (`prefixkit.sdk.block_hash.event_block_hash`); raw digests
+(``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``) are converted to it.
+
+`decode_batch` is pure. `KvEventFollower` is the I/O edge: one ZMQ SUB socket
+per replica; on start, on reconnect and on a gap in sequence numbers it asks
+the replica's ROUTER replay socket for the batches it missed (``[b"", start_seq]``,
+answered batch by batch and closed by seq -1). A sequence number that goes
+backwards means the engine restarted: the replica's blocks are dropped and the
+stream is followed from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from prefixkit.sdk.block_hash import event_block_hash
+
+from .block_index import BlockIndex
+
+__all__ = ["AllCleared", "KvEvent", "KvEventFollower", "Removed", "Stored", "decode_batch"]
+
+log = logging.getLogger(__name__)
+
+_END_SEQ = -1
+
+
+@dataclass(frozen=True)
+class Stored:
+    hashes: tuple[int, ...]
+    parent: int | None
+
+
+@dataclass(frozen=True)
+class Removed:
+    hashes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AllCleared:
+    pass
+
+
+KvEvent = Stored | Removed | AllCleared
+
+
+def _as_int(value: int | bytes) -> int:
+    return value if isinstance(value, int) else event_block_hash(bytes(value))
+
+
+def _field(event: Any, name: str, position: int) -> Any:
+    # maps are vLLM's encoding; tagged arrays ([type, fields...]) are accepted too
+    return event.get(name) if isinstance(event, dict) else event[position]
+
+
+def decode_batch(payload: bytes) -> list[KvEvent]:
+    """The events of one published batch, in order (unknown event types are skipped)."""
+    batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    events: list[KvEvent] = []
+    for event in batch[1]:
+        kind = event.get("type") if isinstance(event, dict) else event[0]
+        if kind == "BlockStored":
+            parent = _field(event, "parent_block_hash", 2)
+            events.append(
+                Stored(
+                    tuple(_as_int(h) for h in _field(event, "block_hashes", 1)),
+                    None if parent is None else _as_int(parent),
+                )
+            )
+        elif kind == "BlockRemoved":
+            events.append(Removed(tuple(_as_int(h) for h in _field(event, "block_hashes", 1))))
+        elif kind == "AllBlocksCleared":
+            events.append(AllCleared())
+    return events
+
+
+def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> None:
+    """Apply decoded events of `replica` to `index`."""
+    for event in events:
+        if isinstance(event, Stored):
+            index.stored(replica, event.hashes)
+        elif isinstance(event, Removed):
+            index.removed(replica, event.hashes)
+        else:
+            index.drop_replica(replica)
+
+
+class KvEventFollower:
+    """Follows every replica's KV events into `index` (an asyncio task per replica)."""
+
+    def __init__(
+        self,
+        index: BlockIndex,
+        endpoints: Sequence[str],
+        replay_endpoints: Sequence[str | None],
+        topic: str = "kv",
+    ) -> None:
+        self.index = index
+        self.endpoints = list(endpoints)
+        self.replay_endpoints = list(replay_endpoints)
+        self.topic = topic.encode()
+        self.last_seq: list[int | None] = [None] * len(self.endpoints)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._context: Any = None
+
+    async def start(self) -> None:
+        import zmq.asyncio
+
+        self._context = zmq.asyncio.Context()
+        self._tasks = [
+            asyncio.create_task(self._follow(replica)) for replica in range(len(self.endpoints))
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._context is not None:
+            self._context.destroy(linger=0)
+
+    def forget(self, replica: int) -> None:
+        """The replica went away or restarted: drop its blocks and replay from scratch."""
+        self.index.drop_replica(replica)
+        self.last_seq[replica] = None
+
+    def _accept(self, replica: int, seq: int, payload: bytes) -> bool:
+        """Apply one batch; False when it reveals a gap (a replay is needed)."""
+        last = self.last_seq[replica]
+        if last is None:
+            if seq > 0 and self.replay_endpoints[replica] is not None:
+                return False  # joined mid-stream: fetch the earlier batches first
+        elif seq == 0:
+            self.index.drop_replica(replica)  # the engine restarted: its cache is empty
+        elif seq <= last:
+            return True  # already applied through a replay
+        elif seq > last + 1:
+            return False
+        apply_events(self.index, replica, decode_batch(payload))
+        self.last_seq[replica] = seq
+        return True
+
+    async def _replay(self, replica: int) -> None:
+        endpoint = self.replay_endpoints[replica]
+        if endpoint is None:
+            return
+        import zmq
+
+        socket = self._context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(endpoint)
+        try:
+            last = self.last_seq[replica]
+            start = 0 if last is None else last + 1
+            await socket.send_multipart([b"", start.to_bytes(8, "big")])
+            while True:
+                if not await socket.poll(2000):
+                    log.warning("replica %d: no replay answer from %s", replica, endpoint)
+                    return
+                frames = await socket.recv_multipart()
+                _, _topic, seq_bytes, payload = frames
+                seq = int.from_bytes(seq_bytes, "big", signed=True)
+                if seq == _END_SEQ:
+                    return
+                self._accept(replica, seq, payload)
+        finally:
+            socket.close(linger=0)
+
+    async def _follow(self, replica: int) -> None:
+        import zmq
+
+        socket = self._context.socket(zmq.SUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.SUBSCRIBE, self.topic)
+        socket.connect(self.endpoints[replica])
+        try:
+            await self._replay(replica)
+            while True:
+                _topic, seq_bytes, payload = await socket.recv_multipart()
+                seq = int.from_bytes(seq_bytes, "big", signed=True)
+                if not self._accept(replica, seq, payload):
+                    await self._replay(replica)
+                    if self.last_seq[replica] is None or seq > self.last_seq[replica] + 1:
+                        self.last_seq[replica] = seq - 1  # the publisher no longer buffers the gap
+                    self._accept(replica, seq, payload)
+        finally:
+            socket.close(linger=0)

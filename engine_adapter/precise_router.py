@@ -1,0 +1,276 @@
+"""The precise router: an OpenAI-compatible async proxy that routes by what the engines cached.
+
+    app = precise_router_app(RouterSettings(replica_urls=[...], kv_endpoints=[...], ...))
+    uvicorn.run(app, host="127.0.0.1", port=18190)
+
+Per request to ``/v1/chat/completions`` or ``/v1/completions``:
+
+1. token ids exactly as the engine will see them, from a replica's own
+   ``/tokenize`` (same tokenizer and chat template as the engine, no drift);
+2. block hashes with `prefixkit.sdk.block_hash` (block size, hash algorithm
+   and seed of the replicas; ``cache_salt`` in the first block's extra keys);
+3. each replica's cached run from the `BlockIndex` that `KvEventFollower`
+   keeps from the engines' KV events, its queued prefill (uncached blocks of the
+   requests it was sent that have not produced a first byte yet) and its running
+   requests; `precise_policy.choose_replica` decides;
+4. the body is forwarded unchanged and the response streamed back as it comes
+   (``x-prefixkit-replica`` names the replica).
+
+A health loop polls every replica's ``/health``; a replica that fails it is left
+out of routing and its blocks are dropped (it will be replayed from scratch when
+it comes back, since a restarted engine starts with an empty cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, event_block_hashes
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .block_index import BlockIndex
+from .kv_events import KvEventFollower
+from .precise_policy import PreciseParams, choose_replica
+
+__all__ = ["RouterSettings", "RouterState", "precise_router_app"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    """Where the replicas are and how they hash blocks."""
+
+    replica_urls: Sequence[str]
+    kv_endpoints: Sequence[str]
+    kv_replay_endpoints: Sequence[str | None] = ()
+    kv_topic: str = "kv"
+    block_size: int = 32
+    hash_algo: HashAlgo = "sha256_cbor"
+    hash_seed: str = DEFAULT_NONE_HASH_SEED
+    capacity_blocks: Sequence[int | None] = ()
+    params: PreciseParams = field(default_factory=PreciseParams)
+    health_interval_s: float = 1.0
+    request_timeout_s: float = 600.0
+
+
+class RouterState:
+    """Live state: the block index, per-replica load, health; `route` picks a replica."""
+
+    def __init__(self, settings: RouterSettings) -> None:
+        count = len(settings.replica_urls)
+        self.settings = settings
+        self.index = BlockIndex(count, list(settings.capacity_blocks) or None)
+        replay = list(settings.kv_replay_endpoints) or [None] * count
+        self.follower = KvEventFollower(
+            self.index, settings.kv_endpoints, replay, settings.kv_topic
+        )
+        self.inflight = [0] * count
+        self.queued_blocks = [0.0] * count
+        self.healthy = [True] * count
+        self.turn = 0
+        self.routed = [0] * count
+
+    def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
+        s = self.settings
+        return event_block_hashes(
+            token_ids, s.block_size, algo=s.hash_algo, cache_salt=cache_salt, seed=s.hash_seed
+        )
+
+    def route(self, hashes: Sequence[int]) -> tuple[int, int]:
+        """(replica, its cached run) for a request with these block hashes."""
+        alive = [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
+        runs_all = self.index.runs(hashes)
+        runs = [runs_all[r] for r in alive]
+        self.turn += 1
+        length = len(hashes)
+        pick = choose_replica(
+            runs,
+            [self.queued_blocks[r] for r in alive],
+            [self.inflight[r] for r in alive],
+            self.settings.params,
+            self.turn,
+            lambda i: self.index.eviction_stamp(alive[i], length - runs[i]),
+        )
+        replica = alive[pick]
+        self.index.touch(replica, hashes)
+        self.routed[replica] += 1
+        return replica, runs[pick]
+
+    def set_health(self, replica: int, healthy: bool) -> None:
+        if self.healthy[replica] and not healthy:
+            log.warning("replica %d failed its health check: dropping its blocks", replica)
+            self.follower.forget(replica)
+        self.healthy[replica] = healthy
+
+
+async def _health_loop(state: RouterState, client: httpx.AsyncClient) -> None:
+    while True:
+        for replica, url in enumerate(state.settings.replica_urls):
+            try:
+                ok = (await client.get(f"{url}/health", timeout=2.0)).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            state.set_health(replica, ok)
+        await asyncio.sleep(state.settings.health_interval_s)
+
+
+async def _token_ids(
+    client: httpx.AsyncClient, url: str, path: str, body: dict[str, Any]
+) -> list[int]:
+    if path.endswith("chat/completions"):
+        query: dict[str, Any] = {"model": body.get("model"), "messages": body.get("messages", [])}
+        for key in (
+            "tools",
+            "chat_template_kwargs",
+            "add_generation_prompt",
+            "continue_final_message",
+        ):
+            if key in body:
+                query[key] = body[key]
+    else:
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            return [int(t) for t in prompt]
+        query = {
+            "model": body.get("model"),
+            "prompt": prompt if isinstance(prompt, str) else prompt[0],
+        }
+    response = await client.post(f"{url}/tokenize", json=query, timeout=30.0)
+    response.raise_for_status()
+    return [int(t) for t in response.json()["tokens"]]
+
+
+def precise_router_app(settings: RouterSettings) -> Starlette:
+    """The Starlette app; its lifespan starts the KV-event follower and the health loop."""
+    state = RouterState(settings)
+    holder: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        client = httpx.AsyncClient(
+            timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
+        )
+        holder["client"] = client
+        await state.follower.start()
+        health = asyncio.create_task(_health_loop(state, client))
+        try:
+            yield
+        finally:
+            health.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await health
+            await state.follower.stop()
+            await client.aclose()
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(
+            {"healthy": state.healthy}, status_code=200 if any(state.healthy) else 503
+        )
+
+    async def models(request: Request) -> Response:
+        client: httpx.AsyncClient = holder["client"]
+        for replica, url in enumerate(settings.replica_urls):
+            if state.healthy[replica]:
+                upstream = await client.get(f"{url}/v1/models")
+                return Response(
+                    upstream.content, upstream.status_code, media_type="application/json"
+                )
+        return JSONResponse({"error": {"message": "no healthy replica"}}, status_code=503)
+
+    async def router_state(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "routed": state.routed,
+                "inflight": state.inflight,
+                "held_blocks": [state.index.held(r) for r in range(len(settings.replica_urls))],
+                "healthy": state.healthy,
+            }
+        )
+
+    async def proxy(request: Request) -> Response:
+        client: httpx.AsyncClient = holder["client"]
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
+        alive = [r for r, ok in enumerate(state.healthy) if ok] or [0]
+        tokenizer_url = settings.replica_urls[alive[state.turn % len(alive)]]
+        try:
+            tokens = await _token_ids(client, tokenizer_url, request.url.path, body)
+        except httpx.HTTPStatusError as exc:
+            return Response(
+                exc.response.content, exc.response.status_code, media_type="application/json"
+            )
+        hashes = state.hashes(tokens, body.get("cache_salt"))
+        replica, run = state.route(hashes)
+        uncached = float(len(hashes) - run)
+        state.inflight[replica] += 1
+        state.queued_blocks[replica] += uncached
+        pending = {"queued": True}
+
+        def first_byte() -> None:
+            if pending["queued"]:
+                pending["queued"] = False
+                state.queued_blocks[replica] -= uncached
+
+        def finished() -> None:
+            first_byte()
+            state.inflight[replica] -= 1
+
+        upstream_request = client.build_request(
+            "POST",
+            settings.replica_urls[replica] + request.url.path,
+            content=raw,
+            headers={"content-type": "application/json"},
+        )
+        try:
+            upstream = await client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            finished()
+            return JSONResponse(
+                {"error": {"message": f"replica {replica}: {exc}"}}, status_code=502
+            )
+
+        async def relay() -> AsyncIterator[bytes]:
+            async for chunk in upstream.aiter_raw():
+                first_byte()
+                yield chunk
+
+        async def close() -> None:
+            await upstream.aclose()
+            finished()
+
+        headers = {"x-prefixkit-replica": str(replica)}
+        return StreamingResponse(
+            relay(),
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type"),
+            headers=headers,
+            background=BackgroundTask(close),
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/router/state", router_state),
+            Route("/v1/chat/completions", proxy, methods=["POST"]),
+            Route("/v1/completions", proxy, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.router = state
+    return app

@@ -1,0 +1,103 @@
+"""KV-event decoding (vLLM's own encoding) and the block index the precise router keeps."""
+
+import math
+
+import msgpack
+from prefixkit.engine_adapter.block_index import BlockIndex
+from prefixkit.engine_adapter.kv_events import (
+    AllCleared,
+    KvEventFollower,
+    Removed,
+    Stored,
+    apply_events,
+    decode_batch,
+)
+from prefixkit.sdk.block_hash import event_block_hash
+
+# KVEventBatch(ts=1.0, events=[BlockStored([1, 2], parent None, 4 tokens, block_size 2),
+# BlockRemoved([3]), AllBlocksCleared()]) encoded by vLLM 0.32's msgspec encoder
+VLLM_PAYLOAD = bytes.fromhex(
+    "93cb3ff00000000000009388a474797065ab426c6f636b53746f726564ac626c6f636b5f686173686573"
+    "920102b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401010101aa626c6f636b"
+    "5f73697a6502a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c083a474797065"
+    "ac426c6f636b52656d6f766564ac626c6f636b5f6861736865739103a66d656469756da347505581a47479"
+    "7065b0416c6c426c6f636b73436c6561726564c0"
+)
+
+
+def test_decodes_vllm_encoded_batch() -> None:
+    assert decode_batch(VLLM_PAYLOAD) == [Stored((1, 2), None), Removed((3,)), AllCleared()]
+
+
+def test_raw_digest_hashes_become_the_int_form() -> None:
+    digest = bytes(range(32))
+    payload = msgpack.packb(
+        [0.0, [{"type": "BlockStored", "block_hashes": [digest], "parent_block_hash": None}], None]
+    )
+    assert decode_batch(payload) == [Stored((event_block_hash(digest),), None)]
+
+
+def test_unknown_event_types_are_skipped() -> None:
+    payload = msgpack.packb([0.0, [{"type": "SomethingNew"}, {"type": "AllBlocksCleared"}], None])
+    assert decode_batch(payload) == [AllCleared()]
+
+
+def test_runs_follow_stored_and_removed_blocks() -> None:
+    index = BlockIndex(2)
+    apply_events(index, 0, [Stored((10, 11, 12), None)])
+    apply_events(index, 1, [Stored((10,), None)])
+    assert index.runs([10, 11, 12, 13]) == [3, 1]
+    apply_events(index, 0, [Removed((11,))])
+    assert index.runs([10, 11, 12, 13]) == [1, 1]
+
+
+def test_all_blocks_cleared_empties_only_that_replica() -> None:
+    index = BlockIndex(2)
+    apply_events(index, 0, [Stored((1, 2), None)])
+    apply_events(index, 1, [Stored((1, 2), None)])
+    apply_events(index, 0, [AllCleared()])
+    assert index.runs([1, 2]) == [0, 2]
+
+
+def test_forgetting_a_replica_drops_its_blocks_and_its_position() -> None:
+    index = BlockIndex(2)
+    follower = KvEventFollower(index, ["ipc:///tmp/a", "ipc:///tmp/b"], [None, None])
+    follower._accept(
+        1, 0, msgpack.packb([0.0, [{"type": "BlockStored", "block_hashes": [5]}], None])
+    )
+    follower.forget(1)
+    assert index.runs([5]) == [0, 0]
+    assert follower.last_seq == [None, None]
+
+
+def test_sequence_restarting_at_zero_means_engine_restart() -> None:
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, ["ipc:///tmp/a"], [None])
+    stored = msgpack.packb([0.0, [{"type": "BlockStored", "block_hashes": [7]}], None])
+    empty = msgpack.packb([0.0, [], None])
+    assert follower._accept(0, 0, stored)
+    assert follower._accept(0, 1, empty)
+    assert follower._accept(0, 0, empty)  # seq went back to 0: a new engine, empty cache
+    assert index.runs([7]) == [0]
+
+
+def test_gap_in_sequence_asks_for_replay() -> None:
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, ["ipc:///tmp/a"], ["ipc:///tmp/a-replay"])
+    empty = msgpack.packb([0.0, [], None])
+    assert not follower._accept(0, 3, empty)  # joined mid-stream: replay first
+    follower.last_seq[0] = 3
+    assert not follower._accept(0, 5, empty)
+    assert follower._accept(0, 4, empty)
+
+
+def test_eviction_stamp_is_the_last_use_of_the_newest_evicted_block() -> None:
+    index = BlockIndex(1, [3])
+    index.stored(0, [1])
+    index.stored(0, [2])
+    index.stored(0, [3])
+    assert index.eviction_stamp(0, 0) == -math.inf
+    first = index.eviction_stamp(0, 1)
+    index.touch(0, [1])  # block 1 used again: block 2 is now the oldest
+    assert index.eviction_stamp(0, 1) > first
+    assert BlockIndex(1).eviction_stamp(0, 100) == -math.inf  # capacity unknown

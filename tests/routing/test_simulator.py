@@ -1,0 +1,230 @@
+"""The trace simulator: caches, oracles, load model, policies and the analyze command."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prefixkit.engine_adapter import analyze_command
+from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
+from prefixkit.engine_adapter.load_model import LoadModel
+from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
+from prefixkit.engine_adapter.replay import LoadParams, analyze, replay
+from prefixkit.engine_adapter.sim_policies import SmgLike
+from prefixkit.engine_adapter.trace import Trace, TraceError, load_trace, trace_from_token_ids
+
+LOAD = LoadParams(prefill_s_per_block=0.001, decode_s_per_token=0.0)
+
+# prompts as chains: request = (conversation, turns so far) -> ids of its blocks
+prompts = st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), min_size=1, max_size=60).map(
+    lambda reqs: [[c * 100 + k for k in range(n)] for c, n in reqs]
+)
+
+
+def _trace(blocks: list[list[int]], block_size: int = 4) -> Trace:
+    trace = Trace(block_size)
+    for i, b in enumerate(blocks):
+        trace.append(float(i * 10), len(b) * block_size, 8, b)
+    return trace
+
+
+def test_hit_is_the_leading_run_only() -> None:
+    caches = ReplicaCaches(1, None)
+    caches.admit([1, 2, 3], 0)
+    assert caches.admit([1, 9, 3], 0) == 1
+
+
+def test_lru_evicts_a_prompts_tail_before_its_head() -> None:
+    caches = ReplicaCaches(1, 3)
+    caches.admit([1, 2, 3], 0)
+    caches.admit([7], 0)  # evicts one block: the tail (3), not the head (1)
+    assert caches.cached_run([1, 2, 3], 0) == 2
+
+
+@given(prompts, st.integers(1, 4), st.one_of(st.none(), st.integers(1, 30)))
+@settings(max_examples=60, deadline=None)
+def test_holders_index_always_matches_the_lrus(blocks, replicas, capacity) -> None:
+    caches = ReplicaCaches(replicas, capacity)
+    for i, b in enumerate(blocks):
+        caches.admit(b, i % replicas, i)
+    for r in range(replicas):
+        assert all((caches.holders[blk] >> r) & 1 for blk in caches.lru[r])
+        if capacity is not None:
+            assert len(caches.lru[r]) <= capacity
+    assert sum(bin(m).count("1") for m in caches.holders.values()) == sum(map(len, caches.lru))
+
+
+@given(prompts, st.integers(1, 4))
+@settings(max_examples=60, deadline=None)
+def test_cached_runs_equal_per_replica_walks(blocks, replicas) -> None:
+    caches = ReplicaCaches(replicas, 12)
+    for i, b in enumerate(blocks):
+        caches.admit(b, i % replicas)
+        probe = blocks[(i * 7) % len(blocks)]
+        assert cached_runs(caches.holders, probe, replicas) == [
+            caches.cached_run(probe, r) for r in range(replicas)
+        ]
+
+
+@given(prompts, st.sampled_from(["round_robin", "consistent_hash", "smg_like", "precise"]))
+@settings(max_examples=30, deadline=None)
+def test_no_policy_beats_the_infinite_oracle(blocks, policy) -> None:
+    trace = _trace(blocks)
+    infinite = sum(oracle_hits(blocks, None))
+    result = replay(trace, policy, 3, 10, LOAD)
+    assert result.prefill_tokens_saved <= infinite * trace.block_size
+    assert 0.0 <= result.hit_rate <= 1.0
+
+
+@given(prompts)
+@settings(max_examples=30, deadline=None)
+def test_one_replica_with_room_hits_the_infinite_oracle(blocks) -> None:
+    trace = _trace(blocks)
+    result = replay(trace, "precise", 1, None, LOAD)
+    assert result.prefill_tokens_saved == sum(oracle_hits(blocks, None)) * trace.block_size
+
+
+def test_precise_ties_are_not_broken_toward_replica_zero() -> None:
+    params = PreciseParams()
+    picks = {choose_replica([0, 0, 0], [0.0] * 3, [0] * 3, params, turn) for turn in range(6)}
+    assert picks == {0, 1, 2}
+
+
+def test_precise_prefers_the_longest_cached_run() -> None:
+    assert choose_replica([1, 9, 3], [0.0] * 3, [0, 0, 0], PreciseParams(), 0) == 1
+
+
+def test_precise_spills_over_when_the_best_replica_is_overloaded() -> None:
+    params = PreciseParams(load_factor=1.25, spill_slack=0)
+    assert choose_replica([50, 0], [0.0, 0.0], [9, 0], params, 0) == 1
+
+
+def test_precise_prefers_evicting_older_blocks_among_equals() -> None:
+    stamps = {0: 50.0, 1: 10.0}
+    assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, stamps.__getitem__) == 1
+
+
+def test_smg_like_follows_the_first_tenant_of_the_matched_prefix() -> None:
+    load = LoadModel(2, 0.0, 0.0)
+    smg = SmgLike(2, load)
+    assert smg.choose([1, 2, 3], 0.0) == 0
+    assert smg.choose([7, 8, 9], 0.0) == 1  # miss: least processed
+    assert smg.choose([1, 2, 3, 4], 0.0) == 0  # 3/4 matched > 0.3: the owner
+
+
+def test_smg_like_misses_below_the_cache_threshold() -> None:
+    load = LoadModel(2, 0.0, 0.0)
+    smg = SmgLike(2, load)
+    smg.choose([1, 2], 0.0)
+    assert smg.choose([1, 5, 6, 7], 0.0) == 1  # 1/4 = 0.25 <= 0.3: least loaded
+
+
+def test_smg_like_remembers_routes_the_engine_evicted() -> None:
+    trace = _trace([[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4, 9]])
+    result = replay(trace, "smg_like", 2, 4, LOAD)
+    assert result.assignments[2] == result.assignments[0]
+
+
+def test_load_model_counts_requests_until_decode_ends() -> None:
+    model = LoadModel(1, prefill_s_per_block=1.0, decode_s_per_token=0.5)
+    model.dispatch(0, 0.0, uncached_blocks=2, output_tokens=4)
+    model.advance(3.9)
+    assert model.inflight == [1]
+    assert model.queued_blocks(0, 1.0) == 1.0
+    model.advance(4.0)
+    assert model.inflight == [0]
+
+
+def test_mooncake_trace_loads_hash_ids(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": [0, 1]}\n'
+    )
+    trace = load_trace(path)
+    assert (trace.block_size, trace.blocks, trace.timestamps_ms) == (512, [[0, 1]], [5.0])
+
+
+def test_token_id_logs_share_blocks_only_within_a_salt() -> None:
+    tokens = list(range(40))
+    trace = trace_from_token_ids(
+        [{"token_ids": tokens}, {"token_ids": tokens}, {"token_ids": tokens, "cache_salt": "t"}], 16
+    )
+    assert trace.blocks[0] == trace.blocks[1]
+    assert not set(trace.blocks[0]) & set(trace.blocks[2])
+
+
+def test_unknown_trace_format_names_the_expected_keys(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"foo": 1}\n')
+    with pytest.raises(TraceError, match="hash_ids"):
+        load_trace(path)
+
+
+def test_prompt_logs_without_tokenizer_say_how_to_fix(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"prompt": "hello"}\n')
+    with pytest.raises(TraceError, match="--tokenizer"):
+        load_trace(path)
+
+
+def test_analyze_reports_oracles_and_every_policy() -> None:
+    blocks = [[c * 100 + k for k in range(n)] for c, n in [(0, 2), (1, 3), (0, 4), (1, 5)] * 5]
+    analysis = analyze(_trace(blocks), 2, 6, LOAD)
+    assert [r.policy for r in analysis.results] == [
+        "round_robin",
+        "consistent_hash",
+        "smg_like",
+        "precise",
+    ]
+    assert analysis.oracle_capacity <= analysis.oracle_infinite
+
+
+def test_analyze_command_json_lists_policy_results(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "t.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "timestamp": i * 100,
+                "input_length": 1024,
+                "output_length": 10,
+                "hash_ids": [0, i % 3 + 1],
+            }
+        )
+        for i in range(30)
+    ]
+    path.write_text("\n".join(lines))
+    parser = argparse.ArgumentParser()
+    analyze_command.configure(parser)
+    plot = tmp_path / "p.png"
+    code = analyze_command.run(
+        parser.parse_args([str(path), "--replicas", "2", "--format", "json", "--plot", str(plot)])
+    )
+    assert code == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in results] == [
+        "round_robin",
+        "consistent_hash",
+        "smg_like",
+        "precise",
+    ]
+    assert all({"policy", "hit_rate", "oracle_ratio", "imbalance"} <= r.keys() for r in results)
+    assert plot.stat().st_size > 0
+
+
+def test_analyze_command_table_ends_with_a_recommendation(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {"timestamp": i, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}
+            )
+            for i in range(10)
+        )
+    )
+    parser = argparse.ArgumentParser()
+    analyze_command.configure(parser)
+    assert analyze_command.run(parser.parse_args([str(path), "--replicas", "2"])) == 0
+    out = capsys.readouterr().out
+    assert "Caching pays" in out and "smg_like" in out
