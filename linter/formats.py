@@ -1,0 +1,184 @@
+"""Output formats of `prefixkit lint`: concise, full, json, github, sarif.
+
+All are pure functions of the findings (and, for `full`, the file texts).
+JSON follows ruff's shape: a list of objects with `code`, `message`,
+`filename`, `location` / `end_location` (`{row, column}`, 1-based), `fix`
+(null or `{applicability, message, edits}`) and `url`. SARIF is version 2.1.0
+with one run whose driver lists every rule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .finding import Finding, Position
+from .rules import ALL_RULES
+
+__all__ = ["FORMATS", "render"]
+
+FORMATS = ("concise", "full", "json", "github", "sarif")
+_DOCS_URL = "https://github.com/prefixkit/prefixkit/blob/main/docs/rules.md"
+_SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def _url(code: str) -> str:
+    return f"{_DOCS_URL}#{code.lower()}"
+
+
+def _location(position: Position) -> dict[str, int]:
+    return {"row": position.row, "column": position.column}
+
+
+def _concise(findings: Sequence[Finding]) -> str:
+    lines = [
+        f"{f.filename}:{f.start.row}:{f.start.column}: {f.code}{' [*]' if f.fix else ''} "
+        f"{f.message}"
+        for f in findings
+    ]
+    return "\n".join(lines + _summary(findings))
+
+
+def _summary(findings: Sequence[Finding]) -> list[str]:
+    if not findings:
+        return ["All checks passed!"]
+    fixable = sum(1 for f in findings if f.fix)
+    plural = "s" if len(findings) != 1 else ""
+    lines = [f"Found {len(findings)} error{plural}."]
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix` option.")
+    return lines
+
+
+def _full(findings: Sequence[Finding], texts: Mapping[str, str]) -> str:
+    blocks = []
+    for f in findings:
+        marker = " [*]" if f.fix else ""
+        lines = [
+            f"{f.code}{marker} {f.message}",
+            f"  --> {f.filename}:{f.start.row}:{f.start.column}",
+        ]
+        source = texts.get(f.filename, "").splitlines()
+        if 0 < f.start.row <= len(source):
+            gutter = len(str(f.start.row))
+            line = source[f.start.row - 1]
+            width = (
+                f.end.column - f.start.column
+                if f.end.row == f.start.row
+                else len(line) - f.start.column + 1
+            )
+            lines += [
+                f"{' ' * gutter} |",
+                f"{f.start.row} | {line}",
+                f"{' ' * gutter} | {' ' * (f.start.column - 1)}{'^' * max(width, 1)}",
+            ]
+        if f.fix:
+            lines.append(f"  = help: {f.fix.message}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join([*blocks, "\n".join(_summary(findings))])
+
+
+def _json_object(f: Finding) -> dict[str, Any]:
+    fix = None
+    if f.fix is not None:
+        fix = {
+            "applicability": "safe",
+            "message": f.fix.message,
+            "edits": [
+                {
+                    "content": edit.content,
+                    "location": _location(edit.start),
+                    "end_location": _location(edit.end),
+                }
+                for edit in f.fix.edits
+            ],
+        }
+    return {
+        "code": f.code,
+        "message": f.message,
+        "filename": f.filename,
+        "location": _location(f.start),
+        "end_location": _location(f.end),
+        "fix": fix,
+        "url": _url(f.code),
+    }
+
+
+def _github(findings: Sequence[Finding]) -> str:
+    def escape(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    return "\n".join(
+        f"::error title=prefixkit ({f.code}),file={f.filename},line={f.start.row},"
+        f"col={f.start.column},endLine={f.end.row},endColumn={f.end.column}::"
+        f"{escape(f'{f.filename}:{f.start.row}:{f.start.column}: {f.code} {f.message}')}"
+        for f in findings
+    )
+
+
+def _sarif(findings: Sequence[Finding]) -> dict[str, Any]:
+    rules = [
+        {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary()},
+            "helpUri": _url(rule.code),
+            "properties": {"fixable": rule.fixable()},
+        }
+        for rule in ALL_RULES
+    ]
+    index = {rule.code: position for position, rule in enumerate(ALL_RULES)}
+    results = [
+        {
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": "error",
+            "message": {"text": f.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.filename.replace("\\", "/")},
+                        "region": {
+                            "startLine": f.start.row,
+                            "startColumn": f.start.column,
+                            "endLine": f.end.row,
+                            "endColumn": f.end.column,
+                        },
+                    }
+                }
+            ],
+        }
+        for f in findings
+    ]
+    return {
+        "$schema": _SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "prefixkit",
+                        "informationUri": _DOCS_URL,
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+
+
+def render(fmt: str, findings: Sequence[Finding], texts: Mapping[str, str] | None = None) -> str:
+    """The findings in output format `fmt` (one of `FORMATS`), without a final newline."""
+    if fmt == "concise":
+        return _concise(findings)
+    if fmt == "full":
+        return _full(findings, texts or {})
+    if fmt == "json":
+        return json.dumps([_json_object(f) for f in findings], indent=2, sort_keys=True)
+    if fmt == "github":
+        return _github(findings)
+    if fmt == "sarif":
+        return json.dumps(_sarif(findings), indent=2, sort_keys=True)
+    raise ValueError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
