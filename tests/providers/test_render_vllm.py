@@ -1,0 +1,225 @@
+"""render_vllm: cache_salt per tenant, block-aligned static prefix, chat or token ids."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from prefixkit.sdk import (
+    HFTokenizer,
+    PrefixkitWarning,
+    Prompt,
+    RenderError,
+    SaltError,
+    Segment,
+    render_vllm,
+    tenant_salt,
+)
+
+from .wire import Wire
+
+BLOCK = 32
+SECRET = "test-salt-secret"
+INSTRUCTIONS = (
+    "Prefix caching stores the key and value tensors of a prompt's opening tokens. "
+    "Answer in plain English, quote the price list, show the arithmetic. "
+) * 8
+
+TOOLS_TEMPLATE = (
+    "{% if tools %}{{ '<|im_start|>system\\n# Tools\\n' }}"
+    "{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{% endfor %}{{ '<|im_end|>\\n' }}{% endif %}"
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def tools_tokenizer(
+    chatml_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> HFTokenizer:
+    """The same vocabulary with a template that prints tool definitions with `tojson`."""
+    folder = tmp_path_factory.mktemp("chatml-tools")
+    (folder / "tokenizer.json").write_bytes((chatml_tokenizer_dir / "tokenizer.json").read_bytes())
+    config = json.loads((chatml_tokenizer_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = TOOLS_TEMPLATE
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return HFTokenizer(folder)
+
+
+def prompt(question: str = "How much is egress?", *, tools: bool = False) -> Prompt:
+    return Prompt(
+        tools=[
+            {
+                "name": "lookup_invoice",
+                "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}},
+            }
+        ]
+        if tools
+        else None,
+        system=[Segment.static(INSTRUCTIONS, name="instructions")],
+        context=["Price list: egress $0.09/GB."],
+        messages=[Segment.dynamic(question)],
+    )
+
+
+def static_boundary_tokens(tokenizer: HFTokenizer, text: str, static_text: str) -> list[int]:
+    """Token ids of the chat text up to the end of the (padded) static system content."""
+    end = text.index(static_text) + len(static_text)
+    return tokenizer.encode(text[:end])
+
+
+def test_chat_request_carries_the_tenant_salt_in_the_body(
+    vllm_openai_client: openai.OpenAI, wire: Wire, chatml_tokenizer: HFTokenizer
+) -> None:
+    kwargs = render_vllm(
+        prompt(),
+        model="smollm2",
+        tokenizer=chatml_tokenizer,
+        block_size=BLOCK,
+        tenant="acme",
+        salt_secret=SECRET,
+        max_tokens=16,
+    )
+    vllm_openai_client.chat.completions.create(**kwargs)
+    assert wire.paths[-1] == "/v1/chat/completions"
+    assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
+    assert len(wire.body["cache_salt"]) == 64
+    assert wire.body["max_tokens"] == 16
+
+
+def test_salts_are_stable_per_tenant_and_differ_across_tenants(
+    chatml_tokenizer: HFTokenizer,
+) -> None:
+    def salt(tenant: str, question: str) -> str:
+        kwargs = render_vllm(
+            prompt(question),
+            model="m",
+            tokenizer=chatml_tokenizer,
+            block_size=BLOCK,
+            tenant=tenant,
+            salt_secret=SECRET,
+        )
+        value: str = kwargs["extra_body"]["cache_salt"]
+        return value
+
+    assert salt("acme", "q1") == salt("acme", "q2")
+    assert salt("acme", "q1") != salt("globex", "q1")
+
+
+def test_no_tenant_means_no_salt(chatml_tokenizer: HFTokenizer) -> None:
+    kwargs = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+    assert "extra_body" not in kwargs
+
+
+def test_empty_salt_secret_raises(chatml_tokenizer: HFTokenizer) -> None:
+    with pytest.raises(SaltError, match="salt secret is empty"):
+        render_vllm(
+            prompt(),
+            model="m",
+            tokenizer=chatml_tokenizer,
+            block_size=BLOCK,
+            tenant="acme",
+            salt_secret="",
+        )
+
+
+def test_tenant_without_secret_raises(chatml_tokenizer: HFTokenizer) -> None:
+    with pytest.raises(SaltError, match="needs salt_secret"):
+        render_vllm(
+            prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, tenant="acme"
+        )
+
+
+def test_static_prefix_ends_on_a_block_boundary_of_the_templated_chat(
+    chatml_tokenizer: HFTokenizer,
+) -> None:
+    kwargs = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+    system = kwargs["messages"][0]["content"]
+    assert system.startswith(INSTRUCTIONS.strip()) and system != INSTRUCTIONS.strip()
+    text = chatml_tokenizer.chat_text(kwargs["messages"])
+    head = static_boundary_tokens(chatml_tokenizer, text, system)
+    assert len(head) % BLOCK == 0
+    assert chatml_tokenizer.encode(text)[: len(head)] == head
+
+
+def test_token_id_prompt_is_the_aligned_sequence_sent_to_completions(
+    vllm_openai_client: openai.OpenAI, wire: Wire, chatml_tokenizer: HFTokenizer
+) -> None:
+    chat = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+    ids = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=chatml_tokenizer,
+        block_size=BLOCK,
+        token_ids=True,
+        tenant="acme",
+        salt_secret=SECRET,
+    )
+    vllm_openai_client.completions.create(**ids)
+    assert wire.paths[-1] == "/v1/completions"
+    assert wire.body["prompt"] == chatml_tokenizer.chat_token_ids(chat["messages"])
+    assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
+
+
+def test_alignment_uses_the_tool_shape_the_server_templates(tools_tokenizer: HFTokenizer) -> None:
+    kwargs = render_vllm(prompt(tools=True), model="m", tokenizer=tools_tokenizer, block_size=BLOCK)
+    assert kwargs["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup_invoice",
+                "description": None,
+                "parameters": {"properties": {"id": {"type": "string"}}, "type": "object"},
+            },
+        }
+    ]
+    # What vLLM renders: its own tool dicts, in its field order.
+    text = tools_tokenizer.chat_text(kwargs["messages"], tools=kwargs["tools"])
+    head = static_boundary_tokens(tools_tokenizer, text, kwargs["messages"][0]["content"])
+    assert len(head) % BLOCK == 0
+
+
+def test_unalignable_prefix_warns_with_the_reason(chatml_tokenizer: HFTokenizer) -> None:
+    with pytest.warns(PrefixkitWarning, match="not aligned to 32-token blocks"):
+        render_vllm(
+            prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, max_pad_tokens=0
+        )
+
+
+def test_align_false_sends_the_prompt_unpadded(chatml_tokenizer: HFTokenizer) -> None:
+    kwargs = render_vllm(
+        prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, align=False
+    )
+    assert kwargs["messages"][0]["content"] == INSTRUCTIONS.strip()
+
+
+def test_extra_body_is_merged_with_the_salt(chatml_tokenizer: HFTokenizer) -> None:
+    kwargs: dict[str, Any] = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=chatml_tokenizer,
+        block_size=BLOCK,
+        tenant="acme",
+        salt_secret=SECRET,
+        extra_body={"top_k": 5},
+    )
+    assert kwargs["extra_body"] == {"top_k": 5, "cache_salt": tenant_salt("acme", SECRET)}
+
+
+def test_prompt_without_messages_raises(chatml_tokenizer: HFTokenizer) -> None:
+    with pytest.raises(RenderError, match="no messages"):
+        render_vllm(Prompt(system="x"), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+
+
+def test_render_does_not_mutate_the_prompt(chatml_tokenizer: HFTokenizer) -> None:
+    original = prompt(tools=True)
+    before = copy.deepcopy(original)
+    render_vllm(original, model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, token_ids=True)
+    assert original == before
+    assert original.system[0].padding == ""
