@@ -9,6 +9,7 @@ previous rendering is always a byte-exact prefix of the next one.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -157,8 +158,23 @@ class Prompt:
 
     @property
     def static_prefix_digest(self) -> str:
-        """sha256 (hex) of the static prefix rendering."""
-        return sha256_hex(self.static_prefix_text())
+        """sha256 (hex) of the static prefix rendering (`static_prefix_text()`).
+
+        Memoised by the static segments' own digests, so prompts built per
+        request around the same held segments do not re-hash the prefix.
+        """
+        count = len(self.static_segments())
+        parts = list(self.parts())[:count]
+        key = tuple((part, segment.role, segment.digest) for part, segment in parts)
+        with _prefix_digests_lock:
+            digest = _prefix_digests.get(key)
+        if digest is None:
+            digest = sha256_hex("".join(_render_segment(p, s) for p, s in parts))
+            with _prefix_digests_lock:
+                if len(_prefix_digests) >= _PREFIX_DIGEST_MEMO:
+                    _prefix_digests.pop(next(iter(_prefix_digests)))
+                _prefix_digests[key] = digest
+        return digest
 
     def next_turn(self, reply: str, question: str | Segment) -> Prompt:
         """The prompt for the next turn: the old question and `reply` join the history.
@@ -187,6 +203,12 @@ class Prompt:
                 "next_turn would rewrite earlier history; pass the reply and the new question only"
             )
         return following
+
+
+_PREFIX_DIGEST_MEMO = 4096
+# (part, role, segment digest) of each static segment -> digest of their rendering.
+_prefix_digests: dict[tuple[tuple[str, str, str], ...], str] = {}
+_prefix_digests_lock = threading.Lock()
 
 
 def _render_segment(part: Part, segment: Segment) -> str:

