@@ -14,6 +14,7 @@ from prefixkit.sdk import (
     Stability,
     canonical_json,
     canonical_text,
+    sha256_hex,
 )
 
 text = st.text(alphabet=st.sampled_from(list("abc xyz\n\t\r\ufeffé.#{}")), min_size=1, max_size=40)
@@ -55,6 +56,7 @@ def test_static_prefix_is_a_byte_exact_prefix_of_every_request_sharing_it(
     prompt = layout_prompt(system, context, messages)
     static_count = len(prompt.static_segments())
     prefix = prompt.static_prefix_text().encode("utf-8")
+    assert prompt.static_prefix_digest == sha256_hex(prompt.static_prefix_text())
     for variant in variants:
         # Same static segments, different later content: a request sharing the prefix.
         following = [
