@@ -101,7 +101,7 @@ def break_even(
         )
     with_cache = prefix_tokens * (write + reuses * read)
     needed = _reuses_needed(write, read)
-    pays = with_cache < without
+    pays = prefix_tokens > 0 and _pays(write, read, reuses)
     usd = (
         (without - with_cache) * pricing.input_usd_per_mtok / 1e6
         if pricing.input_usd_per_mtok is not None
@@ -126,9 +126,20 @@ def break_even(
     )
 
 
+def _pays(write: float, read: float, reuses: int) -> bool:
+    """Per prefix token: one write and `reuses` reads cost less than 1 + `reuses` inputs."""
+    return write + reuses * read < 1 + reuses
+
+
 def _reuses_needed(write: float, read: float) -> int | None:
-    """Smallest n with write + n*read < 1 + n."""
+    """Smallest n with `_pays(write, read, n)`, or None if no n pays."""
     if read >= 1.0:
-        return None if write >= 1.0 else 0
-    bound = (write - 1.0) / (1.0 - read)
-    return max(0, math.floor(bound) + 1)
+        return 0 if _pays(write, read, 0) else None
+    # The closed form (write - 1) / (1 - read) can land one off after rounding:
+    # settle on the exact comparison `_pays` makes.
+    needed = max(0, math.floor((write - 1.0) / (1.0 - read)) + 1)
+    while needed > 0 and _pays(write, read, needed - 1):
+        needed -= 1
+    while not _pays(write, read, needed):
+        needed += 1
+    return needed

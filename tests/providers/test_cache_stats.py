@@ -1,0 +1,199 @@
+"""CacheStats: every provider's usage shape, costs from the price table, aggregation."""
+
+from __future__ import annotations
+
+import anthropic.types
+import openai.types
+import openai.types.responses
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.sdk import CacheStats, Pricing
+
+from .wire import ANTHROPIC_USAGE, CHAT_USAGE, RESPONSES_USAGE
+
+
+def test_anthropic_usage_counts_reads_writes_and_uncached_separately() -> None:
+    usage = {
+        "input_tokens": 50,
+        "output_tokens": 10,
+        "cache_read_input_tokens": 3000,
+        "cache_creation_input_tokens": 1200,
+        "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 1000},
+    }
+    stats = CacheStats.from_usage(usage)
+    assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (3000, 1200, 50)
+    assert stats.input_tokens == 4250
+    assert stats.written_by_ttl == {"5m": 200, "1h": 1000}
+    assert stats.hit_ratio == pytest.approx(3000 / 4250)
+
+
+def test_anthropic_sdk_object_parses_like_its_dict() -> None:
+    usage = anthropic.types.Usage.model_validate(ANTHROPIC_USAGE)
+    assert CacheStats.from_usage(usage) == CacheStats.from_usage(ANTHROPIC_USAGE)
+
+
+def test_anthropic_writes_without_ttl_breakdown_count_as_5m() -> None:
+    stats = CacheStats.from_usage(
+        {"input_tokens": 5, "output_tokens": 1, "cache_creation_input_tokens": 900}
+    )
+    assert stats.written_by_ttl == {"5m": 900}
+
+
+def test_openai_chat_prompt_tokens_include_cached_ones() -> None:
+    stats = CacheStats.from_usage(CHAT_USAGE)
+    assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (1920, 0, 86)
+    assert stats.output_tokens == 300
+
+
+def test_openai_chat_cache_write_tokens_are_written_not_uncached() -> None:
+    usage = {
+        "prompt_tokens": 3000,
+        "completion_tokens": 5,
+        "total_tokens": 3005,
+        "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 1500},
+    }
+    stats = CacheStats.from_usage(openai.types.CompletionUsage.model_validate(usage))
+    assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (1000, 1500, 500)
+    assert stats.written_by_ttl == {"30m": 1500}
+
+
+def test_openai_responses_usage_with_ttl_details() -> None:
+    usage = openai.types.responses.ResponseUsage.model_validate(RESPONSES_USAGE)
+    stats = CacheStats.from_usage(usage)
+    assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (1792, 128, 86)
+    assert stats.written_by_ttl == {"30m": 128}
+
+
+def test_vllm_usage_without_prompt_tokens_details_has_no_hits() -> None:
+    stats = CacheStats.from_usage(
+        {
+            "prompt_tokens": 1630,
+            "completion_tokens": 8,
+            "total_tokens": 1638,
+            "prompt_tokens_details": None,
+        }
+    )
+    assert (stats.cached_tokens, stats.uncached_tokens) == (0, 1630)
+    assert stats.cost_usd is None and stats.prompt_cost_units is None
+
+
+def test_unrecognised_usage_raises_naming_the_keys() -> None:
+    with pytest.raises(ValueError, match=r"unrecognised usage with keys \['foo'\]"):
+        CacheStats.from_usage({"foo": 1})
+
+
+def test_cost_uses_the_model_price_table_with_write_premium_and_read_discount() -> None:
+    usage = {
+        "input_tokens": 1_000_000,
+        "output_tokens": 0,
+        "cache_read_input_tokens": 1_000_000,
+        "cache_creation_input_tokens": 2_000_000,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": 1_000_000,
+            "ephemeral_1h_input_tokens": 1_000_000,
+        },
+    }
+    stats = CacheStats.from_usage(usage, model="claude-opus-4-5")  # $5 / Mtok input
+    # uncached 1 + read 0.1 + write 5m 1.25 + write 1h 2.0 = 4.35 Mtok-equivalents
+    assert stats.cost_usd == pytest.approx(4.35 * 5)
+    assert stats.cost_without_cache_usd == pytest.approx(4 * 5)
+    assert stats.savings_usd == pytest.approx(-1.75)
+
+
+def test_openai_read_discount_comes_from_the_model_entry() -> None:
+    usage = {
+        "prompt_tokens": 2000,
+        "completion_tokens": 0,
+        "total_tokens": 2000,
+        "prompt_tokens_details": {"cached_tokens": 1000},
+    }
+    assert CacheStats.from_usage(usage, model="gpt-4o").prompt_cost_units == 1500
+    assert CacheStats.from_usage(usage, model="gpt-4.1-2025-04-14").prompt_cost_units == 1250
+
+
+def test_explicit_pricing_overrides_the_table() -> None:
+    pricing = Pricing(input_usd_per_mtok=1.0, output_usd_per_mtok=2.0, cache_read_multiplier=0.5)
+    stats = CacheStats.from_usage(CHAT_USAGE, model="gpt-4o", pricing=pricing)
+    assert stats.cost_usd == pytest.approx((86 + 1920 * 0.5) / 1e6 + 300 * 2 / 1e6)
+
+
+def test_unknown_model_has_no_cost_but_keeps_token_counts() -> None:
+    stats = CacheStats.from_usage(CHAT_USAGE, model="gpt-imaginary")
+    assert stats.cost_usd is None and stats.savings_usd is None
+    assert stats.cached_tokens == 1920
+
+
+def test_totals_add_tokens_requests_and_savings() -> None:
+    first = CacheStats.from_usage(
+        {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 4000},
+        model="claude-opus-4-5",
+    )
+    second = CacheStats.from_usage(
+        {"input_tokens": 12, "output_tokens": 5, "cache_read_input_tokens": 4000},
+        model="claude-opus-4-5",
+    )
+    total = CacheStats.total([first, second])
+    assert total.requests == 2
+    assert total.cached_tokens == 4000 and total.written_tokens == 4000
+    assert total.hit_ratio == pytest.approx(4000 / 8022)
+    assert total.savings_usd == pytest.approx(first.savings_usd + second.savings_usd)  # type: ignore[operator]
+    assert total.savings_usd > 0  # one write at 1.25x is repaid by one read at 0.1x
+    assert "2 request(s)" in total.summary()
+
+
+def test_total_of_nothing_is_empty() -> None:
+    total = CacheStats.total([])
+    assert total.requests == 0 and total.hit_ratio == 0.0
+
+
+counts = st.integers(min_value=0, max_value=10**7)
+
+
+@given(cached=counts, written=counts, uncached=counts, output=counts)
+def test_anthropic_and_openai_shapes_agree_on_the_same_split(
+    cached: int, written: int, uncached: int, output: int
+) -> None:
+    anthropic_stats = CacheStats.from_usage(
+        {
+            "input_tokens": uncached,
+            "output_tokens": output,
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": written,
+        }
+    )
+    chat_stats = CacheStats.from_usage(
+        {
+            "prompt_tokens": cached + written + uncached,
+            "completion_tokens": output,
+            "total_tokens": 0,
+            "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
+        }
+    )
+    for stats in (anthropic_stats, chat_stats):
+        assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (
+            cached,
+            written,
+            uncached,
+        )
+        assert 0.0 <= stats.hit_ratio <= 1.0
+
+
+@given(st.lists(st.tuples(counts, counts, counts), max_size=8))
+def test_total_is_the_sum_of_its_parts(splits: list[tuple[int, int, int]]) -> None:
+    parts = [
+        CacheStats.from_usage(
+            {
+                "input_tokens": u,
+                "output_tokens": 0,
+                "cache_read_input_tokens": c,
+                "cache_creation_input_tokens": w,
+            },
+            model="claude-opus-4-5",
+        )
+        for c, w, u in splits
+    ]
+    total = CacheStats.total(parts)
+    assert total.requests == len(parts)
+    assert total.input_tokens == sum(c + w + u for c, w, u in splits)
+    assert total.cost_usd == pytest.approx(sum(p.cost_usd or 0.0 for p in parts))
