@@ -110,6 +110,16 @@ def main() -> None:
             return render_openai_chat(prompt, model="gpt-4o", tokenizer=tokenizer)
         return prompt
 
+    def sdk_core() -> object:
+        prompt = Prompt(
+            tools=tool_segments,
+            system=system,
+            context=context,
+            messages=[Segment.dynamic(question)],
+        )
+        prompt.render_text()
+        return tokenizer.count(prompt.static_prefix_text())
+
     def with_sdk_from_scratch() -> object:
         prompt = Prompt(
             tools=TOOLS,
@@ -128,6 +138,7 @@ def main() -> None:
     hand = median_us(by_hand, args.runs)
     sdk = median_us(with_sdk, args.runs)
     scratch = median_us(with_sdk_from_scratch, args.runs)
+    core = median_us(sdk_core, args.runs)
     rendered = "Prompt + render_text + memoised count"
     if render_openai_chat is not None:
         rendered += " + render_openai_chat"
@@ -135,6 +146,7 @@ def main() -> None:
     print(f"by hand (request dict)            {hand:10.1f} us")
     print(f"prefixkit ({rendered})")
     print(f"  static segments held            {sdk:10.1f} us  overhead {sdk - hand:8.1f} us")
+    print(f"  core only (no provider render)  {core:10.1f} us  overhead {core - hand:8.1f} us")
     print(
         f"  every segment built from text   {scratch:10.1f} us  overhead {scratch - hand:8.1f} us"
     )
