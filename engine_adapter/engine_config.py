@@ -21,10 +21,11 @@ cache size is CPU-only; KV-event endpoints must stay on this machine). Checks th
 Fields other helpers rely on: `model`, `served_model_name`, `host`, `port`, `device`,
 `python`, `block_size`, `prefix_caching_hash_algo`, `enable_prompt_tokens_details`,
 `max_model_len`, `dtype`, `kv_events_endpoint`, `kv_events_replay_endpoint`,
-`kv_events_topic`, `kv_cache_space_gib`, `enforce_eager`, `gpu_memory_utilization`,
-`tensor_parallel_size`, `kv_offloading_size`, `kv_offloading_backend`,
-`cpu_omp_threads_bind`, `cpu_reserved_cores`, `hash_seed`, `dev_endpoints`; properties
-`name` (served model name) and `base_url`.
+`kv_events_topic`, `kv_cache_space_gib`, `enforce_eager`, `num_gpu_blocks_override`,
+`gpu_memory_utilization`, `tensor_parallel_size`, `kv_offloading_size`,
+`kv_offloading_backend`, `cpu_omp_threads_bind`, `cpu_reserved_cores`, `hash_seed`,
+`dev_endpoints`; properties `name` (served model name) and `base_url`; methods `argv()`,
+`env()`, `kv_events_config()`, `derive(**changes)`.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class EngineConfig(BaseModel):
         default=None, gt=0, description="CPU only: VLLM_CPU_KVCACHE_SPACE (GiB of KV cache)"
     )
     enforce_eager: bool = False
+    num_gpu_blocks_override: int | None = Field(
+        default=None, gt=0, description="fix the number of KV blocks (small caches in tests)"
+    )
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
     kv_offloading_size: float | None = Field(
@@ -155,6 +159,8 @@ class EngineConfig(BaseModel):
             args += ["--max-model-len", str(self.max_model_len)]
         if self.enforce_eager:
             args.append("--enforce-eager")
+        if self.num_gpu_blocks_override is not None:
+            args += ["--num-gpu-blocks-override", str(self.num_gpu_blocks_override)]
         if self.kv_events_endpoint is not None:
             args += ["--kv-events-config", json.dumps(self.kv_events_config())]
         if self.gpu_memory_utilization is not None:

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -46,6 +46,7 @@ from .errors import GatewayConfigError
 __all__ = [
     "SALTED_PATHS",
     "create_gateway",
+    "gateway_in_thread",
     "load_secret",
     "load_tenants",
 ]
@@ -162,6 +163,39 @@ def create_gateway(
         ],
         lifespan=lifespan,
     )
+
+
+@contextlib.contextmanager
+def gateway_in_thread(
+    upstream_url: str,
+    tenants: Mapping[str, str],
+    secret: str | bytes,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> Iterator[str]:
+    """Run the gateway with uvicorn in a background thread; yields its base URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    app = create_gateway(upstream_url, tenants, secret)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="prefixkit-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30.0
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise GatewayConfigError(
+                f"gateway did not start on {host}:{port} (port in use?): choose another port"
+            )
+        time.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10.0)
 
 
 def _with_salt(body: bytes, salt: str | None) -> bytes:

@@ -58,7 +58,11 @@ def replica_configs(
     first_port: int,
     kv_events: bool = True,
 ) -> list[EngineConfig]:
-    """`count` copies of `base` on consecutive ports, each with its own ipc KV-event endpoint."""
+    """`count` copies of `base` on consecutive ports.
+
+    With `kv_events`, replica i publishes on `ipc://<run_dir>/replica<i>.ipc` and answers
+    replay requests on `ipc://<run_dir>/replica<i>-replay.ipc`.
+    """
     if count < 1:
         raise EngineConfigError(f"replica count {count} must be at least 1")
     if first_port + count - 1 > 65535:
@@ -67,7 +71,9 @@ def replica_configs(
     for index in range(count):
         changes: dict[str, object] = {"port": first_port + index}
         if kv_events:
-            changes["kv_events_endpoint"] = f"ipc://{run_dir.resolve()}/replica{index}.ipc"
+            socket_base = f"ipc://{run_dir.resolve()}/replica{index}"
+            changes["kv_events_endpoint"] = f"{socket_base}.ipc"
+            changes["kv_events_replay_endpoint"] = f"{socket_base}-replay.ipc"
         configs.append(base.derive(**changes))
     return configs
 

@@ -1,0 +1,162 @@
+"""EngineConfig: validated settings -> vLLM argv and environment (no engine needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.engine_adapter.engine_config import SERVER_MODULE, EngineConfig
+from prefixkit.engine_adapter.errors import EngineConfigError
+from prefixkit.sdk.errors import PrefixkitError
+
+MODEL = Path("/models/smol")
+
+
+def _flag_value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_argv_launches_the_server_module_with_the_engine_interpreter() -> None:
+    config = EngineConfig(model=MODEL, python=Path("/engine/bin/python"))
+    assert config.argv()[:3] == ["/engine/bin/python", "-m", SERVER_MODULE]
+
+
+def test_defaults_cache_prefixes_with_reproducible_hashes_on_loopback() -> None:
+    argv = EngineConfig(model=MODEL).argv()
+    assert "--enable-prefix-caching" in argv
+    assert "--enable-prompt-tokens-details" in argv
+    assert _flag_value(argv, "--prefix-caching-hash-algo") == "sha256_cbor"
+    assert _flag_value(argv, "--host") == "127.0.0.1"
+    assert _flag_value(argv, "--block-size") == "32"
+
+
+def test_served_name_defaults_to_the_model_directory_name() -> None:
+    assert EngineConfig(model=MODEL).name == "smol"
+    assert _flag_value(EngineConfig(model=MODEL).argv(), "--served-model-name") == "smol"
+
+
+def test_kv_events_config_is_json_with_endpoint_topic_and_replay() -> None:
+    config = EngineConfig(
+        model=MODEL,
+        kv_events_endpoint="ipc:///tmp/r0.ipc",
+        kv_events_replay_endpoint="ipc:///tmp/r0-replay.ipc",
+    )
+    assert json.loads(_flag_value(config.argv(), "--kv-events-config")) == {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": "ipc:///tmp/r0.ipc",
+        "topic": "kv",
+        "replay_endpoint": "ipc:///tmp/r0-replay.ipc",
+    }
+
+
+def test_no_kv_events_flag_without_an_endpoint() -> None:
+    assert "--kv-events-config" not in EngineConfig(model=MODEL).argv()
+
+
+def test_cpu_settings_go_to_the_environment() -> None:
+    env = EngineConfig(
+        model=MODEL, kv_cache_space_gib=2, cpu_omp_threads_bind="0-1", cpu_reserved_cores=0
+    ).env()
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert env["VLLM_HOST_IP"] == "127.0.0.1"
+    assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_hash_seed_is_only_set_when_asked() -> None:
+    assert "PYTHONHASHSEED" not in EngineConfig(model=MODEL).env()
+    assert EngineConfig(model=MODEL, hash_seed="7").env()["PYTHONHASHSEED"] == "7"
+
+
+def test_gpu_options_become_flags() -> None:
+    argv = EngineConfig(
+        model=MODEL,
+        device="gpu",
+        block_size=16,
+        gpu_memory_utilization=0.85,
+        tensor_parallel_size=2,
+        kv_offloading_size=8,
+    ).argv()
+    assert _flag_value(argv, "--gpu-memory-utilization") == "0.85"
+    assert _flag_value(argv, "--tensor-parallel-size") == "2"
+    assert _flag_value(argv, "--kv-offloading-size") == "8.0"
+    assert _flag_value(argv, "--kv-offloading-backend") == "native"
+
+
+@given(st.integers(min_value=1, max_value=4096).filter(lambda n: n % 32))
+def test_cpu_block_size_not_a_multiple_of_32_is_rejected_with_a_valid_suggestion(
+    size: int,
+) -> None:
+    with pytest.raises(EngineConfigError, match="multiple of 32") as caught:
+        EngineConfig(model=MODEL, block_size=size)
+    suggested = int(str(caught.value).rsplit("block_size=", 1)[1].split(";")[0])
+    assert suggested % 32 == 0
+    EngineConfig(model=MODEL, block_size=suggested)
+
+
+@given(st.integers(min_value=1, max_value=64).map(lambda n: n * 32))
+def test_cpu_block_size_multiple_of_32_is_emitted(size: int) -> None:
+    assert _flag_value(EngineConfig(model=MODEL, block_size=size).argv(), "--block-size") == str(
+        size
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "fix"),
+    [
+        ({"kv_offloading_size": 4}, "use device='gpu'"),
+        ({"gpu_memory_utilization": 0.9}, "kv_cache_space_gib"),
+        ({"tensor_parallel_size": 2}, "run more replicas"),
+    ],
+)
+def test_gpu_only_options_on_cpu_say_what_to_change(fields: dict[str, object], fix: str) -> None:
+    with pytest.raises(EngineConfigError, match="GPU-only") as caught:
+        EngineConfig(model=MODEL, **fields)
+    assert fix in str(caught.value)
+
+
+def test_cpu_only_options_on_gpu_are_rejected() -> None:
+    with pytest.raises(EngineConfigError, match="kv_cache_space_gib is CPU-only"):
+        EngineConfig(model=MODEL, device="gpu", kv_cache_space_gib=4)
+
+
+def test_offloading_backend_needs_a_size() -> None:
+    with pytest.raises(EngineConfigError, match="set kv_offloading_size"):
+        EngineConfig(model=MODEL, device="gpu", kv_offloading_backend="lmcache")
+
+
+@pytest.mark.parametrize("endpoint", ["tcp://*:5557", "tcp://0.0.0.0:5557", "tcp://10.0.0.3:1"])
+def test_kv_event_endpoints_that_leave_the_machine_are_rejected(endpoint: str) -> None:
+    with pytest.raises(EngineConfigError, match="ipc:///path or tcp://127.0.0.1"):
+        EngineConfig(model=MODEL, kv_events_endpoint=endpoint)
+
+
+def test_ipc_path_longer_than_a_unix_socket_allows_is_rejected() -> None:
+    with pytest.raises(EngineConfigError, match="shorter run directory"):
+        EngineConfig(model=MODEL, kv_events_endpoint="ipc:///" + "d" * 120 + "/r0.ipc")
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(EngineConfigError) as caught:
+        EngineConfig(model=MODEL, block_size=16, kv_offloading_size=1)
+    assert "block_size 16" in str(caught.value)
+    assert "kv_offloading_size" in str(caught.value)
+
+
+def test_config_errors_are_prefixkit_value_errors() -> None:
+    with pytest.raises(EngineConfigError) as caught:
+        EngineConfig(model=MODEL, block_size=48)
+    assert isinstance(caught.value, PrefixkitError)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_derive_validates_the_copy() -> None:
+    config = EngineConfig(model=MODEL)
+    assert config.derive(port=18099).port == 18099
+    with pytest.raises(EngineConfigError, match="block_size 40"):
+        config.derive(block_size=40)
