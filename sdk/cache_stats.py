@@ -233,9 +233,12 @@ class CacheStats:
             f"hit ratio {self.hit_ratio:.1%}"
         )
         if self.prompt_savings_ratio is not None:
-            text += f", prompt cost {self.prompt_savings_ratio:+.1%} saved"
-        if self.savings_usd is not None:
-            text += f", ${self.savings_usd:.6f} saved of ${self.cost_without_cache_usd:.6f}"
+            text += f", prompt cost {1 - self.prompt_savings_ratio:.1%} of uncached"
+        if self.cost_usd is not None and self.savings_usd is not None:
+            text += (
+                f", USD {self.cost_usd:.6f} vs {self.cost_without_cache_usd:.6f} uncached "
+                f"(saved {self.savings_usd:+.6f})"
+            )
         return text
 
 
