@@ -65,13 +65,18 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class ProviderLimits:
-    """Per-request limits of a provider (`lookback_blocks` is Anthropic's)."""
+    """Per-request limits of a provider.
+
+    `lookback_blocks` is Anthropic's read lookback; `api_ttls` lists the TTLs
+    each OpenAI API accepts in `prompt_cache_options.ttl` ("chat", "responses").
+    """
 
     max_breakpoints: int
     default_ttl: str
     ttls: tuple[str, ...]
     lookback_blocks: int | None = None
     min_cache_tokens: int | None = None
+    api_ttls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @functools.cache
@@ -98,6 +103,11 @@ def provider_limits(provider: Provider) -> ProviderLimits:
         ttls=tuple(str(t) for t in ttls),
         lookback_blocks=limits.get("lookback_blocks"),
         min_cache_tokens=limits.get("min_cache_tokens"),
+        api_ttls={
+            key.removesuffix("_ttls"): tuple(str(t) for t in value)
+            for key, value in limits.items()
+            if key.endswith("_ttls")
+        },
     )
 
 

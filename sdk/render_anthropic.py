@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .errors import RenderError, UncachedPrefixWarning, UnknownModelWarning
-from .models import model_info, provider_limits
+from .models import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .segment import Segment, Stability
 from .tokenizer import AnthropicTokenCounter, Tokenizer
@@ -167,7 +167,7 @@ def _blocks(located: list[tuple[Part, Segment]], counter: Tokenizer) -> list[Blo
 
 def _warn_if_uncached(
     model: str,
-    info: Any,
+    info: ModelInfo | None,
     blocks: list[Block],
     plan: list[Breakpoint],
     automatic: bool,

@@ -171,6 +171,12 @@ def _render(
         raise RenderError(
             "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
         )
+    allowed = provider_limits("openai").api_ttls.get(api, ())
+    if cache_ttl is not None and cache_ttl not in allowed:
+        raise RenderError(
+            f"cache_ttl {cache_ttl!r} is not accepted by the {api} API: use one of "
+            f"{', '.join(allowed)} (sdk/data/models.json)"
+        )
     info = model_info("openai", model)
     extra_options: dict[str, Any] = {
         key: request.pop(key)

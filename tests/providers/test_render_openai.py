@@ -264,3 +264,8 @@ def test_renderers_do_not_mutate_the_prompt() -> None:
     render_openai_chat(prompt, model=EXPLICIT, tenant="acme", salt_secret=SECRET)
     render_openai_responses(prompt, model=EXPLICIT)
     assert prompt == before
+
+
+def test_chat_rejects_the_responses_only_12h_ttl() -> None:
+    with pytest.raises(RenderError, match="cache_ttl '12h' is not accepted by the chat API"):
+        render_openai_chat(support_prompt(), model=EXPLICIT, cache_ttl="12h")  # type: ignore[arg-type]
