@@ -1,8 +1,9 @@
 """The `prefixkit` console script.
 
 Each part of prefixkit owns its subcommands in a module that exposes
-`configure(parser)` (add arguments) and `run(args) -> int` (exit code). The
-modules must stay cheap to import: heavy dependencies are imported inside `run`.
+`configure(parser)` (add arguments) and `run(args) -> int` (exit code). Only the
+chosen subcommand's module is imported, so one part's heavy or broken
+dependencies never stand in the way of another part's command.
 """
 
 from __future__ import annotations
@@ -12,26 +13,32 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
-# subcommand -> module implementing configure(parser) and run(args)
-COMMANDS: dict[str, str] = {
-    "lock": "prefixkit.sdk.lock_command",
-    "lint": "prefixkit.linter.command",
-    "serve": "prefixkit.engine_adapter.serve_command",
-    "analyze": "prefixkit.engine_adapter.analyze_command",
+# subcommand -> (module implementing configure(parser) and run(args), one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "lock": ("prefixkit.sdk.lock_command", "pin prompt files in prefixkit.lock, or --check them"),
+    "lint": ("prefixkit.linter.command", "find code and prompt files that break prompt caching"),
+    "serve": ("prefixkit.engine_adapter.serve_command", "run vLLM with prefix caching"),
+    "analyze": (
+        "prefixkit.engine_adapter.analyze_command",
+        "replay a trace: sharing, oracle bounds, routing policies",
+    ),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The parser; only `chosen`'s module is imported to add its arguments."""
     parser = argparse.ArgumentParser(
         prog="prefixkit",
         description="Make LLM requests reuse their shared opening (prompt caching).",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
+    for name, (module_name, summary) in COMMANDS.items():
+        if name != chosen:
+            subparsers.add_parser(name, help=summary)
+            continue
         module = importlib.import_module(module_name)
-        summary = (module.__doc__ or "").strip().splitlines()[0]
         sub = subparsers.add_parser(
             name,
             help=summary,
@@ -44,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in arguments if not a.startswith("-")), None)
+    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(arguments)
     code: int = args.run(args)
     return code
 
