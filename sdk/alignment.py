@@ -103,11 +103,14 @@ def _candidate_batches(max_chars: int) -> Iterator[list[str]]:
     """Inert paddings in a fixed order: runs of newlines, runs of spaces, then mixes.
 
     Pure runs come first because they are the most common case (one token per
-    character for most vocabularies) and cheap to try; mixes (newlines then
-    spaces) by increasing length cover vocabularies that merge long runs.
+    character for most vocabularies) and cheap to try; alternating spaces and
+    tabs cover byte-level BPEs that merge every pure run into a few tokens (GPT-2
+    style vocabularies such as SmolLM2's: one token per character); mixes
+    (newlines then spaces) by increasing length cover the rest.
     """
     yield ["\n" * length for length in range(1, max_chars + 1)]
     yield [" " * length for length in range(1, max_chars + 1)]
+    yield [(" \t" * max_chars)[:length] for length in range(1, max_chars + 1)]
     for length in range(2, max_chars + 1):
         yield ["\n" * newlines + " " * (length - newlines) for newlines in range(length - 1, 0, -1)]
 

@@ -67,9 +67,10 @@ class Segment:
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
             raise CanonicalError(f"segment role {self.role!r} is not one of {', '.join(_ROLES)}")
-        if self.padding.strip(" \n"):
+        if self.padding.strip(" \t\n"):
             raise CanonicalError(
-                f"segment padding {self.padding[:20]!r} holds more than spaces and newlines: "
+                f"segment padding {self.padding[:20]!r} holds more than spaces, tabs and "
+                "newlines: "
                 "padding must be semantically inert whitespace"
             )
         # Padding goes after canonicalisation (which would strip it), so re-creating a
