@@ -29,7 +29,7 @@ from typing import Any
 import httpx2
 from prefixkit.sdk import TiktokenTokenizer, model_info
 
-__all__ = ["SimulatedAnthropic", "SimulatedOpenAI", "summarize_body"]
+__all__ = ["SimulatedAnthropic", "SimulatedOpenAI", "recording_hook", "summarize_body"]
 
 _COUNTER = TiktokenTokenizer("cl100k_base")
 _REPLY = "Based on the documents: the answer is in section 2 of the price list."
