@@ -1,0 +1,107 @@
+"""Helpers for tests against the session engine (`engine` fixture in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+# a plain-English vocabulary: SmolLM2's tokenizer spends about 1.1 tokens per word on it
+_VOCABULARY = (
+    "the of and to in is that for it as with was on be by this are or from at which an have "
+    "not they but one all were there been has more when will would their what about if can "
+    "so into time only some could them other than then now its also after two first well way "
+    "even new because any these give day most us river garden market table window letter "
+    "morning history picture village engine station mountain island weather harbour bridge "
+    "lantern orchard meadow kitchen library journey summer winter autumn spring silver copper "
+    "quiet bright narrow gentle careful sudden distant ancient modern simple steady warm cold"
+)
+WORDS = _VOCABULARY.split()
+
+
+@pytest.fixture(scope="session")
+def make_document() -> Callable[[int, str], str]:
+    """`make_document(words, seed)`: deterministic text, different for every seed."""
+
+    def make(words: int, seed: str) -> str:
+        rng = random.Random(seed)
+        sentences = []
+        remaining = words
+        while remaining > 0:
+            length = min(remaining, rng.randint(8, 16))
+            sentence = " ".join(rng.choice(WORDS) for _ in range(length))
+            sentences.append(sentence.capitalize() + ".")
+            remaining -= length
+        return f"Document {seed}. " + " ".join(sentences)
+
+    return make
+
+
+def complete(
+    base_url: str,
+    model: str,
+    prompt: str,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """POST /v1/completions (max_tokens 1); returns the response JSON."""
+    response = httpx.post(
+        f"{base_url}/v1/completions",
+        json={"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **extra},
+        headers=headers or {},
+        timeout=300,
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def cached_tokens(body: dict[str, Any]) -> int:
+    details = body["usage"].get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0)
+
+
+def stream_ttft(
+    base_url: str, model: str, prompt: str, headers: dict[str, str] | None = None
+) -> tuple[float, int]:
+    """Stream a completion; returns (seconds to the first generated text, cached tokens)."""
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": 4,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    started = time.perf_counter()
+    first: float | None = None
+    cached = 0
+    with httpx.stream(
+        "POST", f"{base_url}/v1/completions", json=body, headers=headers or {}, timeout=300
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[len("data: ") :])
+            if first is None and event.get("choices"):
+                first = time.perf_counter() - started
+            if event.get("usage"):
+                cached = int(
+                    (event["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+                )
+    assert first is not None, "no generated text in the stream"
+    return first, cached
+
+
+def token_count(base_url: str, model: str, prompt: str) -> int:
+    response = httpx.post(
+        f"{base_url}/tokenize", json={"model": model, "prompt": prompt}, timeout=60
+    )
+    response.raise_for_status()
+    return int(response.json()["count"])
