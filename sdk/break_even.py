@@ -82,6 +82,11 @@ def break_even(
         pricing = info.pricing
         if min_cache_tokens is None:
             min_cache_tokens = info.min_cache_tokens
+    if ttl is not None and ttl not in pricing.cache_write_multipliers:
+        raise ValueError(
+            f"ttl {ttl!r} has no write price: use one of "
+            f"{', '.join(pricing.cache_write_multipliers) or 'the default (ttl=None)'}"
+        )
     write = pricing.write_multiplier(ttl)
     read = pricing.cache_read_multiplier
     without = float(prefix_tokens * (1 + reuses))

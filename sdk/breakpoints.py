@@ -135,14 +135,11 @@ def _check_caller_order(
     if trailing_ttl is not None:
         marked.append((len(blocks), trailing_ttl))
     for index, ttl in marked:
+        where = "automatic caching" if index == len(blocks) else blocks[index].label
         if ttl and ttl not in rank:
-            raise RenderError(
-                f"cache_control ttl {ttl!r} on {blocks[index].label} is not one of "
-                f"{', '.join(rank)}"
-            )
+            raise RenderError(f"cache ttl {ttl!r} of {where} is not one of {', '.join(rank)}")
         for earlier_index, earlier_ttl in seen:
             if rank.get(ttl, 0) > rank.get(earlier_ttl, 0) and ttl and earlier_ttl:
-                where = "automatic caching" if index == len(blocks) else blocks[index].label
                 raise RenderError(
                     f"{where} has cache ttl {ttl} after {blocks[earlier_index].label} with "
                     f"ttl {earlier_ttl}: longer TTLs must come first; give "

@@ -68,3 +68,8 @@ def test_pays_exactly_from_reuses_needed(write: float, read: float, reuses: int)
     verdict = break_even(1000, reuses, pricing=pricing)
     assert verdict.reuses_needed is not None
     assert verdict.pays == (reuses >= verdict.reuses_needed)
+
+
+def test_ttl_the_provider_does_not_offer_raises() -> None:
+    with pytest.raises(ValueError, match="ttl '1h' has no write price: use one of 30m, 12h"):
+        break_even(5000, 3, provider="openai", model="gpt-4o", ttl="1h")

@@ -296,3 +296,12 @@ def test_render_does_not_mutate_the_prompt() -> None:
     kwargs["system"][0]["text"] = "changed"
     assert prompt == before
     assert render_anthropic(prompt, model=MODEL, max_tokens=10)["system"][0]["text"] != "changed"
+
+
+def test_unknown_caller_ttl_raises() -> None:
+    prompt = Prompt(
+        system=[Segment.static("a", cache_control={"type": "ephemeral", "ttl": "2h"}, name="x")],
+        messages=[Segment.dynamic("q")],
+    )
+    with pytest.raises(RenderError, match="cache ttl '2h' of system x is not one of 1h, 5m"):
+        render_anthropic(prompt, model=MODEL, max_tokens=10)
