@@ -3,18 +3,17 @@ events, and precise routing beats round-robin on a multi-tenant workload (engine
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
+from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-import uvicorn
 import zmq
 from prefixkit.engine_adapter.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.precise_router import RouterSettings, precise_router_app
+from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.sdk.block_hash import event_block_hashes
 from prefixkit.sdk.salt import tenant_salt
 
@@ -114,27 +113,14 @@ def _round_robin_run(replicas: LiveReplicas) -> float:
     return _hit_rate(replicas, before)
 
 
-async def _precise_run(replicas: LiveReplicas) -> tuple[float, list[int]]:
-    settings = RouterSettings(
-        replica_urls=replicas.urls,
-        kv_endpoints=replicas.kv_endpoints,
-        kv_replay_endpoints=replicas.replay_endpoints,
-        block_size=replicas.block_size,
-        hash_algo="sha256_cbor",
-        capacity_blocks=[replicas.kv_blocks] * len(replicas.urls),
+def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[int]]:
+    # the same wiring `prefixkit serve --router precise` uses
+    replica_set = SimpleNamespace(
+        base_urls=replicas.urls, replicas=[SimpleNamespace(config=c) for c in replicas.configs]
     )
-    app = precise_router_app(settings)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=ROUTER_PORT, log_level="warning")
-    )
-    serving = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.05)
-        before = [fetch_cache_metrics(url) for url in replicas.urls]
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{ROUTER_PORT}", timeout=120
-        ) as client:
+    with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
+        before = [fetch_cache_metrics(u) for u in replicas.urls]
+        with httpx.Client(base_url=url, timeout=120) as client:
             for _tenant, messages, salt in _workload("precise"):
                 body = {
                     "model": replicas.model_name,
@@ -142,19 +128,17 @@ async def _precise_run(replicas: LiveReplicas) -> tuple[float, list[int]]:
                     "max_tokens": 1,
                     "cache_salt": salt,
                 }
-                (await client.post("/v1/chat/completions", json=body)).raise_for_status()
-                await asyncio.sleep(0.3)  # let the engine's KV events reach the index
-            routed = (await client.get("/router/state")).json()["routed"]
+                client.post("/v1/chat/completions", json=body).raise_for_status()
+                time.sleep(0.3)  # let the engine's KV events reach the index
+            routed = client.get("/router/state").json()["routed"]
         return _hit_rate(replicas, before), routed
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
 
 
-def test_precise_routing_beats_round_robin_on_engine_metrics(live_replicas: LiveReplicas) -> None:
+def test_precise_routing_beats_round_robin_on_engine_metrics(
+    live_replicas: LiveReplicas, tmp_path: Path
+) -> None:
     round_robin = _round_robin_run(live_replicas)
-    precise, routed = asyncio.run(_precise_run(live_replicas))
+    precise, routed = _precise_run(live_replicas, tmp_path)
     print(f"engine hit rate: round_robin {round_robin:.3f}, precise {precise:.3f}, routed {routed}")
     assert precise > round_robin
     assert min(routed) > 0  # both replicas used: affinity did not pile everything on one
