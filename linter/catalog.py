@@ -13,6 +13,7 @@ __all__ = [
     "CACHED_KEYWORDS",
     "CACHE_MARKER_KEYS",
     "MAX_CACHE_MARKERS",
+    "MESSAGE_CLASSES",
     "SEGMENT_CONSTRUCTORS",
     "SET_METHODS",
     "STABLE_ROOTS",
@@ -89,6 +90,11 @@ TRANSPARENT_FUNCTIONS: frozenset[str] = frozenset(
         "textwrap.fill",
         "string.Template",
     }
+)
+
+# Chat message classes (matched on the last dotted part): their content is their arguments.
+MESSAGE_CLASSES: frozenset[str] = frozenset(
+    {"SystemMessage", "HumanMessage", "AIMessage", "ChatMessage", "ToolMessage"}
 )
 
 # Methods that pass their arguments (not only their receiver) into the result.

@@ -2,9 +2,11 @@
 
 A `LintContext` wraps the parsed module in a single `MetadataWrapper` (no
 copy) and computes, lazily and once, everything the rules share: the module
-index, the taint analysis, the cached segments with the taints that reach
-them, and the provider requests laid out as blocks. Positions
-(`PositionProvider`) are resolved only when something is reported.
+index, the taint analysis (`ScopeProvider`; qualified names on demand), the
+cached segments with the taints that reach them, and the provider requests
+laid out as blocks. A module whose index holds no cached-segment candidate
+never resolves metadata at all; positions (`PositionProvider`) are resolved
+only when something is reported.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import libcst as cst
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
-    QualifiedNameProvider,
     ScopeProvider,
 )
 
@@ -68,8 +69,7 @@ class LintContext:
     def analysis(self) -> TaintAnalysis:
         """Taint analysis over the module's scope and qualified-name metadata."""
         scopes = self.wrapper.resolve(ScopeProvider)
-        names = self.wrapper.resolve(QualifiedNameProvider)
-        return TaintAnalysis(self.index, scopes, names, self.config.extra_volatile_callables)
+        return TaintAnalysis(self.index, scopes, self.config.extra_volatile_callables)
 
     @functools.cached_property
     def segments(self) -> list[CachedSegment]:

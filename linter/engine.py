@@ -98,6 +98,8 @@ def lint_python(
     if not rules or not any(word in source for word in _trigger_words(config)):
         return []
     context = LintContext(module, filename, config)
+    if not context.index.has_candidates:
+        return []
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule.check(context))

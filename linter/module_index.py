@@ -76,6 +76,16 @@ class ModuleIndex:
     )
     mutations: dict[int, list[cst.Call]] = field(default_factory=dict)
     sites: list[SiteCandidate] = field(default_factory=list)
+
+    @property
+    def has_candidates(self) -> bool:
+        """Whether anything in the module may build a cached segment or a request.
+
+        Lists alone do not count: a static system entry that an ordering
+        problem needs is itself a site (role dict, SystemMessage, Segment).
+        """
+        return bool(self.sites or self.requests)
+
     requests: list[tuple[cst.Call, FunctionNode | None]] = field(default_factory=list)
     lists: list[tuple[cst.List | cst.Tuple, FunctionNode | None]] = field(default_factory=list)
 
@@ -278,9 +288,17 @@ class _Indexer(cst.CSTVisitor):
         self.roles.pop()
 
     def visit_List(self, node: cst.List) -> None:
-        if len(node.elements) > 1:
-            self.index.lists.append((node, self.function))
+        self._ordered(node)
 
     def visit_Tuple(self, node: cst.Tuple) -> None:
-        if len(node.elements) > 1:
+        self._ordered(node)
+
+    def _ordered(self, node: cst.List | cst.Tuple) -> None:
+        # Only lists that can hold a static system entry matter for ordering:
+        # message dicts with a role, calls (SystemMessage, Segment.*) and
+        # names (constants, variables holding messages).
+        if len(node.elements) > 1 and any(
+            isinstance(e.value, (cst.Dict, cst.Call, cst.Name, cst.Attribute))
+            for e in node.elements
+        ):
             self.index.lists.append((node, self.function))

@@ -1,0 +1,186 @@
+"""Taint analysis, catalog and suppression behaviour, including property tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prefixkit.linter.catalog import is_identity_name, is_volatile_callable
+from prefixkit.linter.config import LintConfig
+from prefixkit.linter.discovery import glob_matches
+from prefixkit.linter.engine import apply_edits, lint_text
+from prefixkit.linter.finding import Edit, Position
+
+
+def codes(source: str, tmp_path: Path) -> list[tuple[str, int]]:
+    path = tmp_path / "module.py"
+    findings = lint_text(source, path, LintConfig(root=tmp_path))
+    return [(f.code, f.start.row) for f in findings]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["user_id", "userId", "customer_email", "tenant.name", "request.id", "email", "username"],
+)
+def test_identity_names(name: str) -> None:
+    assert is_identity_name(name.split("."))
+
+
+@pytest.mark.parametrize(
+    "name", ["tool_name", "model_name", "self.name", "request.headers", "version", "status"]
+)
+def test_not_identity_names(name: str) -> None:
+    assert not is_identity_name(name.split("."))
+
+
+def test_volatile_catalog_matches_prefix_entries_and_extras() -> None:
+    assert is_volatile_callable("secrets.token_hex")
+    assert is_volatile_callable("datetime.datetime.now")
+    assert not is_volatile_callable("datetime.datetime.fromisoformat")
+    assert is_volatile_callable("app.clock.now", frozenset({"app.clock.*"}))
+
+
+def test_conditional_imports_count_every_qualified_name(tmp_path: Path) -> None:
+    source = (
+        "try:\n"
+        "    from fastclock import stamp as now\n"
+        "except ImportError:\n"
+        "    from time import time as now\n"
+        "SYSTEM = f'at {now()}'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == [("PFX001", 5)]
+
+
+def test_module_constant_used_in_a_class_method(tmp_path: Path) -> None:
+    source = (
+        "import uuid\n"
+        "RUN_ID = uuid.uuid4().hex\n"
+        "class Bot:\n"
+        "    def ask(self, client, q):\n"
+        "        return client.messages.create(system='run ' + RUN_ID, messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == [("PFX001", 2)]
+
+
+def test_recursive_helpers_terminate(tmp_path: Path) -> None:
+    source = (
+        "def a(n):\n    return b(n - 1) if n else 'x'\n"
+        "def b(n):\n    return a(n)\n"
+        "def ask(client, q):\n    return client.messages.create(system=a(3), messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == []
+
+
+def test_self_referencing_assignment_terminates(tmp_path: Path) -> None:
+    source = "s = 'a'\ns = s + s\ndef f(c):\n    return c.messages.create(system=s, messages=[])\n"
+    assert codes(source, tmp_path) == []
+
+
+def test_async_calls_are_followed(tmp_path: Path) -> None:
+    source = (
+        "import time\n"
+        "async def stamp():\n    return str(time.time())\n"
+        "async def ask(client, q):\n"
+        "    return await client.messages.create(system=await stamp(), messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == [("PFX001", 3)]
+
+
+# --- property: volatile values are found exactly when present, whatever the plumbing ----
+PIECES = st.sampled_from(["'You are helpful.'", "PRODUCT", "VERSION", "os.environ['REGION']"])
+WRAPPERS = st.sampled_from(
+    [
+        "f'{{{0}}} and {{{1}}}'",
+        "{0} + ' ' + {1}",
+        "'{{}} {{}}'.format({0}, {1})",
+        "'%s %s' % ({0}, {1})",
+        "' '.join([{0}, {1}])",
+        "helper({0}) + {1}",
+    ]
+)
+PLACES = st.sampled_from(
+    [
+        "client.messages.create(system={value}, messages=[q])",
+        "client.responses.create(instructions={value}, input=q)",
+        "client.chat.completions.create(model='m', messages=[{{'role': 'system', 'content': {value}}}])",
+        "Segment.static({value})",
+    ]
+)
+VOLATILE = st.sampled_from(["dt.now().isoformat()", "str(uuid4())", "str(time.time())"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=PIECES,
+    second=PIECES,
+    wrapper=WRAPPERS,
+    place=PLACES,
+    volatile=st.one_of(st.none(), VOLATILE),
+    via_variable=st.booleans(),
+)
+def test_volatile_value_reported_iff_present(
+    tmp_path_factory: pytest.TempPathFactory,
+    first: str,
+    second: str,
+    wrapper: str,
+    place: str,
+    volatile: str | None,
+    via_variable: bool,
+) -> None:
+    if volatile is not None:
+        second = volatile
+    value = wrapper.format(first, second)
+    lines = [
+        "import os, time",
+        "from datetime import datetime as dt",
+        "from uuid import uuid4",
+        "from prefixkit.sdk import Segment",
+        "PRODUCT = 'Acme'",
+        "VERSION = '1.2'",
+        "def helper(text):",
+        "    return text.strip()",
+        "def build(client, q):",
+    ]
+    if via_variable:
+        lines.append(f"    text = {value}")
+        value = "text"
+    lines.append("    return " + place.format(value=value))
+    source = "\n".join(lines) + "\n"
+    found = codes(source, tmp_path_factory.mktemp("p"))
+    if volatile is None:
+        assert found == [], source
+    else:
+        assert [code for code, _ in found] == ["PFX001"], source
+
+
+@given(st.text(alphabet="ab\n", max_size=40))
+def test_apply_edits_without_edits_is_identity(text: str) -> None:
+    assert apply_edits(text, []) == text
+
+
+@given(st.text(alphabet="abc\n", min_size=1, max_size=40), st.data())
+def test_insertions_keep_the_rest_of_the_text(text: str, data: st.DataObject) -> None:
+    lines = text.split("\n")
+    row = data.draw(st.integers(1, len(lines)))
+    column = data.draw(st.integers(1, len(lines[row - 1]) + 1))
+    edited = apply_edits(text, [Edit(Position(row, column), Position(row, column), "XY")])
+    assert edited.replace("XY", "", 1) == text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("prompts/**/*.{md,txt,j2,jinja}", "prompts/a.md", True),
+        ("prompts/**/*.{md,txt,j2,jinja}", "prompts/x/y/b.jinja", True),
+        ("prompts/**/*.{md,txt,j2,jinja}", "prompts/a.py", False),
+        ("prompts/**/*.{md,txt,j2,jinja}", "docs/prompts/a.md", False),
+        ("*.md", "docs/readme.md", True),
+        ("tests/**", "tests/linter/test_x.py", True),
+    ],
+)
+def test_glob_matching(pattern: str, path: str, expected: bool) -> None:
+    assert glob_matches(pattern, path) is expected
