@@ -75,13 +75,15 @@ class BlockIndex:
         return len(self.lru[replica])
 
     def eviction_stamp(self, replica: int, incoming: int) -> float:
-        """Stamp of the newest block `incoming` new blocks would evict (-inf: none would)."""
+        """Stamp of the newest block `incoming` new blocks would evict; when none
+        would, -1 minus the blocks left free (below every stamp: the roomiest
+        replica first); -inf when the capacity is unknown."""
         capacity = self.capacity[replica]
         lru = self.lru[replica]
         if capacity is None:
             return -math.inf
         evicted = len(lru) + incoming - capacity
         if evicted <= 0 or not lru:
-            return -math.inf
+            return float(min(evicted, 0) - 1)
         index = min(evicted, len(lru)) - 1
         return float(next(itertools.islice(lru.values(), index, index + 1)))

@@ -80,13 +80,14 @@ class ReplicaCaches:
 
     def eviction_stamp(self, replica: int, incoming: int) -> float:
         """Last-use stamp of the newest block `incoming` new blocks would evict
-        from `replica` (-inf if they fit)."""
+        from `replica`; if they fit, -1 minus the blocks left free (below every
+        stamp, which are >= 0: the roomiest replica first); -inf if unbounded."""
         lru = self.lru[replica]
         if self.capacity is None:
             return -math.inf
         evicted = len(lru) + incoming - self.capacity
         if evicted <= 0:
-            return -math.inf
+            return float(evicted - 1)
         if evicted >= len(lru):
             return next(reversed(lru.values()))
         for stamp in itertools.islice(lru.values(), evicted - 1, evicted):

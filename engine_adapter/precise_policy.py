@@ -11,9 +11,12 @@ i.e. the prefill it saves minus the prefill and decode it would wait behind.
 Bounded-load spill-over: a replica is a candidate only while
 ``inflight[r] + 1 <= ceil(load_factor * (total_inflight + 1) / replicas) +
 spill_slack`` (the slack keeps a light load, where one request is already above
-the mean, from scattering prefixes), so a popular prefix spills to the next best replica instead of piling up. Equal
-scores go to the replica whose would-be-evicted blocks are the least recently
-used, then by a rotating turn, never in favour of replica 0.
+the mean, from scattering prefixes), so a popular prefix spills to the next
+best replica instead of piling up. Equal scores go to the replica whose
+would-be-evicted blocks are the least recently used (if nothing would be
+evicted, to the one left with the most free blocks, so new prefixes spread
+over the replicas while they have room), then by a rotating turn, never in
+favour of replica 0.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ def choose_replica(
 
     Among equal scores, `eviction_stamp(r)` (when given) prefers the replica
     whose cache would evict its least recently used blocks (lowest last-use
-    stamp; -inf if nothing would be evicted), which makes N per-replica LRUs
-    behave like one shared LRU; `turn` (any int, e.g. a request counter) breaks
-    what remains.
+    stamp; below every stamp, the most free blocks left, if nothing would be
+    evicted), which makes N per-replica LRUs behave like one shared LRU;
+    `turn` (any int, e.g. a request counter) breaks what remains.
     """
     replicas = len(runs)
     bound = math.ceil(params.load_factor * (sum(inflight) + 1) / replicas) + params.spill_slack

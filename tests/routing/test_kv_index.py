@@ -96,8 +96,15 @@ def test_eviction_stamp_is_the_last_use_of_the_newest_evicted_block() -> None:
     index.stored(0, [1])
     index.stored(0, [2])
     index.stored(0, [3])
-    assert index.eviction_stamp(0, 0) == -math.inf
+    assert index.eviction_stamp(0, 0) < 0  # fits: below every stamp
     first = index.eviction_stamp(0, 1)
     index.touch(0, [1])  # block 1 used again: block 2 is now the oldest
     assert index.eviction_stamp(0, 1) > first
     assert BlockIndex(1).eviction_stamp(0, 100) == -math.inf  # capacity unknown
+
+
+def test_eviction_stamp_of_a_fitting_request_ranks_the_roomiest_replica_first() -> None:
+    index = BlockIndex(2, [40, 40])
+    index.stored(0, range(30))
+    index.stored(1, range(100, 110))
+    assert index.eviction_stamp(1, 10) < index.eviction_stamp(0, 10) < 0

@@ -106,6 +106,22 @@ def test_precise_prefers_evicting_older_blocks_among_equals() -> None:
     assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, stamps.__getitem__) == 1
 
 
+def test_precise_spreads_new_prefixes_over_replicas_with_room() -> None:
+    # four tenants, each request sent twice in a row (nothing in flight), three fit in
+    # a replica: a rotating tie-break alone sends new tenants to the same replica
+    # until it is full (3 + 1); each goes where the most blocks are free instead
+    tenants = [[t * 100 + k for k in range(10)] for t in range(4)]
+    requests = [
+        [*tenant, t * 100 + 50 + turn] for turn in range(2) for t, tenant in enumerate(tenants)
+    ]
+    result = replay(
+        _trace([r for r in requests for _ in range(2)]), "precise", 2, 24, LoadParams(0.0, 0.0)
+    )
+    first = result.assignments[0:8:2]
+    assert sorted(first.count(r) for r in (0, 1)) == [2, 2]
+    assert result.assignments[8:16:2] == first
+
+
 def test_smg_like_follows_the_first_tenant_of_the_matched_prefix() -> None:
     load = LoadModel(2, 0.0, 0.0)
     smg = SmgLike(2, load)
