@@ -1,0 +1,174 @@
+"""How much better than SMG can any router do at small per-replica caches? Bounds.
+
+On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
+
+* ``shared LRU``: one LRU of 8 x capacity blocks (the `analyze` capacity oracle);
+* ``Belady``: one cache of 8 x capacity blocks that evicts the block used
+  furthest in the future (clairvoyant; may also decline to cache). Every
+  router over per-replica caches is bounded by it: the union of the replicas'
+  caches is itself a schedule for one cache of the summed capacity;
+* ``clairvoyant placement``: routers cannot change the engines' eviction (LRU
+  per replica); this one places each request knowing which blocks will ever be
+  used again: longest cached run minus the blocks with a future use that
+  admitting the request would evict, among replicas whose assigned blocks stay
+  within `--balance` x the mean (the imbalance budget);
+* ``precise`` and ``smg_like`` from the simulator, same requests and load model
+  as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
+  compressed 25x).
+
+    .venv/bin/python bench/route_bounds.py          # ~20 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import sys
+from pathlib import Path
+
+from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
+from prefixkit.engine_adapter.replay import LoadParams, analyze, token_hit_rate
+from prefixkit.engine_adapter.trace import Trace, load_trace
+
+TRACE = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "data"
+    / "traces"
+    / "mooncake_conversation.jsonl"
+)
+NEVER = sys.maxsize
+
+
+def next_uses(trace: Trace) -> list[dict[int, int]]:
+    """Per request, each of its blocks -> index of the next request using it (NEVER)."""
+    later: dict[int, int] = {}
+    uses: list[dict[int, int]] = []
+    for index in range(len(trace) - 1, -1, -1):
+        blocks = trace.blocks[index]
+        uses.append({block: later.get(block, NEVER) for block in blocks})
+        for block in blocks:
+            later[block] = index
+    uses.reverse()
+    return uses
+
+
+def belady_hits(trace: Trace, capacity: int, uses: list[dict[int, int]]) -> list[int]:
+    """Cached run per request in one clairvoyant cache of `capacity` blocks."""
+    cache: dict[int, int] = {}  # block -> its next use
+    furthest: list[tuple[int, int]] = []  # (-next use, block), stale entries skipped
+    runs = []
+    for index, blocks in enumerate(trace.blocks):
+        run = 0
+        for block in blocks:
+            if block not in cache:
+                break
+            run += 1
+        runs.append(run)
+        for block in blocks:
+            cache[block] = uses[index][block]
+            heapq.heappush(furthest, (-cache[block], block))
+        while len(cache) > capacity:
+            negative, block = heapq.heappop(furthest)
+            if cache.get(block) == -negative:
+                del cache[block]
+    return runs
+
+
+def clairvoyant_placement(
+    trace: Trace, replicas: int, capacity: int, balance: float, uses: list[dict[int, int]]
+) -> tuple[list[int], float]:
+    """(cached runs, imbalance) of the clairvoyant placement router over per-replica LRUs."""
+    last_use: dict[int, int] = {}
+    for index, blocks in enumerate(trace.blocks):
+        for block in blocks:
+            last_use[block] = index
+    caches = ReplicaCaches(replicas, capacity)
+    assigned = [0] * replicas
+    runs = []
+    for index, blocks in enumerate(trace.blocks):
+        cached = cached_runs(caches.holders, blocks, replicas)
+        budget = balance * (sum(assigned) + len(blocks)) / replicas
+        allowed = [r for r in range(replicas) if assigned[r] + len(blocks) <= budget]
+        best: tuple[int, int] | None = None
+        for replica in allowed or [min(range(replicas), key=assigned.__getitem__)]:
+            lru = caches.lru[replica]
+            evicted = len(lru) + len(blocks) - cached[replica] - capacity
+            lost = 0
+            if evicted > 0:
+                for block in itertools.islice(lru, evicted):
+                    if block not in uses[index] and last_use[block] > index:
+                        lost += 1
+            score = cached[replica] - lost
+            if best is None or score > best[0]:
+                best = (score, replica)
+        assert best is not None
+        replica = best[1]
+        runs.append(caches.admit(blocks, replica, index))
+        assigned[replica] += len(blocks)
+    mean = sum(assigned) / replicas
+    return runs, max(assigned) / mean
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default=str(TRACE))
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--capacity", type=int, default=500)
+    parser.add_argument("--balance", type=float, default=1.05)
+    args = parser.parse_args()
+
+    trace = load_trace(args.trace, limit=args.requests)
+    uses = next_uses(trace)
+    total = args.replicas * args.capacity
+    sim = analyze(
+        trace,
+        args.replicas,
+        args.capacity,
+        LoadParams(0.001, 0.0, 25.0),
+        policies=("smg_like", "precise"),
+    )
+    result = {r.policy: r for r in sim.results}
+    placement, imbalance = clairvoyant_placement(
+        trace, args.replicas, args.capacity, args.balance, uses
+    )
+    rows = [
+        ("infinite cache", token_hit_rate(trace, oracle_hits(trace.blocks, None))[0], ""),
+        (f"Belady, one cache of {total}", token_hit_rate(trace, belady_hits(trace, total, uses))[0], ""),
+        (f"shared LRU of {total}", sim.oracle_capacity, ""),
+        ("clairvoyant placement", token_hit_rate(trace, placement)[0], f"{imbalance:.2f}"),
+        ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f}"),
+        ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f}"),
+    ]  # fmt: skip
+    smg = result["smg_like"].hit_rate
+    # Could a router guess which prompts come back? Share of requests with a block
+    # past the first (the system prompt every request shares) reused later, for new
+    # conversations (nothing past the first block seen before) and continued ones.
+    seen_runs = oracle_hits(trace.blocks, None)
+    followed = {True: [0, 0], False: [0, 0]}
+    for index, blocks in enumerate(trace.blocks):
+        tally = followed[seen_runs[index] > 1]
+        tally[0] += any(uses[index][block] != NEVER for block in blocks[1:])
+        tally[1] += 1
+    print(
+        f"{len(trace)} requests, {args.replicas} replicas x {args.capacity} blocks "
+        f"(clairvoyant placement within {args.balance:g} x mean assigned blocks)"
+    )
+    print(f"{'':<30}{'hit rate':>9}{'/ smg_like':>11}{'imbalance':>11}")
+    for name, rate, imb in rows:
+        print(f"{name:<30}{rate:>9.3f}{rate / smg:>11.3f}{imb:>11}")
+    print(
+        "prompt continued by a later request: "
+        + ", ".join(
+            f"{label} {followed[key][0] / max(1, followed[key][1]):.2f} of {followed[key][1]}"
+            for key, label in ((False, "new conversations"), (True, "continued ones"))
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
