@@ -14,7 +14,8 @@ in the run directory (and reused next time).
 
 The router is started by `prefixkit.engine_adapter.router_launch.launch_router(replicas,
 policy, host, port, run_dir, report)`, a context manager yielding the router's base URL.
-Ctrl-C or SIGTERM stops the gateway, the router, then the replicas (SIGTERM, SIGKILL after
+The router uses --router-port and the port after it (SMG's Prometheus metrics); ports that
+collide or are taken are reported before anything starts. Ctrl-C or SIGTERM stops the gateway, the router, then the replicas (SIGTERM, SIGKILL after
 the grace period).
 """
 
@@ -134,6 +135,7 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
             f"--replicas {args.replicas} needs a router between the gateway and the replicas, "
             f"and {ROUTER_MODULE} is not part of this installation: run with --replicas 1"
         )
+    _check_ports(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     report = _ConsoleReport(console)
     with report.live():
@@ -165,6 +167,31 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
                 time.sleep(3600)
         _run_gateway(upstream, tenants, secret, args.host, args.port)
     return 0
+
+
+def _check_ports(args: argparse.Namespace) -> None:
+    """Fail before starting anything when the topology's ports collide or are taken."""
+    from .errors import EngineConfigError
+    from .supervisor import port_is_free
+
+    ports = {f"replica {i}": args.engine_port + i for i in range(args.replicas)}
+    if args.replicas > 1:
+        # SMG also serves Prometheus metrics on the next port
+        ports |= {"router": args.router_port, "router metrics": args.router_port + 1}
+    if not args.no_gateway:
+        ports["gateway"] = args.port
+    owners: dict[int, str] = {}
+    for role, port in ports.items():
+        if port in owners:
+            raise EngineConfigError(
+                f"the {role} and the {owners[port]} would both use port {port}: "
+                "change --port, --router-port or --engine-port"
+            )
+        owners[port] = role
+    if not args.no_gateway and not port_is_free(args.host, args.port):
+        raise EngineConfigError(
+            f"gateway port {args.port} on {args.host} is already in use: choose another --port"
+        )
 
 
 def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:

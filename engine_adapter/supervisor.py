@@ -45,7 +45,14 @@ from .errors import EngineConfigError, ReplicaStartError
 from .local_model import is_model_dir
 from .setup_steps import Report, log_tail
 
-__all__ = ["Replica", "ReplicaSet", "ReplicaState", "preflight", "replica_configs"]
+__all__ = [
+    "Replica",
+    "ReplicaSet",
+    "ReplicaState",
+    "port_is_free",
+    "preflight",
+    "replica_configs",
+]
 
 ReplicaState = Literal["stopped", "starting", "healthy", "restarting", "failed"]
 STATE_FILE = "replicas.json"
@@ -96,7 +103,7 @@ def preflight(config: EngineConfig) -> None:
             f"model directory {config.model} has no config.json: point model= at a directory "
             "holding a Hugging Face model (config.json, weights, tokenizer)"
         )
-    if not _port_is_free(config.host, config.port):
+    if not port_is_free(config.host, config.port):
         raise EngineConfigError(
             f"port {config.port} on {config.host} is already in use: choose another port "
             f"(--port / port=) or stop the process listening on {config.base_url}"
@@ -385,7 +392,8 @@ def _check_distinct(configs: Sequence[EngineConfig]) -> None:
         )
 
 
-def _port_is_free(host: str, port: int) -> bool:
+def port_is_free(host: str, port: int) -> bool:
+    """True when a server could bind `host:port` now (TIME_WAIT sockets do not count)."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # uvicorn binds with SO_REUSEADDR: sockets in TIME_WAIT do not count as in use

@@ -55,3 +55,12 @@ def test_status_shows_health_block_size_and_hit_rate(
     cells = [cell.strip() for cell in row.split("│") if cell.strip()]
     assert cells[3:7] == ["healthy", "ok", "0", "32"]
     assert cells[8].endswith("%")
+
+
+def test_gateway_port_colliding_with_the_router_metrics_port_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--router-port", "18062"]
+    assert _run([*argv, "--port", "18063", "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the gateway and the router metrics would both use port 18063" in err
