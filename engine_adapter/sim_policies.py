@@ -10,9 +10,16 @@ the simulated caches and load (`ReplicaCaches`, `LoadModel`) it was built with:
   in-flight count would exceed ``ceil(1.25 x (total + 1) / N)``.
 * ``smg_like``: SMG's ``cache_aware`` for HTTP workers, block-granular. One
   approximate tree records routing history (which replica each prefix was sent
-  to), never evictions by the engines; every ``eviction_interval_s`` (60 s,
-  SMG's default) of trace time its least recently used entries are evicted
-  until it holds at most ``max_tree_blocks`` distinct blocks. The matched length is the longest prefix
+  to), never evictions by the engines. Eviction follows SMG's
+  ``evict_tenant_by_size``: every ``eviction_interval_s`` (60 s, SMG's default)
+  of trace time, each replica holding more than ``max_tree_blocks`` blocks of
+  the tree loses its least recently used *leaves* (blocks none of whose
+  children it holds), deepest first, until it is within the limit. Last-use
+  stamps as SMG sets them: blocks an insert creates and the request's last
+  block get the insert's stamp, blocks of other replicas' paths the insert
+  joins get 0 (evicted first once they become leaves), and every fourth
+  request (SMG's 1-in-8 epoch test, two epochs a request) the deepest matched
+  block is touched for its owner. The matched length is the longest prefix
   in the tree (all replicas); its owner is the replica that first inserted the
   deepest matched block (SMG keeps a node's first tenant). If matched / total >
   ``cache_threshold`` (0.3) the owner gets it, unless the spill gate fires: its
@@ -27,6 +34,7 @@ the simulated caches and load (`ReplicaCaches`, `LoadModel`) it was built with:
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Sequence
 from typing import Protocol
@@ -132,9 +140,10 @@ class SmgLike:
         self.processed = [0] * replicas
         self.tree: dict[int, int] = {}  # block -> bitmask of replicas in its path
         self.owner: dict[int, int] = {}  # block -> first replica that inserted it
-        # (block * replicas + replica) -> last use (a request counter)
-        self.stamps: dict[int, int] = {}
-        self.clock = 0
+        self.parent: dict[int, int] = {}  # block -> the block before it (-1: first)
+        # per replica: block -> last-use stamp (SMG's epoch), for leaf-first LRU
+        self.stamps: list[dict[int, int]] = [{} for _ in range(replicas)]
+        self.requests = 0
         self.eviction_interval_s = eviction_interval_s
         self.next_eviction = eviction_interval_s
 
@@ -157,9 +166,13 @@ class SmgLike:
             if block not in tree:
                 break
             matched += 1
+        epoch = 2 * self.requests  # SMG draws one epoch for the match, one for the insert
+        self.requests += 1
         if blocks and matched / len(blocks) > self.cache_threshold:
             deepest = blocks[matched - 1]
             owner = self.owner[deepest]
+            if self.max_tree_blocks is not None and not epoch & 7:
+                self.stamps[owner][deepest] = epoch
             inflight = self.load.inflight
             mean = sum(inflight) / self.replicas
             margin = min(self.balance_abs_threshold, max(4.0, 2.0 * math.sqrt(mean)))
@@ -172,10 +185,10 @@ class SmgLike:
         else:
             chosen = self._least_loaded()
         self.processed[chosen] += 1
-        self._insert(blocks, chosen, now)
+        self._insert(blocks, chosen, now, epoch + 1)
         return chosen
 
-    def _insert(self, blocks: Sequence[int], replica: int, now: float) -> None:
+    def _insert(self, blocks: Sequence[int], replica: int, now: float, epoch: int) -> None:
         tree = self.tree
         owner = self.owner
         bit = 1 << replica
@@ -186,45 +199,72 @@ class SmgLike:
                     owner[block] = replica
                 tree[block] = mask | bit
             return
-        stamps = self.stamps
-        replicas = self.replicas
-        self.clock += 1
-        clock = self.clock
+        stamps = self.stamps[replica]
+        parent = self.parent
+        previous = -1
         for block in blocks:
-            key = block * replicas + replica
-            if key not in stamps:
+            if block not in stamps:
                 mask = tree.get(block, 0)
-                if not mask:
+                if mask:  # joins a path other replicas made: an intermediate node
+                    stamps[block] = 0
+                    tree[block] = mask | bit
+                else:  # a new node: stamped by this insert
+                    stamps[block] = epoch
+                    tree[block] = bit
                     owner[block] = replica
-                tree[block] = mask | bit
-            stamps[key] = clock
+                    parent[block] = previous
+            previous = block
+        if blocks:
+            stamps[blocks[-1]] = epoch
         if now >= self.next_eviction:
             self.next_eviction = now + self.eviction_interval_s
             self._evict()
 
     def _evict(self) -> None:
-        """SMG's periodic eviction: least recently used (replica, block) entries go
-        until the tree holds at most `max_tree_blocks` distinct blocks."""
-        tree = self.tree
+        """SMG's periodic `evict_tenant_by_size`: per replica over the limit, its
+        least recently used leaves go, deepest first, until it holds at most
+        `max_tree_blocks` blocks."""
         limit = self.max_tree_blocks
-        if limit is None or len(tree) <= limit:
+        if limit is None:
             return
+        for replica, stamps in enumerate(self.stamps):
+            if len(stamps) > limit:
+                self._evict_replica(replica, stamps, len(stamps) - limit)
+
+    def _evict_replica(self, replica: int, stamps: dict[int, int], excess: int) -> None:
+        parent = self.parent
+        tree = self.tree
         owner = self.owner
-        stamps = self.stamps
-        replicas = self.replicas
-        for key in sorted(stamps, key=stamps.__getitem__):
-            if len(tree) <= limit:
-                break
-            del stamps[key]
-            block, holder = divmod(key, replicas)
-            left = tree[block] & ~(1 << holder)
+        # block -> how many of its children the replica holds (ids are chained:
+        # a block's parent is the block before it wherever it occurs)
+        children: dict[int, int] = {}
+        for block in stamps:
+            up = parent[block]
+            if up in stamps:
+                children[up] = children.get(up, 0) + 1
+        leaves = [(stamp, block) for block, stamp in stamps.items() if block not in children]
+        heapq.heapify(leaves)
+        clear = ~(1 << replica)
+        while excess > 0 and leaves:
+            _, block = heapq.heappop(leaves)
+            del stamps[block]
+            excess -= 1
+            up = parent[block]
+            left = tree[block] & clear
             if left:
                 tree[block] = left
-                if owner[block] == holder:
+                if owner[block] == replica:
                     owner[block] = (left & -left).bit_length() - 1
             else:
                 del tree[block]
                 del owner[block]
+                del parent[block]
+            count = children.get(up, 0) - 1
+            if count == 0:
+                children[up] = 0
+                heapq.heappush(leaves, (stamps[up], up))
+            elif count > 0:
+                children[up] = count
 
 
 class Precise:

@@ -6,11 +6,12 @@
 `--max-tree-size` bounds SMG's approximate tree of routing history. Its
 default (67,108,864) is far above what small replicas can hold, so SMG would
 keep believing in blocks the engines evicted long ago. We derive it from the
-replicas' real KV capacity: ``sum(num_gpu_blocks x block_size)`` tokens (from
-``vllm:cache_config_info``) in the unit SMG counts, characters for HTTP
-workers, at `CHARS_PER_TOKEN` = 4 characters per token (the usual figure for
-English BPE text; SMG's tree is one per model, shared by all workers, so the
-budget is the fleet's total). Every port (router, Prometheus) is on loopback,
+replicas' real KV capacity: ``num_gpu_blocks x block_size`` tokens of the
+largest replica (from ``vllm:cache_config_info``) in the unit SMG counts,
+characters for HTTP workers, at `CHARS_PER_TOKEN` = 4 characters per token
+(the usual figure for English BPE text). SMG's tree is one per model, but the
+limit is per worker: its `evict_tenant_by_size` trims each worker's share of
+the tree, least recently used leaves first, to `--max-tree-size`. Every port (router, Prometheus) is on loopback,
 and the shutdown grace period is short so `prefixkit serve` stops promptly.
 """
 
@@ -54,7 +55,7 @@ class SmgSettings:
 def smg_max_tree_size(
     replicas: Sequence[CacheMetrics], chars_per_token: int = CHARS_PER_TOKEN
 ) -> int:
-    """SMG's tree budget (characters) for the replicas' total KV capacity."""
+    """SMG's per-worker tree budget (characters): the largest replica's KV capacity."""
     tokens = 0
     for metrics in replicas:
         if metrics.num_blocks is None or metrics.block_size is None:
@@ -62,7 +63,7 @@ def smg_max_tree_size(
                 "a replica's /metrics has no vllm:cache_config_info num_gpu_blocks/block_size: "
                 "wait until it is healthy, or pass max_tree_size explicitly"
             )
-        tokens += metrics.num_blocks * metrics.block_size
+        tokens = max(tokens, metrics.num_blocks * metrics.block_size)
     return tokens * chars_per_token
 
 

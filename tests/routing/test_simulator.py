@@ -244,3 +244,22 @@ def test_analyze_command_table_ends_with_a_recommendation(tmp_path: Path, capsys
     assert analyze_command.run(parser.parse_args([str(path), "--replicas", "2"])) == 0
     out = capsys.readouterr().out
     assert "Caching pays" in out and "smg_like" in out
+
+
+def test_smg_like_eviction_is_per_replica_and_leaf_first() -> None:
+    load = LoadModel(2, 0.0, 0.0)
+    smg = SmgLike(2, load, max_tree_blocks=3, eviction_interval_s=1.0)
+    smg.choose([1, 2, 3], 0.0)  # replica 0
+    smg.choose([7, 8], 0.0)  # replica 1: its own budget, never trimmed
+    smg.choose([1, 2, 3, 4, 5], 2.0)  # replica 0 holds 5 > 3: evict its oldest leaves
+    assert smg.stamps[0].keys() == {1, 2, 3}  # the deepest blocks went, the head stayed
+    assert smg.stamps[1].keys() == {7, 8}
+
+
+def test_smg_like_evicts_the_least_recently_used_leaf() -> None:
+    load = LoadModel(1, 0.0, 0.0)
+    smg = SmgLike(1, load, max_tree_blocks=4, eviction_interval_s=1.0)
+    smg.choose([1, 2, 3], 0.0)
+    smg.choose([1, 5, 6], 0.0)
+    smg.choose([1, 2, 3, 9], 2.0)  # the branch 5-6 is older than 2-3-9: it goes
+    assert smg.stamps[0].keys() == {1, 2, 3, 9}

@@ -18,8 +18,8 @@ def _metrics(blocks: int | None, block_size: int | None = 32) -> CacheMetrics:
     return CacheMetrics(0.0, 0.0, 0.0, block_size, "sha256_cbor", blocks, True)
 
 
-def test_tree_size_is_total_kv_tokens_in_characters() -> None:
-    assert smg_max_tree_size([_metrics(100), _metrics(50)]) == (100 + 50) * 32 * 4
+def test_tree_size_is_one_workers_kv_tokens_in_characters() -> None:
+    assert smg_max_tree_size([_metrics(100), _metrics(50)]) == 100 * 32 * 4
 
 
 def test_tree_size_needs_the_cache_config_metric() -> None:
