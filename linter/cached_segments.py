@@ -3,11 +3,14 @@
 Recognised (a value reaching one of these is part of the cached prefix):
 
 - `system=`, `instructions=` and `tools=` arguments of any call (provider
-  clients, agent frameworks, `prefixkit.sdk.Prompt`), plus configured keywords;
+  clients, agent frameworks, `prefixkit.sdk.Prompt`), plus configured keywords,
+  and the same keys of a request payload dict (one with `model`, `messages`,
+  `max_tokens` or `input`, sent with `**params`);
 - the `content` of `{"role": "system" | "developer", ...}` messages;
 - LangChain-style `SystemMessage(...)`;
-- content blocks carrying `cache_control` or `prompt_cache_breakpoint`, unless
-  they sit in a user or assistant message (a breakpoint on the latest user turn
+- content blocks carrying `cache_control` or `prompt_cache_breakpoint` (not
+  request payloads with a top-level `cache_control`), unless they sit in a
+  user or assistant message (a breakpoint on the latest user turn
   is the recommended rolling pattern);
 - prefixkit's `Segment.static(...)` and `Segment.versioned(...)`;
 - arguments of configured cached callables.

@@ -21,6 +21,8 @@ __all__ = ["FunctionNode", "ModuleIndex", "SiteCandidate", "ValueSource", "strin
 
 FunctionNode = cst.FunctionDef | cst.Lambda
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+# Keys that make a dict a request payload (not a content block).
+_PAYLOAD_KEYS = frozenset({"model", "messages", "max_tokens", "input"})
 # Calls with one of these keywords are provider requests (or prefixkit prompts).
 _REQUEST_KEYWORDS = frozenset({"messages", "system", "tools"})
 
@@ -279,7 +281,17 @@ class _Indexer(cst.CSTVisitor):
                     self.index.sites.append(
                         SiteCandidate("role", element.value, label, self.function)
                     )
-        if keys & CACHE_MARKER_KEYS and not any(r in ("user", "assistant") for r in self.roles):
+        payload = bool(keys & _PAYLOAD_KEYS)
+        if payload:
+            # a request payload built as a dict and sent with **params
+            for element in node.elements:
+                key = _dict_key(element)
+                if key in self.cached_keywords and isinstance(element, cst.DictElement):
+                    label = f"`{key}` of a request payload"
+                    self.index.sites.append(
+                        SiteCandidate("keyword", element.value, label, self.function)
+                    )
+        elif keys & CACHE_MARKER_KEYS and not any(r in ("user", "assistant") for r in self.roles):
             self.index.sites.append(
                 SiteCandidate("marker", node, "a block with a cache marker", self.function)
             )

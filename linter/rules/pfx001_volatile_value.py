@@ -123,6 +123,12 @@ class VolatileValueInCachedSegment(PythonRule):
             "def ask(client, q):\n"
             "    return client.messages.create(system=system_prompt(), messages=[{'role': 'user', 'content': q}])\n"
         ),
+        # a request payload dict: its top-level cache_control does not make it a block
+        Valid(
+            "def params(model, messages, cache_control, user_profile_id):\n"
+            "    return {'model': model, 'messages': messages, 'system': 'Be brief.',\n"
+            "            'cache_control': cache_control, 'user_profile_id': user_profile_id}\n"
+        ),
         # a local variable that shadows a clock name but holds a constant
         Valid(
             "def build(client, q):\n"
@@ -198,6 +204,14 @@ class VolatileValueInCachedSegment(PythonRule):
             "import os\n"
             "from prefixkit.sdk import Segment\n"
             "WORKER = Segment.static(f'worker {os.getpid()}: answer in English')\n",
+            line=3,
+        ),
+        # a payload dict sent with **params
+        Invalid(
+            "import time\n"
+            "def ask(client, q):\n"
+            "    params = {'model': 'm', 'system': f'Epoch {time.time():.0f}', 'messages': [q]}\n"
+            "    return client.messages.create(**params)\n",
             line=3,
         ),
         # tool definitions are cached too

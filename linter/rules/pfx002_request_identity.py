@@ -74,6 +74,12 @@ class RequestIdentityInCachedSegment(PythonRule):
             "def ask(client, q):\n"
             "    return client.messages.create(tools=TOOLS, messages=[q])\n"
         ),
+        # a payload dict with a top-level cache_control and a per-user routing field
+        Valid(
+            "def params(model, messages, user_profile_id):\n"
+            "    return {'model': model, 'messages': messages, 'system': 'Be brief.',\n"
+            "            'cache_control': {'type': 'ephemeral'}, 'user_profile_id': user_profile_id}\n"
+        ),
         # a class attribute that is a constant
         Valid(
             "class Bot:\n"

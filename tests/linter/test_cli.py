@@ -250,3 +250,36 @@ def test_console_script_reports_without_traceback(project: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "`select` must be a list of strings" in result.stderr
+
+
+def test_prompt_drift_uses_the_sdk_lock(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from prefixkit.sdk.registry import write_lock
+
+    prompts = project / "prompts"
+    prompts.mkdir()
+    (prompts / "support@v3.md").write_text("You are a support agent.\n", encoding="utf-8")
+    write_lock(prompts)
+    assert lint() == 0
+    (prompts / "support@v3.md").write_text("You are a sales agent.\n", encoding="utf-8")
+    assert lint() == 1
+    out = capsys.readouterr().out
+    assert "prompts/support@v3.md:1:1: PFX102 prompt support@v3 changed since it was locked" in out
+
+
+def test_malformed_lock_is_an_error_not_a_traceback(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "prompts").mkdir()
+    (project / "prompts" / "a.md").write_text("Hello.\n", encoding="utf-8")
+    (project / "prefixkit.lock").write_text("{not json", encoding="utf-8")
+    assert lint() == 2
+    err = capsys.readouterr().err
+    assert "prefixkit.lock: not valid JSON" in err and "Traceback" not in err
+
+
+def test_explicit_config_file_is_used(project: Path, tmp_path: Path) -> None:
+    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    other = tmp_path / "lint.toml"
+    other.write_text("[tool.prefixkit.lint]\nselect = ['PFX101']\n", encoding="utf-8")
+    assert lint("--config", str(other)) == 0
+    assert lint("--config", str(tmp_path / "missing.toml")) == 2
