@@ -42,7 +42,6 @@ import httpx
 
 from .engine_config import EngineConfig
 from .errors import EngineConfigError, ReplicaStartError
-from .local_model import is_model_dir
 from .setup_steps import Report, log_tail
 
 __all__ = [
@@ -98,7 +97,7 @@ def preflight(config: EngineConfig) -> None:
             "with config.json, weights and tokenizer (`prefixkit serve --embedded` prepares "
             "SmolLM2-135M-Instruct)"
         )
-    if not is_model_dir(config.model) and not (config.model / "config.json").is_file():
+    if not (config.model / "config.json").is_file():
         raise EngineConfigError(
             f"model directory {config.model} has no config.json: point model= at a directory "
             "holding a Hugging Face model (config.json, weights, tokenizer)"
