@@ -143,6 +143,11 @@ class SmgLike:
         self.parent: dict[int, int] = {}  # block -> the block before it (-1: first)
         # per replica: block -> last-use stamp (SMG's epoch), for leaf-first LRU
         self.stamps: list[dict[int, int]] = [{} for _ in range(replicas)]
+        # per replica: block -> how many of its children the replica holds (0: a leaf)
+        self.children: list[dict[int, int]] = [{} for _ in range(replicas)]
+        # per replica: heap of (stamp, block) leaf candidates, checked when popped
+        self.leaves: list[list[tuple[int, int]]] = [[] for _ in range(replicas)]
+        self.tracking = False
         self.requests = 0
         self.eviction_interval_s = eviction_interval_s
         self.next_eviction = eviction_interval_s
@@ -173,6 +178,8 @@ class SmgLike:
             owner = self.owner[deepest]
             if self.max_tree_blocks is not None and not epoch & 7:
                 self.stamps[owner][deepest] = epoch
+                if self.tracking:
+                    heapq.heappush(self.leaves[owner], (epoch, deepest))
             inflight = self.load.inflight
             mean = sum(inflight) / self.replicas
             margin = min(self.balance_abs_threshold, max(4.0, 2.0 * math.sqrt(mean)))
@@ -201,6 +208,8 @@ class SmgLike:
             return
         stamps = self.stamps[replica]
         parent = self.parent
+        tracking = self.tracking
+        children = self.children[replica]
         previous = -1
         for block in blocks:
             if block not in stamps:
@@ -213,58 +222,82 @@ class SmgLike:
                     tree[block] = bit
                     owner[block] = replica
                     parent[block] = previous
+                if tracking:
+                    up = parent[block]
+                    if up in stamps:
+                        children[up] = children.get(up, 0) + 1
             previous = block
         if blocks:
-            stamps[blocks[-1]] = epoch
+            stamps[previous] = epoch
+            if tracking:
+                heapq.heappush(self.leaves[replica], (epoch, previous))
         if now >= self.next_eviction:
             self.next_eviction = now + self.eviction_interval_s
             self._evict()
+
+    def _track(self) -> None:
+        """Start keeping children counts and leaf heaps (from the first eviction
+        on: a tree that never outgrows its limit does not pay for them)."""
+        parent = self.parent
+        for replica, stamps in enumerate(self.stamps):
+            children = self.children[replica]
+            for block in stamps:
+                up = parent[block]
+                if up in stamps:
+                    children[up] = children.get(up, 0) + 1
+            leaves = [(stamp, block) for block, stamp in stamps.items() if block not in children]
+            heapq.heapify(leaves)
+            self.leaves[replica] = leaves
+        self.tracking = True
 
     def _evict(self) -> None:
         """SMG's periodic `evict_tenant_by_size`: per replica over the limit, its
         least recently used leaves go, deepest first, until it holds at most
         `max_tree_blocks` blocks."""
         limit = self.max_tree_blocks
-        if limit is None:
+        if limit is None or all(len(stamps) <= limit for stamps in self.stamps):
             return
-        for replica, stamps in enumerate(self.stamps):
-            if len(stamps) > limit:
-                self._evict_replica(replica, stamps, len(stamps) - limit)
-
-    def _evict_replica(self, replica: int, stamps: dict[int, int], excess: int) -> None:
-        parent = self.parent
+        if not self.tracking:
+            self._track()
         tree = self.tree
         owner = self.owner
-        # block -> how many of its children the replica holds (ids are chained:
-        # a block's parent is the block before it wherever it occurs)
-        children: dict[int, int] = {}
-        for block in stamps:
-            up = parent[block]
-            if up in stamps:
-                children[up] = children.get(up, 0) + 1
-        leaves = [(stamp, block) for block, stamp in stamps.items() if block not in children]
-        heapq.heapify(leaves)
-        clear = ~(1 << replica)
-        while excess > 0 and leaves:
-            _, block = heapq.heappop(leaves)
-            del stamps[block]
-            excess -= 1
-            up = parent[block]
-            left = tree[block] & clear
-            if left:
-                tree[block] = left
-                if owner[block] == replica:
-                    owner[block] = (left & -left).bit_length() - 1
-            else:
-                del tree[block]
-                del owner[block]
-                del parent[block]
-            count = children.get(up, 0) - 1
-            if count == 0:
-                children[up] = 0
-                heapq.heappush(leaves, (stamps[up], up))
-            elif count > 0:
-                children[up] = count
+        parent = self.parent
+        pop = heapq.heappop
+        push = heapq.heappush
+        for replica, stamps in enumerate(self.stamps):
+            if len(stamps) <= limit:
+                continue
+            children = self.children[replica]
+            leaves = self.leaves[replica]
+            clear = ~(1 << replica)
+            while len(stamps) > limit and leaves:
+                stamp, block = pop(leaves)
+                # stale: re-stamped, already evicted, or no longer a leaf
+                if stamps.get(block) != stamp or children.get(block, 0):
+                    continue
+                del stamps[block]
+                children.pop(block, None)
+                up = parent[block]
+                left = tree[block] & clear
+                if left:
+                    tree[block] = left
+                    if owner[block] == replica:
+                        owner[block] = (left & -left).bit_length() - 1
+                else:
+                    del tree[block]
+                    del owner[block]
+                    del parent[block]
+                count = children.get(up, 0) - 1
+                if count == 0:
+                    children[up] = 0
+                    push(leaves, (stamps[up], up))
+                elif count > 0:
+                    children[up] = count
+            if len(leaves) > 2 * len(stamps) + 1024:  # drop stale candidates
+                leaves[:] = [
+                    (stamp, block) for block, stamp in stamps.items() if not children.get(block, 0)
+                ]
+                heapq.heapify(leaves)
 
 
 class Precise:

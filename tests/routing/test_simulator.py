@@ -263,3 +263,18 @@ def test_smg_like_evicts_the_least_recently_used_leaf() -> None:
     smg.choose([1, 5, 6], 0.0)
     smg.choose([1, 2, 3, 9], 2.0)  # the branch 5-6 is older than 2-3-9: it goes
     assert smg.stamps[0].keys() == {1, 2, 3, 9}
+
+
+@given(prompts, st.integers(1, 3), st.integers(1, 8))
+@settings(max_examples=60, deadline=None)
+def test_smg_like_eviction_keeps_every_replicas_paths_whole(blocks, replicas, limit) -> None:
+    smg = SmgLike(replicas, LoadModel(replicas, 0.0, 0.0), max_tree_blocks=limit)
+    for i, b in enumerate(blocks):
+        smg.choose(b, 30.0 * i)  # an eviction round every other request
+    smg._evict()
+    for r, stamps in enumerate(smg.stamps):
+        # leaf-first: a replica never keeps a block without the blocks before it
+        assert all(smg.parent[b] in stamps for b in stamps if smg.parent[b] >= 0)
+        assert all((smg.tree[b] >> r) & 1 for b in stamps)
+        assert len(stamps) <= limit
+    assert sum(bin(m).count("1") for m in smg.tree.values()) == sum(map(len, smg.stamps))
