@@ -12,6 +12,11 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   used again: longest cached run minus the blocks with a future use that
   admitting the request would evict, among replicas whose assigned blocks stay
   within `--balance` x the mean (the imbalance budget);
+* ``segmented`` (online, the SLRU/2Q idea tried for issue 7): first turns
+  (nothing past the shared first block ever routed before) go to `P`
+  "probation" replicas, continuations with no cached run to the other,
+  "protected" ones, the rest by the precise rule, among replicas whose assigned
+  and uncached blocks stay within `--balance` x the mean (or unconstrained);
 * ``precise`` and ``smg_like`` from the simulator, same requests and load model
   as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
   compressed 25x).
@@ -28,6 +33,8 @@ import sys
 from pathlib import Path
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
+from prefixkit.engine_adapter.load_model import LoadModel
+from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
 from prefixkit.engine_adapter.replay import LoadParams, analyze, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
 
@@ -112,6 +119,64 @@ def clairvoyant_placement(
     return runs, max(assigned) / mean
 
 
+def segmented(
+    trace: Trace, replicas: int, capacity: int, probation: int, balance: float | None
+) -> tuple[list[int], float, float]:
+    """(cached runs, imbalance, uncached imbalance) of the segmented online router,
+    same load model as `precise` here (1 ms per uncached block, arrivals / 25)."""
+    caches = ReplicaCaches(replicas, capacity)
+    load = LoadModel(replicas, 0.001, 0.0)
+    params = PreciseParams()
+    routed: set[int] = set()  # the router's own history
+    assigned = [0] * replicas
+    uncached = [0] * replicas
+    runs = []
+    for index, blocks in enumerate(trace.blocks):
+        now = trace.timestamps_ms[index] / 1000.0 / 25.0
+        load.advance(now)
+        cached = cached_runs(caches.holders, blocks, replicas)
+        seen = 0
+        for block in blocks:
+            if block not in routed:
+                break
+            seen += 1
+        routed.update(blocks)
+        length = len(blocks)
+        allowed = list(range(replicas))
+        if balance is not None:
+            top_a = balance * (sum(assigned) + length) / replicas
+            top_u = balance * (sum(uncached) + length) / replicas
+            allowed = [
+                r
+                for r in allowed
+                if assigned[r] + length <= top_a and uncached[r] + length - cached[r] <= top_u
+            ] or allowed
+        if seen <= 1:
+            allowed = [r for r in allowed if r < probation] or allowed
+        elif max(cached) <= 1:
+            allowed = [r for r in allowed if r >= probation] or allowed
+        scores = [cached[r] if r in allowed else -NEVER for r in range(replicas)]
+        queued = [load.queued_blocks(r, now) for r in range(replicas)]
+        replica = choose_replica(
+            scores,
+            queued,
+            load.inflight,
+            params,
+            index,
+            lambda r, cached=cached, length=length: caches.eviction_stamp(r, length - cached[r]),
+        )
+        run = caches.admit(blocks, replica, index)
+        load.dispatch(replica, now, length - run, trace.output_lengths[index])
+        runs.append(run)
+        assigned[replica] += length
+        uncached[replica] += length - run
+    return (
+        runs,
+        max(assigned) * replicas / sum(assigned),
+        max(uncached) * replicas / sum(uncached),
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default=str(TRACE))
@@ -140,8 +205,13 @@ def main() -> int:
         (f"Belady, one cache of {total}", token_hit_rate(trace, belady_hits(trace, total, uses))[0], ""),
         (f"shared LRU of {total}", sim.oracle_capacity, ""),
         ("clairvoyant placement", token_hit_rate(trace, placement)[0], f"{imbalance:.2f}"),
-        ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f}"),
-        ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f}"),
+        *(
+            (f"segmented P={p}" + (f" within {b:g}" if b else ", no budget"), token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
+            for p, b in ((1, None), (2, None), (1, args.balance), (2, args.balance), (3, args.balance), (4, args.balance))
+            for hits, imb, unc in [segmented(trace, args.replicas, args.capacity, p, b)]
+        ),
+        ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
+        ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f} / {result['smg_like'].uncached_imbalance:.2f}"),
     ]  # fmt: skip
     smg = result["smg_like"].hit_rate
     # Could a router guess which prompts come back? Share of requests with a block
@@ -157,9 +227,9 @@ def main() -> int:
         f"{len(trace)} requests, {args.replicas} replicas x {args.capacity} blocks "
         f"(clairvoyant placement within {args.balance:g} x mean assigned blocks)"
     )
-    print(f"{'':<30}{'hit rate':>9}{'/ smg_like':>11}{'imbalance':>11}")
+    print(f"{'':<30}{'hit rate':>9}{'/ smg_like':>11}{'imbalance (assigned / uncached)':>33}")
     for name, rate, imb in rows:
-        print(f"{name:<30}{rate:>9.3f}{rate / smg:>11.3f}{imb:>11}")
+        print(f"{name:<30}{rate:>9.3f}{rate / smg:>11.3f}{imb:>33}")
     print(
         "prompt continued by a later request: "
         + ", ".join(

@@ -238,25 +238,29 @@ def main() -> int:
         )
         ok &= fidelity <= 0.03
         if capacity == 500:
-            ok &= ratio >= 1.10 and sim["precise"].imbalance <= real.imbalance
+            ok &= (
+                ratio >= 1.10
+                and sim["precise"].imbalance <= real.imbalance
+                and sim["precise"].uncached_imbalance <= real.uncached_imbalance
+            )
         else:
             ok &= ratio >= 0.98
 
     print()
     print(
-        f"{'cache/replica':<14}{'oracle':>8}{'SMG real':>10}{'SMG sim':>9}{'|diff|':>8}{'precise':>9}{'prec/SMG':>10}{'imb SMG':>9}{'imb prec':>10}"
+        f"{'cache/replica':<14}{'oracle':>8}{'SMG real':>10}{'SMG sim':>9}{'|diff|':>8}{'precise':>9}{'prec/SMG':>10}{'imb SMG':>9}{'imb prec':>10}{'unc SMG':>9}{'unc prec':>10}"
     )
     for label, oracle, real, smg_sim, precise, fidelity, ratio in rows:
         print(
             f"{label:<14}{oracle:>8.3f}{real.hit_rate:>10.3f}{smg_sim.hit_rate:>9.3f}{fidelity:>8.3f}"
             f"{precise.hit_rate:>9.3f}{ratio:>10.3f}{real.imbalance:>9.2f}{precise.imbalance:>10.2f}"
+            f"{real.uncached_imbalance:>9.2f}{precise.uncached_imbalance:>10.2f}"
         )
 
     full = load_trace(args.trace)
     throughput = {}
-    tree_blocks = (
-        67_108_864 // 4 // full.block_size
-    )  # analyze's default: SMG's tree, 4 chars a token
+    # analyze's default: SMG's tree (per worker), 4 chars a token
+    tree_blocks = 67_108_864 // 4 // full.block_size
     for policy in ("round_robin", "consistent_hash", "smg_like", "precise"):
         # best of three: the machine is shared, the slowest run measures the neighbours
         throughput[policy] = max(
@@ -276,6 +280,15 @@ def main() -> int:
         + ", ".join(f"{p} {v:,.0f} req/s" for p, v in throughput.items())
     )
     ok &= min(throughput.values()) >= 50_000
+    # not a target: SMG's tree sized like the engines' KV (500 blocks per worker)
+    # evicts every 60 s, which the default tree never does on this trace
+    small_tree = max(
+        replay(
+            full, "smg_like", args.replicas, 500, LoadParams(0.002, 0.03, 1.0), max_tree_blocks=500
+        ).requests_per_s
+        for _ in range(3)
+    )
+    print(f"  smg_like with a tree of 500 blocks per worker: {small_tree:,.0f} req/s")
     print("targets:", "all met" if ok else "NOT all met (see above)")
     return 0 if ok else 1
 

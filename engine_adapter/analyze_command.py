@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--smg-max-tree-size",
         type=int,
         default=67_108_864,
-        help="SMG's --max-tree-size in characters (its default), for smg_like",
+        help="SMG's --max-tree-size in characters per worker (its default), for smg_like",
     )
     parser.add_argument(
         "--chars-per-token",
