@@ -71,13 +71,29 @@ class Result:
     own_prefix_bound: int  # cache hits this tenant's own earlier requests can explain
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    limit = min(len(a), len(b))
-    for index in range(limit):
-        if a[index] != b[index]:
-            return index
-    return limit
+@dataclass(frozen=True)
+class Sent:
+    """What one earlier request put into the tenant's cache: its prompt and its reply."""
+
+    prompt_ids: list[int]
+    output_tokens: int
+
+
+def own_prefix_bound(prompt_ids: list[int], earlier: list[Sent]) -> int:
+    """The most cached tokens this tenant's own earlier requests can explain.
+
+    vLLM caches every full block of an earlier sequence, generated tokens included, so an
+    earlier request explains the common prefix of the prompts and, when this prompt
+    continues past the whole earlier prompt (a next turn), up to its output tokens more.
+    """
+    bound = 0
+    for request in earlier:
+        limit = min(len(prompt_ids), len(request.prompt_ids))
+        common = next((i for i in range(limit) if prompt_ids[i] != request.prompt_ids[i]), limit)
+        if common == len(request.prompt_ids):
+            common += request.output_tokens
+        bound = max(bound, common)
+    return bound
 
 
 def step(console: Console, number: int, text: str) -> None:
@@ -121,7 +137,7 @@ def run_workload(
     }
     prompts: dict[tuple[str, int], Prompt] = {}
     replies: dict[tuple[str, int], str] = {}
-    sent: dict[str, list[list[int]]] = {tenant: [] for tenant in TENANTS}
+    sent: dict[str, list[Sent]] = {tenant: [] for tenant in TENANTS}
     results: list[Result] = []
     console.print(
         f"{'tenant':<9}{'conv':>5}{'turn':>5}{'prompt tok':>12}{'cached tok':>12}{'TTFT ms':>10}"
@@ -141,8 +157,7 @@ def run_workload(
                 ids = render_vllm(
                     prompt, model=model, tokenizer=tokenizer, block_size=block_size, token_ids=True
                 )["prompt"]
-                bound = max((common_prefix(ids, earlier) for earlier in sent[tenant]), default=0)
-                sent[tenant].append(ids)
+                bound = own_prefix_bound(ids, sent[tenant])
                 streamed = clients[tenant].stream_chat(
                     prompt,
                     model=model,
@@ -151,6 +166,7 @@ def run_workload(
                     tool_choice="none",
                 )
                 replies[key] = streamed.text
+                sent[tenant].append(Sent(ids, streamed.stats.output_tokens))
                 result = Result(
                     tenant,
                     conversation + 1,
@@ -205,8 +221,9 @@ def summarise(console: Console, results: list[Result], engine_hit_rate: float) -
 
 
 def lint(console: Console, target: Path) -> int:
-    command = [sys.executable, "-m", "prefixkit.cli.main", "lint", str(target)]
-    console.print(f"$ prefixkit lint {target.relative_to(EXAMPLES.parent)}")
+    relative = target.relative_to(EXAMPLES.parent)
+    command = [sys.executable, "-m", "prefixkit.cli.main", "lint", str(relative)]
+    console.print(f"$ prefixkit lint {relative}")
     completed = subprocess.run(command, cwd=EXAMPLES.parent, check=False)
     return completed.returncode
 
