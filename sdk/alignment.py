@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,7 @@ def align_static_prefix(
     *,
     max_pad_tokens: int | None = None,
     messages: MessagesFn = chat_messages,
+    tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
 ) -> tuple[Prompt, AlignmentReport]:
     """Pad the static prefix to end on a `block_size` boundary of the rendered tokens.
@@ -169,16 +170,19 @@ def align_static_prefix(
     the prompt has no static text segment to pad, or when the chat template
     does not keep the padding verbatim. Raises `AlignmentError` for a
     non-positive `block_size`. Existing padding on the last static segment is
-    replaced.
+    replaced. `tools` are the tool dicts exactly as the server hands them to the
+    chat template (templates print them with `tojson` in dict order, so a
+    server that re-serialises tools changes their tokens); by default the
+    prompt's own canonical `tool_dicts()`.
     """
     if block_size < 1:
         raise AlignmentError(f"block_size must be a positive number of tokens, got {block_size}")
     budget = block_size if max_pad_tokens is None else max_pad_tokens
-    tools = prompt.tool_dicts() or None
+    template_tools = (prompt.tool_dicts() if tools is None else list(tools)) or None
 
     def render(candidate: Prompt) -> str:
         return tokenizer.chat_text(
-            messages(candidate), tools=tools, add_generation_prompt=add_generation_prompt
+            messages(candidate), tools=template_tools, add_generation_prompt=add_generation_prompt
         )
 
     def not_aligned(reason: str, static_tokens: int = 0) -> tuple[Prompt, AlignmentReport]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .alignment import align_static_prefix, chat_messages
@@ -106,13 +106,11 @@ def render_vllm(
             )
         salt = tenant_salt(tenant, salt_secret)
     tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools]
-    if tools:
-        tokenizer = _ServerToolOrder(tokenizer, tools)
     shaped = prompt
     token_sequence: tuple[int, ...] | None = None
     if align:
         shaped, report = align_static_prefix(
-            prompt, tokenizer, block_size, max_pad_tokens=max_pad_tokens
+            prompt, tokenizer, block_size, max_pad_tokens=max_pad_tokens, tools=tools
         )
         token_sequence = report.token_ids
         if not report.aligned:
@@ -146,32 +144,3 @@ def render_vllm(
         kwargs["extra_body"] = extra_body
     kwargs.update(request)
     return kwargs
-
-
-class _ServerToolOrder(HFTokenizer):
-    """`tokenizer`, templating tools exactly as the vLLM server does.
-
-    `align_static_prefix` templates `prompt.tool_dicts()`, whose keys are in
-    canonical (sorted) order, while the server templates its own
-    re-serialisation (`vllm_tool`). Chat templates print tools with `tojson`
-    in dict order, so the alignment must see the server's dicts or its token
-    counts differ from the server's.
-    """
-
-    def __init__(self, inner: HFTokenizer, tools: list[dict[str, Any]]) -> None:
-        vars(self).update(vars(inner))  # share the loaded tokenizer instead of reloading it
-        self._server_tools = tools
-
-    def chat_text(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        """The chat text with the server-shaped tools in place of `tools`."""
-        return super().chat_text(
-            messages,
-            tools=self._server_tools if tools else None,
-            add_generation_prompt=add_generation_prompt,
-        )
