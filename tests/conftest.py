@@ -1,10 +1,11 @@
-"""Shared fixtures for the whole suite."""
+"""Shared fixtures for the whole suite: the embedded engine and a locally trained tokenizer."""
 
 from __future__ import annotations
 
 # --- engine (issue 5): the embedded vLLM CPU engine, started once per session ---
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from prefixkit.engine_adapter.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine_config import EngineConfig
 from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.sdk import HFTokenizer
 
 ENGINE_PORT = 18000
 
@@ -70,3 +72,84 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]
 
 
 # --- /engine ---
+
+
+# --- a real Hugging Face tokenizer trained here (no hub): byte-level BPE + ChatML template ---
+SDK_PROMPTS = Path(__file__).parent / "sdk" / "fixtures" / "prompts"
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+_CORPUS = """
+Prefix caching stores the key and value tensors of a prompt's opening tokens so
+that the next request starting the same way skips their prefill. The engine
+caches whole blocks of tokens; a block is reused only when every token in it and
+before it matches. Customers ask about buckets, volumes, regions, invoices,
+egress, archive restores and quotas. Answer in plain English, quote the price
+list, show the arithmetic, and never invent a limit or a command.
+
+
+    def restore(bucket, region):
+        if region not in REGIONS:
+
+
+            raise ValueError(region)
+        return archive.restore(bucket)
+"""
+# The indented, blank-line-heavy code above makes the BPE learn merged runs of
+# spaces and newlines, so padding has to cope with whitespace that merges.
+
+
+def _training_text() -> list[str]:
+    texts = [path.read_text(encoding="utf-8") for path in sorted(SDK_PROMPTS.rglob("*.*"))]
+    return [*texts, _CORPUS * 4]
+
+
+def build_chatml_tokenizer(folder: Path, vocab_size: int = 800) -> Path:
+    """Train a byte-level BPE on local text; save it as a transformers-loadable folder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(_training_text(), trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|endoftext|>",
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "model_max_length": 8192,
+        "chat_template": CHATML_TEMPLATE,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def chatml_tokenizer_builder() -> Callable[[Path], Path]:
+    """`build_chatml_tokenizer`, for tests that need a variant of the tokenizer folder."""
+    return build_chatml_tokenizer
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_chatml_tokenizer(tmp_path_factory.mktemp("chatml-bpe"))
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer(hf_tokenizer_dir: Path) -> HFTokenizer:
+    return HFTokenizer(hf_tokenizer_dir)
+
+
+# --- /tokenizer ---

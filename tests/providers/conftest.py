@@ -1,18 +1,15 @@
 """Provider fixtures: the official clients (sync and async, Anthropic, OpenAI, vLLM URL)
-over a recording `httpx2.MockTransport` (see `wire.py`), and a trained HF tokenizer."""
+over a recording `httpx2.MockTransport` (see `wire.py`). The trained HF tokenizer
+(`hf_tokenizer`) is in tests/conftest.py."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import anthropic
 import httpx2
 import openai
 import pytest
-from prefixkit.sdk import HFTokenizer
 
 from .wire import Wire
 
@@ -58,26 +55,3 @@ def vllm_openai_client(wire: Wire) -> Iterator[openai.OpenAI]:
     )
     yield client
     client.close()
-
-
-def _sdk_fixture_module() -> Any:
-    """tests/sdk/conftest.py, loaded by path: its tokenizer builder is reused, not copied."""
-    path = Path(__file__).parents[1] / "sdk" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("prefixkit_tests_sdk_fixtures", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def chatml_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder: Path = _sdk_fixture_module().build_chatml_tokenizer(
-        tmp_path_factory.mktemp("providers-chatml-bpe")
-    )
-    return folder
-
-
-@pytest.fixture(scope="session")
-def chatml_tokenizer(chatml_tokenizer_dir: Path) -> HFTokenizer:
-    return HFTokenizer(chatml_tokenizer_dir)

@@ -104,10 +104,10 @@ async def test_async_openai_chat_responses_and_stream(
 
 
 def test_vllm_client_salts_chat_and_token_id_requests(
-    vllm_openai_client: openai.OpenAI, wire: Wire, chatml_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
 ) -> None:
     client = VLLMClient(
-        tokenizer=chatml_tokenizer, block_size=32, salt_secret=SECRET, client=vllm_openai_client
+        tokenizer=hf_tokenizer, block_size=32, salt_secret=SECRET, client=vllm_openai_client
     )
     _, stats = client.chat(support_prompt(), model="smollm2", tenant="acme", max_tokens=8)
     assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
@@ -119,7 +119,7 @@ def test_vllm_client_salts_chat_and_token_id_requests(
     assert streamed.stats.cached_tokens == 1920 and streamed.ttft_seconds is not None
 
 
-async def test_async_vllm_client(wire: Wire, chatml_tokenizer: HFTokenizer) -> None:
+async def test_async_vllm_client(wire: Wire, hf_tokenizer: HFTokenizer) -> None:
     import httpx2
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(wire.handle))
@@ -127,7 +127,7 @@ async def test_async_vllm_client(wire: Wire, chatml_tokenizer: HFTokenizer) -> N
         base_url="http://127.0.0.1:8011/v1", api_key="EMPTY", http_client=http, max_retries=0
     )
     client = AsyncVLLMClient(
-        tokenizer=chatml_tokenizer, block_size=32, salt_secret=SECRET, client=official
+        tokenizer=hf_tokenizer, block_size=32, salt_secret=SECRET, client=official
     )
     _, stats = await client.chat(support_prompt(), model="smollm2", tenant="globex")
     assert wire.body["cache_salt"] == tenant_salt("globex", SECRET)

@@ -41,12 +41,12 @@ TOOLS_TEMPLATE = (
 
 @pytest.fixture(scope="session")
 def tools_tokenizer(
-    chatml_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    hf_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> HFTokenizer:
     """The same vocabulary with a template that prints tool definitions with `tojson`."""
     folder = tmp_path_factory.mktemp("chatml-tools")
-    (folder / "tokenizer.json").write_bytes((chatml_tokenizer_dir / "tokenizer.json").read_bytes())
-    config = json.loads((chatml_tokenizer_dir / "tokenizer_config.json").read_text())
+    (folder / "tokenizer.json").write_bytes((hf_tokenizer_dir / "tokenizer.json").read_bytes())
+    config = json.loads((hf_tokenizer_dir / "tokenizer_config.json").read_text())
     config["chat_template"] = TOOLS_TEMPLATE
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     return HFTokenizer(folder)
@@ -75,12 +75,12 @@ def static_boundary_tokens(tokenizer: HFTokenizer, text: str, static_text: str) 
 
 
 def test_chat_request_carries_the_tenant_salt_in_the_body(
-    vllm_openai_client: openai.OpenAI, wire: Wire, chatml_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
 ) -> None:
     kwargs = render_vllm(
         prompt(),
         model="smollm2",
-        tokenizer=chatml_tokenizer,
+        tokenizer=hf_tokenizer,
         block_size=BLOCK,
         tenant="acme",
         salt_secret=SECRET,
@@ -94,13 +94,13 @@ def test_chat_request_carries_the_tenant_salt_in_the_body(
 
 
 def test_salts_are_stable_per_tenant_and_differ_across_tenants(
-    chatml_tokenizer: HFTokenizer,
+    hf_tokenizer: HFTokenizer,
 ) -> None:
     def salt(tenant: str, question: str) -> str:
         kwargs = render_vllm(
             prompt(question),
             model="m",
-            tokenizer=chatml_tokenizer,
+            tokenizer=hf_tokenizer,
             block_size=BLOCK,
             tenant=tenant,
             salt_secret=SECRET,
@@ -112,50 +112,48 @@ def test_salts_are_stable_per_tenant_and_differ_across_tenants(
     assert salt("acme", "q1") != salt("globex", "q1")
 
 
-def test_no_tenant_means_no_salt(chatml_tokenizer: HFTokenizer) -> None:
-    kwargs = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+def test_no_tenant_means_no_salt(hf_tokenizer: HFTokenizer) -> None:
+    kwargs = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
     assert "extra_body" not in kwargs
 
 
-def test_empty_salt_secret_raises(chatml_tokenizer: HFTokenizer) -> None:
+def test_empty_salt_secret_raises(hf_tokenizer: HFTokenizer) -> None:
     with pytest.raises(SaltError, match="salt secret is empty"):
         render_vllm(
             prompt(),
             model="m",
-            tokenizer=chatml_tokenizer,
+            tokenizer=hf_tokenizer,
             block_size=BLOCK,
             tenant="acme",
             salt_secret="",
         )
 
 
-def test_tenant_without_secret_raises(chatml_tokenizer: HFTokenizer) -> None:
+def test_tenant_without_secret_raises(hf_tokenizer: HFTokenizer) -> None:
     with pytest.raises(SaltError, match="needs salt_secret"):
-        render_vllm(
-            prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, tenant="acme"
-        )
+        render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK, tenant="acme")
 
 
 def test_static_prefix_ends_on_a_block_boundary_of_the_templated_chat(
-    chatml_tokenizer: HFTokenizer,
+    hf_tokenizer: HFTokenizer,
 ) -> None:
-    kwargs = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+    kwargs = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
     system = kwargs["messages"][0]["content"]
     assert system.startswith(INSTRUCTIONS.strip()) and system != INSTRUCTIONS.strip()
-    text = chatml_tokenizer.chat_text(kwargs["messages"])
-    head = static_boundary_tokens(chatml_tokenizer, text, system)
+    text = hf_tokenizer.chat_text(kwargs["messages"])
+    head = static_boundary_tokens(hf_tokenizer, text, system)
     assert len(head) % BLOCK == 0
-    assert chatml_tokenizer.encode(text)[: len(head)] == head
+    assert hf_tokenizer.encode(text)[: len(head)] == head
 
 
 def test_token_id_prompt_is_the_aligned_sequence_sent_to_completions(
-    vllm_openai_client: openai.OpenAI, wire: Wire, chatml_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
 ) -> None:
-    chat = render_vllm(prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+    chat = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
     ids = render_vllm(
         prompt(),
         model="m",
-        tokenizer=chatml_tokenizer,
+        tokenizer=hf_tokenizer,
         block_size=BLOCK,
         token_ids=True,
         tenant="acme",
@@ -163,7 +161,7 @@ def test_token_id_prompt_is_the_aligned_sequence_sent_to_completions(
     )
     vllm_openai_client.completions.create(**ids)
     assert wire.paths[-1] == "/v1/completions"
-    assert wire.body["prompt"] == chatml_tokenizer.chat_token_ids(chat["messages"])
+    assert wire.body["prompt"] == hf_tokenizer.chat_token_ids(chat["messages"])
     assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
 
 
@@ -185,25 +183,21 @@ def test_alignment_uses_the_tool_shape_the_server_templates(tools_tokenizer: HFT
     assert len(head) % BLOCK == 0
 
 
-def test_unalignable_prefix_warns_with_the_reason(chatml_tokenizer: HFTokenizer) -> None:
+def test_unalignable_prefix_warns_with_the_reason(hf_tokenizer: HFTokenizer) -> None:
     with pytest.warns(PrefixkitWarning, match="not aligned to 32-token blocks"):
-        render_vllm(
-            prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, max_pad_tokens=0
-        )
+        render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK, max_pad_tokens=0)
 
 
-def test_align_false_sends_the_prompt_unpadded(chatml_tokenizer: HFTokenizer) -> None:
-    kwargs = render_vllm(
-        prompt(), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, align=False
-    )
+def test_align_false_sends_the_prompt_unpadded(hf_tokenizer: HFTokenizer) -> None:
+    kwargs = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK, align=False)
     assert kwargs["messages"][0]["content"] == INSTRUCTIONS.strip()
 
 
-def test_extra_body_is_merged_with_the_salt(chatml_tokenizer: HFTokenizer) -> None:
+def test_extra_body_is_merged_with_the_salt(hf_tokenizer: HFTokenizer) -> None:
     kwargs: dict[str, Any] = render_vllm(
         prompt(),
         model="m",
-        tokenizer=chatml_tokenizer,
+        tokenizer=hf_tokenizer,
         block_size=BLOCK,
         tenant="acme",
         salt_secret=SECRET,
@@ -212,14 +206,14 @@ def test_extra_body_is_merged_with_the_salt(chatml_tokenizer: HFTokenizer) -> No
     assert kwargs["extra_body"] == {"top_k": 5, "cache_salt": tenant_salt("acme", SECRET)}
 
 
-def test_prompt_without_messages_raises(chatml_tokenizer: HFTokenizer) -> None:
+def test_prompt_without_messages_raises(hf_tokenizer: HFTokenizer) -> None:
     with pytest.raises(RenderError, match="no messages"):
-        render_vllm(Prompt(system="x"), model="m", tokenizer=chatml_tokenizer, block_size=BLOCK)
+        render_vllm(Prompt(system="x"), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
 
 
-def test_render_does_not_mutate_the_prompt(chatml_tokenizer: HFTokenizer) -> None:
+def test_render_does_not_mutate_the_prompt(hf_tokenizer: HFTokenizer) -> None:
     original = prompt(tools=True)
     before = copy.deepcopy(original)
-    render_vllm(original, model="m", tokenizer=chatml_tokenizer, block_size=BLOCK, token_ids=True)
+    render_vllm(original, model="m", tokenizer=hf_tokenizer, block_size=BLOCK, token_ids=True)
     assert original == before
     assert original.system[0].padding == ""
