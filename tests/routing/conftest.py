@@ -30,7 +30,6 @@ class LiveReplicas:
     configs: list[EngineConfig]
     model_name: str
     block_size: int = BLOCK_SIZE
-    kv_blocks: int = KV_BLOCKS
 
     @property
     def urls(self) -> list[str]:
