@@ -17,11 +17,18 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   "probation" replicas, continuations with no cached run to the other,
   "protected" ones, the rest by the precise rule, among replicas whose assigned
   and uncached blocks stay within `--balance` x the mean (or unconstrained);
+* ``reuse-aware`` (online): the precise rule with an eviction cost: each
+  replica's score is its cached run minus the expected future hits its evicted
+  blocks would have given (`reuse_model.ReuseModel`, learned online from the
+  routed traffic: which prompts get continued, by the gap since their previous
+  turn and their age), among replicas within `--balance` (ties to the least
+  uncached work); with the precise policy's load terms, and without them;
 * ``precise`` and ``smg_like`` from the simulator, same requests and load model
   as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
   compressed 25x).
 
-    .venv/bin/python bench/route_bounds.py          # ~20 s
+    .venv/bin/python bench/route_bounds.py                    # ~10 s
+    .venv/bin/python bench/route_bounds.py --requests 0       # the whole trace, ~40 s
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from prefixkit.engine_adapter.load_model import LoadModel
 from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
 from prefixkit.engine_adapter.replay import LoadParams, analyze, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
+from reuse_model import ReuseModel, ReuseSettings
 
 TRACE = (
     Path(__file__).resolve().parents[1]
@@ -177,16 +185,67 @@ def segmented(
     )
 
 
+def reuse_aware(
+    trace: Trace, replicas: int, capacity: int, balance: float, load_terms: bool
+) -> tuple[list[int], float, float]:
+    """(cached runs, imbalance, uncached imbalance) of the reuse-aware online router."""
+    caches = ReplicaCaches(replicas, capacity)
+    load = LoadModel(replicas, 0.001, 0.0)
+    params = PreciseParams()
+    reuse = ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
+    assigned = [0] * replicas
+    uncached = [0] * replicas
+    runs = []
+    for index, blocks in enumerate(trace.blocks):
+        now = trace.timestamps_ms[index] / 1000.0 / 25.0
+        load.advance(now)
+        clock = sum(uncached)  # turnover: blocks newly cached so far
+        full = min(len(blocks), trace.input_lengths[index] // trace.block_size)
+        reuse.observe(index, blocks[:full], clock)
+        cached = cached_runs(caches.holders, blocks, replicas)
+        length = len(blocks)
+        top_a = balance * (sum(assigned) + length) / replicas
+        top_u = balance * (sum(uncached) + length) / replicas
+        allowed = [
+            r
+            for r in range(replicas)
+            if assigned[r] + length <= top_a and uncached[r] + length - cached[r] <= top_u
+        ] or list(range(replicas))
+        best: tuple[tuple[float, int], int] | None = None
+        for r in allowed:
+            lru = caches.lru[r]
+            evicted = max(0, len(lru) + length - cached[r] - capacity)
+            score = cached[r] - reuse.eviction_cost(itertools.islice(lru.values(), evicted), clock)
+            if load_terms:
+                score -= params.queue_weight * load.queued_blocks(r, now)
+                score -= params.running_weight * load.inflight[r]
+            key = (score, -uncached[r])
+            if best is None or key > best[0]:
+                best = (key, r)
+        assert best is not None
+        replica = best[1]
+        run = caches.admit(blocks, replica, index)
+        load.dispatch(replica, now, length - run, trace.output_lengths[index])
+        runs.append(run)
+        assigned[replica] += length
+        uncached[replica] += length - run
+    return (
+        runs,
+        max(assigned) * replicas / sum(assigned),
+        max(uncached) * replicas / sum(uncached),
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default=str(TRACE))
-    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--requests", type=int, default=3000, help="0: the whole trace")
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--capacity", type=int, default=500)
     parser.add_argument("--balance", type=float, default=1.05)
     args = parser.parse_args()
 
-    trace = load_trace(args.trace, limit=args.requests)
+    trace = load_trace(args.trace, limit=args.requests or None)
     uses = next_uses(trace)
     total = args.replicas * args.capacity
     sim = analyze(
@@ -209,6 +268,11 @@ def main() -> int:
             (f"segmented P={p}" + (f" within {b:g}" if b else ", no budget"), token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
             for p, b in ((1, None), (2, None), (1, args.balance), (2, args.balance), (3, args.balance), (4, args.balance))
             for hits, imb, unc in [segmented(trace, args.replicas, args.capacity, p, b)]
+        ),
+        *(
+            (f"reuse-aware within {args.balance:g}" + label, token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
+            for label, terms in ((", load terms", True), (", no load terms", False))
+            for hits, imb, unc in [reuse_aware(trace, args.replicas, args.capacity, args.balance, terms)]
         ),
         ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
         ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f} / {result['smg_like'].uncached_imbalance:.2f}"),

@@ -1,0 +1,189 @@
+"""How likely a cached prompt is to be continued soon: an online model for routing experiments.
+
+Used by `route_bounds.py` (the "reuse-aware" router). Under memory pressure every new block evicts an old one; which old one is the
+router's choice (it picks the replica). LRU treats every old block alike, but
+they are not: a conversation that just answered its second turn after 40 s is
+far likelier to come back in the next minute than a one-shot prompt. This
+model learns that online from the traffic it routes, with no prior:
+
+* A request *continues* an earlier prompt when the deepest full block it
+  shares with earlier requests was the last full block of that prompt (nothing
+  was ever appended after it): the next turn of a conversation. A shared system
+  prompt that many conversations branch from is not a parent.
+* Time is a *turnover clock*, not seconds: the number of blocks newly cached
+  across the fleet so far (what pushes old blocks out of LRU caches), so the
+  model is the same whether traffic is fast or slow. Its settings are in
+  fleet capacities (`ReuseSettings.for_capacity`).
+* Each prompt gets a class from the gap since the prompt it continued
+  (`new`, then one class per `gap_edges` bucket).
+* For class c and age a (in `age_step` buckets), it counts prompts still
+  uncontinued at age a and those of them continued within the next `window`:
+  ``value = P(continued within window | class, not continued by age)``,
+  counted only once the window has fully passed (no censoring bias), with a
+  weak prior (`prior_hits` / `prior_count`). A prompt already continued is
+  worth 0 (its conversation moved on to a newer prompt).
+
+Memory is bounded: prompts and block links older than `retention` are
+forgotten (a forgotten prompt is valued like the oldest age bucket of all
+classes).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["ReuseModel", "ReuseSettings"]
+
+
+@dataclass(frozen=True)
+class ReuseSettings:
+    """Clock units: blocks newly cached across the fleet."""
+
+    window: float
+    age_step: float
+    age_steps: int = 30
+    gap_edges: tuple[float, ...] = ()
+    prior_hits: float = 1.0
+    prior_count: float = 10.0
+    retention: float = float("inf")
+
+    @classmethod
+    def for_capacity(cls, fleet_blocks: int) -> ReuseSettings:
+        """Settings for a fleet caching `fleet_blocks` blocks in all: the window is
+        one turnover of the whole fleet's cache, ages in quarter turnovers, gap
+        classes below 3/4 and 3/2 turnovers, memory of 30 turnovers."""
+        if fleet_blocks < 1:
+            raise ValueError(f"fleet capacity must be at least one block, got {fleet_blocks}")
+        return cls(
+            window=float(fleet_blocks),
+            age_step=fleet_blocks / 4,
+            gap_edges=(0.75 * fleet_blocks, 1.5 * fleet_blocks),
+            retention=30.0 * fleet_blocks,
+        )
+
+
+class _Prompt:
+    __slots__ = ("continued_after", "klass", "time")
+
+    def __init__(self, time: float, klass: int) -> None:
+        self.time = time
+        self.klass = klass
+        self.continued_after: float | None = None
+
+
+class ReuseModel:
+    """Online estimate of how likely each routed prompt is to be continued soon."""
+
+    def __init__(self, settings: ReuseSettings) -> None:
+        s = settings
+        if s.window <= 0 or s.age_step <= 0 or s.age_steps < 1:
+            raise ValueError(f"window, age step and age steps must be positive, got {s}")
+        self.settings = s
+        classes = len(s.gap_edges) + 2  # new, then one per gap bucket
+        self._continued = [[0] * s.age_steps for _ in range(classes)]
+        self._exposed = [[0] * s.age_steps for _ in range(classes)]
+        self._prompts: dict[int, _Prompt] = {}
+        self._order: list[int] = []  # prompt ids by time, from self._first on
+        self._first = 0
+        self._settled = [0] * s.age_steps  # per age bucket: prompts in _order counted
+        self._last_prompt: dict[int, int] = {}  # full block -> the last prompt using it
+        self._extended: set[int] = set()  # full blocks some prompt continued past
+
+    def observe(self, prompt_id: int, full_blocks: Sequence[int], clock: float) -> None:
+        """Record request `prompt_id` (increasing ids, the stamps its cache blocks
+        get) with these full blocks at turnover `clock` (never decreasing)."""
+        self._settle(clock)
+        last_prompt = self._last_prompt
+        deepest = None
+        for block in full_blocks:
+            if block not in last_prompt:
+                break
+            deepest = block
+        gap = None
+        if deepest is not None and deepest not in self._extended:
+            parent = self._prompts.get(last_prompt[deepest])
+            if parent is not None:
+                gap = clock - parent.time
+                if parent.continued_after is None:
+                    parent.continued_after = gap
+        klass = 0 if gap is None else 1 + bisect.bisect_right(self.settings.gap_edges, gap)
+        self._prompts[prompt_id] = _Prompt(clock, klass)
+        self._order.append(prompt_id)
+        extended = self._extended
+        for block in full_blocks[:-1]:
+            extended.add(block)
+        for block in full_blocks:
+            last_prompt[block] = prompt_id
+
+    def value(self, prompt_id: int, clock: float) -> float:
+        """P(prompt `prompt_id` is continued within `window` from `clock`)."""
+        s = self.settings
+        prompt = self._prompts.get(prompt_id)
+        if prompt is None:  # forgotten: the oldest age bucket, all classes together
+            step = s.age_steps - 1
+            hits = sum(row[step] for row in self._continued)
+            count = sum(row[step] for row in self._exposed)
+        elif prompt.continued_after is not None:
+            return 0.0
+        else:
+            step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
+            hits = self._continued[prompt.klass][step]
+            count = self._exposed[prompt.klass][step]
+        return (hits + s.prior_hits) / (count + s.prior_count)
+
+    def eviction_cost(self, stamps: Iterable[float], clock: float) -> float:
+        """Expected blocks of soon-wanted cache lost by evicting blocks last used
+        by the prompts `stamps` (prompt ids, one per block, as caches stamp them)."""
+        cost = 0.0
+        previous = -1.0
+        worth = 0.0
+        for stamp in stamps:
+            if stamp != previous:  # a prompt's blocks sit together in LRU order
+                previous = stamp
+                worth = self.value(int(stamp), clock)
+            cost += worth
+        return cost
+
+    def _settle(self, clock: float) -> None:
+        """Count every (prompt, age bucket) whose window has fully passed by `clock`."""
+        s = self.settings
+        order = self._order
+        prompts = self._prompts
+        for step in range(s.age_steps):
+            age = step * s.age_step
+            index = self._settled[step]
+            exposed = self._exposed
+            continued = self._continued
+            while index < len(order):
+                prompt = prompts[order[index]]
+                if prompt.time + age + s.window > clock:
+                    break
+                after = prompt.continued_after
+                if after is None or after >= age:
+                    exposed[prompt.klass][step] += 1
+                    if after is not None and after < age + s.window:
+                        continued[prompt.klass][step] += 1
+                index += 1
+            self._settled[step] = index
+        self._forget(clock)
+
+    def _forget(self, clock: float) -> None:
+        """Drop prompts (and block links to them) older than `retention`, once
+        every age bucket has counted them; compacts when half the list is dead."""
+        order = self._order
+        done = min(self._settled)
+        cutoff = clock - self.settings.retention
+        first = self._first
+        while first < done and self._prompts[order[first]].time < cutoff:
+            del self._prompts[order[first]]
+            first += 1
+        self._first = first
+        if first > 1024 and first * 2 > len(order):
+            del order[:first]
+            self._settled = [index - first for index in self._settled]
+            self._first = 0
+            prompts = self._prompts
+            self._last_prompt = {b: p for b, p in self._last_prompt.items() if p in prompts}
+            self._extended &= self._last_prompt.keys()
