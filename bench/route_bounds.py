@@ -21,8 +21,10 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   replica's score is its cached run minus the expected future hits its evicted
   blocks would have given (`reuse_model.ReuseModel`, learned online from the
   routed traffic: which prompts get continued, by the gap since their previous
-  turn and their age), among replicas within `--balance` (ties to the least
-  uncached work); with the precise policy's load terms, and without them;
+  turn and their age), among replicas within `--balance` and the precise
+  policy's bounded load (ties to the least uncached work); with the precise
+  policy's load terms (0.1 per queued block, 1 per running request), with
+  terms ten times lighter, and without them;
 * ``precise`` and ``smg_like`` from the simulator, same requests and load model
   as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
   compressed 25x).
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
+import math
 import sys
 from pathlib import Path
 
@@ -186,12 +189,15 @@ def segmented(
 
 
 def reuse_aware(
-    trace: Trace, replicas: int, capacity: int, balance: float, load_terms: bool
+    trace: Trace, replicas: int, capacity: int, balance: float, load_scale: float
 ) -> tuple[list[int], float, float]:
-    """(cached runs, imbalance, uncached imbalance) of the reuse-aware online router."""
+    """(cached runs, imbalance, uncached imbalance) of the reuse-aware online
+    router, its load terms the precise policy's times `load_scale`."""
     caches = ReplicaCaches(replicas, capacity)
     load = LoadModel(replicas, 0.001, 0.0)
     params = PreciseParams()
+    queue_weight = load_scale * params.queue_weight
+    running_weight = load_scale * params.running_weight
     reuse = ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
     assigned = [0] * replicas
     uncached = [0] * replicas
@@ -211,14 +217,19 @@ def reuse_aware(
             for r in range(replicas)
             if assigned[r] + length <= top_a and uncached[r] + length - cached[r] <= top_u
         ] or list(range(replicas))
+        inflight = load.inflight
+        bound = math.ceil(params.load_factor * (sum(inflight) + 1) / replicas) + params.spill_slack
+        allowed = [r for r in allowed if inflight[r] + 1 <= bound] or allowed
         best: tuple[tuple[float, int], int] | None = None
         for r in allowed:
             lru = caches.lru[r]
             evicted = max(0, len(lru) + length - cached[r] - capacity)
-            score = cached[r] - reuse.eviction_cost(itertools.islice(lru.values(), evicted), clock)
-            if load_terms:
-                score -= params.queue_weight * load.queued_blocks(r, now)
-                score -= params.running_weight * load.inflight[r]
+            score = (
+                cached[r]
+                - reuse.eviction_cost(itertools.islice(lru.values(), evicted), clock)
+                - queue_weight * load.queued_blocks(r, now)
+                - running_weight * inflight[r]
+            )
             key = (score, -uncached[r])
             if best is None or key > best[0]:
                 best = (key, r)
@@ -271,8 +282,8 @@ def main() -> int:
         ),
         *(
             (f"reuse-aware within {args.balance:g}" + label, token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
-            for label, terms in ((", load terms", True), (", no load terms", False))
-            for hits, imb, unc in [reuse_aware(trace, args.replicas, args.capacity, args.balance, terms)]
+            for label, scale in ((", load terms", 1.0), (", load terms / 10", 0.1), (", no load terms", 0.0))
+            for hits, imb, unc in [reuse_aware(trace, args.replicas, args.capacity, args.balance, scale)]
         ),
         ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
         ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f} / {result['smg_like'].uncached_imbalance:.2f}"),
