@@ -38,13 +38,12 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import math
 import sys
 from pathlib import Path
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
+from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica, load_bound
 from prefixkit.engine_adapter.replay import LoadParams, analyze, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
 from reuse_model import ReuseModel, ReuseSettings
@@ -130,21 +129,67 @@ def clairvoyant_placement(
     return runs, max(assigned) / mean
 
 
+class Fleet:
+    """What an online router under test acts on: per-replica LRU caches, the
+    load model of `precise` here (1 ms per uncached block, arrivals / 25) and the
+    blocks, and uncached blocks, given to each replica so far."""
+
+    def __init__(self, trace: Trace, replicas: int, capacity: int) -> None:
+        self.trace = trace
+        self.replicas = replicas
+        self.caches = ReplicaCaches(replicas, capacity)
+        self.load = LoadModel(replicas, 0.001, 0.0)
+        self.assigned = [0] * replicas
+        self.uncached = [0] * replicas
+        self.runs: list[int] = []
+
+    def arrive(self, index: int) -> float:
+        """Advance the load model to request `index`'s arrival; that time (s)."""
+        now = self.trace.timestamps_ms[index] / 1000.0 / 25.0
+        self.load.advance(now)
+        return now
+
+    def within(self, balance: float, cached: list[int], length: int) -> list[int]:
+        """Replicas whose assigned and uncached blocks stay within `balance` x the
+        mean if given this request (every replica if none would)."""
+        replicas = self.replicas
+        top_a = balance * (sum(self.assigned) + length) / replicas
+        top_u = balance * (sum(self.uncached) + length) / replicas
+        return [
+            r
+            for r in range(replicas)
+            if self.assigned[r] + length <= top_a and self.uncached[r] + length - cached[r] <= top_u
+        ] or list(range(replicas))
+
+    def serve(self, index: int, replica: int, now: float) -> None:
+        blocks = self.trace.blocks[index]
+        run = self.caches.admit(blocks, replica, index)
+        missing = len(blocks) - run
+        self.load.dispatch(replica, now, missing, self.trace.output_lengths[index])
+        self.runs.append(run)
+        self.assigned[replica] += len(blocks)
+        self.uncached[replica] += missing
+
+    def outcome(self) -> tuple[list[int], float, float]:
+        """(cached runs, imbalance, uncached imbalance)."""
+        replicas = self.replicas
+        return (
+            self.runs,
+            max(self.assigned) * replicas / sum(self.assigned),
+            max(self.uncached) * replicas / sum(self.uncached),
+        )
+
+
 def segmented(
     trace: Trace, replicas: int, capacity: int, probation: int, balance: float | None
 ) -> tuple[list[int], float, float]:
-    """(cached runs, imbalance, uncached imbalance) of the segmented online router,
-    same load model as `precise` here (1 ms per uncached block, arrivals / 25)."""
-    caches = ReplicaCaches(replicas, capacity)
-    load = LoadModel(replicas, 0.001, 0.0)
+    """(cached runs, imbalance, uncached imbalance) of the segmented online router."""
+    fleet = Fleet(trace, replicas, capacity)
+    caches = fleet.caches
     params = PreciseParams()
     routed: set[int] = set()  # the router's own history
-    assigned = [0] * replicas
-    uncached = [0] * replicas
-    runs = []
     for index, blocks in enumerate(trace.blocks):
-        now = trace.timestamps_ms[index] / 1000.0 / 25.0
-        load.advance(now)
+        now = fleet.arrive(index)
         cached = cached_runs(caches.holders, blocks, replicas)
         seen = 0
         for block in blocks:
@@ -153,39 +198,25 @@ def segmented(
             seen += 1
         routed.update(blocks)
         length = len(blocks)
-        allowed = list(range(replicas))
-        if balance is not None:
-            top_a = balance * (sum(assigned) + length) / replicas
-            top_u = balance * (sum(uncached) + length) / replicas
-            allowed = [
-                r
-                for r in allowed
-                if assigned[r] + length <= top_a and uncached[r] + length - cached[r] <= top_u
-            ] or allowed
+        allowed = (
+            list(range(replicas)) if balance is None else fleet.within(balance, cached, length)
+        )
         if seen <= 1:
             allowed = [r for r in allowed if r < probation] or allowed
         elif max(cached) <= 1:
             allowed = [r for r in allowed if r >= probation] or allowed
         scores = [cached[r] if r in allowed else -NEVER for r in range(replicas)]
-        queued = [load.queued_blocks(r, now) for r in range(replicas)]
+        queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
         replica = choose_replica(
             scores,
             queued,
-            load.inflight,
+            fleet.load.inflight,
             params,
             index,
             lambda r, cached=cached, length=length: caches.eviction_stamp(r, length - cached[r]),
         )
-        run = caches.admit(blocks, replica, index)
-        load.dispatch(replica, now, length - run, trace.output_lengths[index])
-        runs.append(run)
-        assigned[replica] += length
-        uncached[replica] += length - run
-    return (
-        runs,
-        max(assigned) * replicas / sum(assigned),
-        max(uncached) * replicas / sum(uncached),
-    )
+        fleet.serve(index, replica, now)
+    return fleet.outcome()
 
 
 def reuse_aware(
@@ -193,32 +224,23 @@ def reuse_aware(
 ) -> tuple[list[int], float, float]:
     """(cached runs, imbalance, uncached imbalance) of the reuse-aware online
     router, its load terms the precise policy's times `load_scale`."""
-    caches = ReplicaCaches(replicas, capacity)
-    load = LoadModel(replicas, 0.001, 0.0)
+    fleet = Fleet(trace, replicas, capacity)
+    caches = fleet.caches
+    load = fleet.load
     params = PreciseParams()
     queue_weight = load_scale * params.queue_weight
     running_weight = load_scale * params.running_weight
     reuse = ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
-    assigned = [0] * replicas
-    uncached = [0] * replicas
-    runs = []
     for index, blocks in enumerate(trace.blocks):
-        now = trace.timestamps_ms[index] / 1000.0 / 25.0
-        load.advance(now)
-        clock = sum(uncached)  # turnover: blocks newly cached so far
+        now = fleet.arrive(index)
+        clock = sum(fleet.uncached)  # turnover: blocks newly cached so far
         full = min(len(blocks), trace.input_lengths[index] // trace.block_size)
         reuse.observe(index, blocks[:full], clock)
         cached = cached_runs(caches.holders, blocks, replicas)
         length = len(blocks)
-        top_a = balance * (sum(assigned) + length) / replicas
-        top_u = balance * (sum(uncached) + length) / replicas
-        allowed = [
-            r
-            for r in range(replicas)
-            if assigned[r] + length <= top_a and uncached[r] + length - cached[r] <= top_u
-        ] or list(range(replicas))
         inflight = load.inflight
-        bound = math.ceil(params.load_factor * (sum(inflight) + 1) / replicas) + params.spill_slack
+        bound = load_bound(sum(inflight), replicas, params)
+        allowed = fleet.within(balance, cached, length)
         allowed = [r for r in allowed if inflight[r] + 1 <= bound] or allowed
         best: tuple[tuple[float, int], int] | None = None
         for r in allowed:
@@ -230,21 +252,12 @@ def reuse_aware(
                 - queue_weight * load.queued_blocks(r, now)
                 - running_weight * inflight[r]
             )
-            key = (score, -uncached[r])
+            key = (score, -fleet.uncached[r])
             if best is None or key > best[0]:
                 best = (key, r)
         assert best is not None
-        replica = best[1]
-        run = caches.admit(blocks, replica, index)
-        load.dispatch(replica, now, length - run, trace.output_lengths[index])
-        runs.append(run)
-        assigned[replica] += length
-        uncached[replica] += length - run
-    return (
-        runs,
-        max(assigned) * replicas / sum(assigned),
-        max(uncached) * replicas / sum(uncached),
-    )
+        fleet.serve(index, best[1], now)
+    return fleet.outcome()
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PreciseParams", "choose_replica"]
+__all__ = ["PreciseParams", "choose_replica", "load_bound"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class PreciseParams:
     running_weight: float = 1.0
     load_factor: float = 1.25
     spill_slack: int = 2
+
+
+def load_bound(total_inflight: int, replicas: int, params: PreciseParams) -> int:
+    """Most in-flight requests a replica may reach by taking one more request."""
+    return math.ceil(params.load_factor * (total_inflight + 1) / replicas) + params.spill_slack
 
 
 def choose_replica(
@@ -55,7 +60,7 @@ def choose_replica(
     `turn` (any int, e.g. a request counter) breaks what remains.
     """
     replicas = len(runs)
-    bound = math.ceil(params.load_factor * (sum(inflight) + 1) / replicas) + params.spill_slack
+    bound = load_bound(sum(inflight), replicas, params)
     best = -math.inf
     tied: list[int] = []
     qw = params.queue_weight

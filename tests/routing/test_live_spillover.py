@@ -4,7 +4,6 @@ precise router keeps affinity up to its load bound, then spills to the other rep
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.precise_policy import PreciseParams
+from prefixkit.engine_adapter.precise_policy import PreciseParams, load_bound
 from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.sdk.salt import tenant_salt
 
@@ -39,9 +38,7 @@ def _messages(question: str) -> list[dict[str, str]]:
 def _warm_floor(params: PreciseParams, replicas: int) -> int:
     """In-flight requests the warm replica takes, alone, before the bound first refuses it."""
     inflight = 0
-    while inflight + 1 <= (
-        math.ceil(params.load_factor * (inflight + 1) / replicas) + params.spill_slack
-    ):
+    while inflight + 1 <= load_bound(inflight, replicas, params):
         inflight += 1
     return inflight
 
