@@ -17,20 +17,13 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   "probation" replicas, continuations with no cached run to the other,
   "protected" ones, the rest by the precise rule, among replicas whose assigned
   and uncached blocks stay within `--balance` x the mean (or unconstrained);
-* ``reuse-aware`` (online): the precise rule with an eviction cost: each
-  replica's score is its cached run minus the expected future hits its evicted
-  blocks would have given (`reuse_model.ReuseModel`, learned online from the
-  routed traffic: which prompts get continued, by the gap since their previous
-  turn and their age), among replicas within `--balance` and the precise
-  policy's bounded load (ties to the least uncached work); with the precise
-  policy's load terms (0.1 per queued block, 1 per running request), with
-  terms ten times lighter, and without them;
 * ``precise`` and ``smg_like`` from the simulator, same requests and load model
   as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
-  compressed 25x).
+  compressed 25x); precise also with other work budgets (`PreciseParams.
+  work_balance`), to show how much its hit rate moves with a setting.
 
     .venv/bin/python bench/route_bounds.py                    # ~10 s
-    .venv/bin/python bench/route_bounds.py --requests 0       # the whole trace, ~40 s
+    .venv/bin/python bench/route_bounds.py --requests 0       # the whole trace, ~30 s
 """
 
 from __future__ import annotations
@@ -43,10 +36,9 @@ from pathlib import Path
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica, load_bound
-from prefixkit.engine_adapter.replay import LoadParams, analyze, token_hit_rate
+from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
+from prefixkit.engine_adapter.replay import LoadParams, analyze, replay, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
-from reuse_model import ReuseModel, ReuseSettings
 
 TRACE = (
     Path(__file__).resolve().parents[1]
@@ -57,6 +49,7 @@ TRACE = (
     / "mooncake_conversation.jsonl"
 )
 NEVER = sys.maxsize
+LOAD = LoadParams(0.001, 0.0, 25.0)
 
 
 def next_uses(trace: Trace) -> list[dict[int, int]]:
@@ -207,56 +200,9 @@ def segmented(
             allowed = [r for r in allowed if r >= probation] or allowed
         scores = [cached[r] if r in allowed else -NEVER for r in range(replicas)]
         queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
-        replica = choose_replica(
-            scores,
-            queued,
-            fleet.load.inflight,
-            params,
-            index,
-            lambda r, cached=cached, length=length: caches.eviction_stamp(r, length - cached[r]),
-        )
+        _, stamps = caches.evictions(cached, length)
+        replica = choose_replica(scores, queued, fleet.load.inflight, params, index, None, stamps)
         fleet.serve(index, replica, now)
-    return fleet.outcome()
-
-
-def reuse_aware(
-    trace: Trace, replicas: int, capacity: int, balance: float, load_scale: float
-) -> tuple[list[int], float, float]:
-    """(cached runs, imbalance, uncached imbalance) of the reuse-aware online
-    router, its load terms the precise policy's times `load_scale`."""
-    fleet = Fleet(trace, replicas, capacity)
-    caches = fleet.caches
-    load = fleet.load
-    params = PreciseParams()
-    queue_weight = load_scale * params.queue_weight
-    running_weight = load_scale * params.running_weight
-    reuse = ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
-    for index, blocks in enumerate(trace.blocks):
-        now = fleet.arrive(index)
-        clock = sum(fleet.uncached)  # turnover: blocks newly cached so far
-        full = min(len(blocks), trace.input_lengths[index] // trace.block_size)
-        reuse.observe(index, blocks[:full], clock)
-        cached = cached_runs(caches.holders, blocks, replicas)
-        length = len(blocks)
-        inflight = load.inflight
-        bound = load_bound(sum(inflight), replicas, params)
-        allowed = fleet.within(balance, cached, length)
-        allowed = [r for r in allowed if inflight[r] + 1 <= bound] or allowed
-        best: tuple[tuple[float, int], int] | None = None
-        for r in allowed:
-            lru = caches.lru[r]
-            evicted = max(0, len(lru) + length - cached[r] - capacity)
-            score = (
-                cached[r]
-                - reuse.eviction_cost(itertools.islice(lru.values(), evicted), clock)
-                - queue_weight * load.queued_blocks(r, now)
-                - running_weight * inflight[r]
-            )
-            key = (score, -fleet.uncached[r])
-            if best is None or key > best[0]:
-                best = (key, r)
-        assert best is not None
-        fleet.serve(index, best[1], now)
     return fleet.outcome()
 
 
@@ -276,7 +222,7 @@ def main() -> int:
         trace,
         args.replicas,
         args.capacity,
-        LoadParams(0.001, 0.0, 25.0),
+        LOAD,
         policies=("smg_like", "precise"),
     )
     result = {r.policy: r for r in sim.results}
@@ -294,11 +240,11 @@ def main() -> int:
             for hits, imb, unc in [segmented(trace, args.replicas, args.capacity, p, b)]
         ),
         *(
-            (f"reuse-aware within {args.balance:g}" + label, token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
-            for label, scale in ((", load terms", 1.0), (", load terms / 10", 0.1), (", no load terms", 0.0))
-            for hits, imb, unc in [reuse_aware(trace, args.replicas, args.capacity, args.balance, scale)]
+            (f"precise, work balance {b:g}", r.hit_rate, f"{r.imbalance:.2f} / {r.uncached_imbalance:.2f}")
+            for b in (1.04, 1.08, 1.12)
+            for r in [replay(trace, "precise", args.replicas, args.capacity, LOAD, precise=PreciseParams(work_balance=b))]
         ),
-        ("precise (simulated)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
+        ("precise (simulated, 1.06)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
         ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f} / {result['smg_like'].uncached_imbalance:.2f}"),
     ]  # fmt: skip
     smg = result["smg_like"].hit_rate

@@ -3,9 +3,13 @@
 Blocks are the 8-byte ints of KV events (`prefixkit.sdk.block_hash.event_block_hash`).
 `stored` / `removed` / `drop_replica` follow the events; `touch` records that a
 routed request used a replica's blocks, so each replica's blocks are kept in
-least-recently-used order, like the engine's own free queue. From that order,
-`eviction_stamp` tells how recently used the blocks are that a request's new
-blocks would evict (the precise policy prefers evicting old ones).
+least-recently-used order, like the engine's own free queue. Each block is
+stamped with the id of the last request that used it (the router numbers them
+from 1): `touch` stamps the blocks a request reuses, `stored` the blocks an
+engine reports with the last request sent to that replica (the one that
+usually made them; 0 before any). From that order, `eviction` tells how many
+blocks, last used by which request, a request's new blocks would evict (the
+precise policy values them with its `ReuseModel`).
 """
 
 from __future__ import annotations
@@ -28,18 +32,18 @@ class BlockIndex:
         self.capacity: list[int | None] = list(capacity) if capacity else [None] * replicas
         self.holders: dict[int, int] = {}
         self.lru: list[OrderedDict[int, int]] = [OrderedDict() for _ in range(replicas)]
-        self.clock = 0
+        self.last_request = [0] * replicas
 
     def stored(self, replica: int, hashes: Iterable[int]) -> None:
         bit = 1 << replica
         lru = self.lru[replica]
         holders = self.holders
-        self.clock += 1
+        stamp = self.last_request[replica]
         for block in hashes:
             if block in lru:
                 lru.move_to_end(block)
             holders[block] = holders.get(block, 0) | bit
-            lru[block] = self.clock
+            lru[block] = stamp
 
     def removed(self, replica: int, hashes: Iterable[int]) -> None:
         clear = ~(1 << replica)
@@ -58,14 +62,15 @@ class BlockIndex:
         """Forget every block of `replica` (it restarted, cleared its cache or went away)."""
         self.removed(replica, list(self.lru[replica]))
 
-    def touch(self, replica: int, hashes: Sequence[int]) -> None:
-        """A request using `hashes` was sent to `replica`: its held blocks become most recent."""
+    def touch(self, replica: int, hashes: Sequence[int], request: int) -> None:
+        """Request number `request` using `hashes` was sent to `replica`: its held
+        blocks become most recent, stamped `request`."""
         lru = self.lru[replica]
-        self.clock += 1
+        self.last_request[replica] = request
         for block in reversed(hashes):
             if block in lru:
                 lru.move_to_end(block)
-                lru[block] = self.clock
+                lru[block] = request
 
     def runs(self, hashes: Sequence[int]) -> list[int]:
         """Each replica's cached run of `hashes` (leading blocks it holds)."""
@@ -74,16 +79,24 @@ class BlockIndex:
     def held(self, replica: int) -> int:
         return len(self.lru[replica])
 
-    def eviction_stamp(self, replica: int, incoming: int) -> float:
-        """Stamp of the newest block `incoming` new blocks would evict; when none
-        would, -1 minus the blocks left free (below every stamp: the roomiest
-        replica first); -inf when the capacity is unknown."""
-        capacity = self.capacity[replica]
-        lru = self.lru[replica]
-        if capacity is None:
-            return -math.inf
-        evicted = len(lru) + incoming - capacity
-        if evicted <= 0 or not lru:
-            return float(min(evicted, 0) - 1)
-        index = min(evicted, len(lru)) - 1
-        return float(next(itertools.islice(lru.values(), index, index + 1)))
+    def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
+        """Per replica, if a request of `length` blocks with these cached runs went
+        there: the blocks it would evict and the stamp of the newest of them;
+        when none would be, 0 and -1 minus the blocks left free (below every
+        stamp, the roomiest replica first); 0 and -inf when the capacity is
+        unknown."""
+        counts: list[int] = []
+        stamps: list[float] = []
+        for replica, run in enumerate(runs):
+            capacity = self.capacity[replica]
+            lru = self.lru[replica]
+            evicted = 0 if capacity is None else len(lru) + length - run - capacity
+            if capacity is None:
+                stamps.append(-math.inf)
+            elif evicted <= 0 or not lru:
+                stamps.append(float(min(evicted, 0) - 1))
+            else:
+                index = min(evicted, len(lru)) - 1
+                stamps.append(float(next(itertools.islice(lru.values(), index, index + 1))))
+            counts.append(max(evicted, 0))
+        return counts, stamps

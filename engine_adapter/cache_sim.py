@@ -78,21 +78,30 @@ class ReplicaCaches:
                     del holders[old]
         return run
 
-    def eviction_stamp(self, replica: int, incoming: int) -> float:
-        """Last-use stamp of the newest block `incoming` new blocks would evict
-        from `replica`; if they fit, -1 minus the blocks left free (below every
-        stamp, which are >= 0: the roomiest replica first); -inf if unbounded."""
-        lru = self.lru[replica]
-        if self.capacity is None:
-            return -math.inf
-        evicted = len(lru) + incoming - self.capacity
-        if evicted <= 0:
-            return float(evicted - 1)
-        if evicted >= len(lru):
-            return next(reversed(lru.values()))
-        for stamp in itertools.islice(lru.values(), evicted - 1, evicted):
-            return stamp
-        return -math.inf
+    def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
+        """Per replica, if a request of `length` blocks with these cached runs went
+        there: the blocks it would evict and the last-use stamp of the newest of
+        them; if they fit, 0 and -1 minus the blocks left free (below every
+        stamp, which are >= 0: the roomiest replica first); 0 and -inf if
+        unbounded."""
+        capacity = self.capacity
+        if capacity is None:
+            return [0] * self.replicas, [-math.inf] * self.replicas
+        counts: list[int] = []
+        stamps: list[float] = []
+        islice = itertools.islice
+        for lru, run in zip(self.lru, runs, strict=True):
+            evicted = len(lru) + length - run - capacity
+            if evicted <= 0:
+                counts.append(0)
+                stamps.append(evicted - 1.0)
+                continue
+            counts.append(evicted)
+            if evicted >= len(lru):
+                stamps.append(next(reversed(lru.values())))
+            else:
+                stamps.append(next(islice(lru.values(), evicted - 1, None)))
+        return counts, stamps
 
     def clear(self, replica: int) -> None:
         """Forget everything `replica` holds (a restart)."""

@@ -2,45 +2,97 @@
 
 Inputs are facts, not history: each replica's cached run of the request's
 blocks (from the engines' KV events live, from the simulated caches in a
-replay), its queued prefill work (blocks) and its running requests. The score
-of replica r is
+replay), what admitting the request would evict there, its queued prefill work
+(blocks) and its running requests. The score of replica r is
 
-    run[r] - queue_weight * queued_blocks[r] - running_weight * inflight[r]
+    run[r] - eviction_cost[r] - queue_weight * queued_blocks[r] - running_weight * inflight[r]
 
-i.e. the prefill it saves minus the prefill and decode it would wait behind.
-Bounded-load spill-over: a replica is a candidate only while
-``inflight[r] + 1 <= ceil(load_factor * (total_inflight + 1) / replicas) +
-spill_slack`` (the slack keeps a light load, where one request is already above
-the mean, from scattering prefixes), so a popular prefix spills to the next
-best replica instead of piling up. Equal scores go to the replica whose
-would-be-evicted blocks are the least recently used (if nothing would be
-evicted, to the one left with the most free blocks, so new prefixes spread
-over the replicas while they have room), then by a rotating turn, never in
-favour of replica 0.
+i.e. the prefill it saves, minus the blocks of soon-wanted cache it would push
+out (a `ReuseModel` estimate: how many of the evicted blocks' prompts are
+likely to be continued), minus the prefill and decode it would wait behind.
+The load weights are light (a running request weighs a tenth of a block): at
+small caches the eviction cost is a fraction of a block per evicted block, and
+heavier load terms drown it.
+
+Two filters bound the load instead:
+
+* bounded-load spill-over: a replica is a candidate only while ``inflight[r] +
+  1 <= ceil(load_factor * (total_inflight + 1) / replicas) + spill_slack`` (the
+  slack keeps a light load, where one request is already above the mean, from
+  scattering prefixes), so a popular prefix spills to the next best replica
+  instead of piling up;
+* the work budget (`WorkShares`): among those, a replica is preferred only while
+  the blocks it has been given, and the uncached ones, stay within
+  ``work_balance`` x the mean plus one cache's worth (so the first requests of a
+  run are not scattered), the imbalance `analyze` reports.
+
+Equal scores go to the replica whose would-be-evicted blocks are the least
+recently used (if nothing would be evicted, to the one left with the most free
+blocks, so new prefixes spread over the replicas while they have room), then
+by a rotating turn, never in favour of replica 0.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["PreciseParams", "choose_replica", "load_bound"]
+__all__ = ["PreciseParams", "WorkShares", "choose_replica", "load_bound"]
 
 
 @dataclass(frozen=True)
 class PreciseParams:
-    """Weights of the load term (in blocks) and the bounded-load factor."""
+    """Load-term weights (in blocks), the bounded-load factor and the work budget
+    (None: no budget)."""
 
-    queue_weight: float = 0.1
-    running_weight: float = 1.0
+    queue_weight: float = 0.01
+    running_weight: float = 0.1
     load_factor: float = 1.25
     spill_slack: int = 2
+    work_balance: float | None = 1.06
 
 
 def load_bound(total_inflight: int, replicas: int, params: PreciseParams) -> int:
     """Most in-flight requests a replica may reach by taking one more request."""
     return math.ceil(params.load_factor * (total_inflight + 1) / replicas) + params.spill_slack
+
+
+class WorkShares:
+    """Blocks given to each replica so far, all and uncached, and the work budget on them.
+
+    Their sum of uncached blocks is also the fleet's turnover clock (blocks
+    newly cached), the `ReuseModel`'s time."""
+
+    def __init__(self, replicas: int, balance: float | None, slack_blocks: float) -> None:
+        if balance is not None and balance < 1.0:
+            raise ValueError(f"work balance is a max/mean ratio, at least 1.0, got {balance}")
+        self.balance = balance
+        self.slack_blocks = slack_blocks
+        self.assigned = [0] * replicas
+        self.uncached = [0] * replicas
+        self.clock = 0
+
+    def within(self, runs: Sequence[int], length: int) -> list[bool] | None:
+        """Per replica, whether taking a request of `length` blocks (with that
+        cached run) keeps it within budget; None when there is no budget."""
+        balance = self.balance
+        if balance is None:
+            return None
+        replicas = len(self.assigned)
+        top_assigned = balance * (sum(self.assigned) + length) / replicas + self.slack_blocks
+        top_uncached = balance * (self.clock + length) / replicas + self.slack_blocks
+        return [
+            self.assigned[r] + length <= top_assigned
+            and self.uncached[r] + length - runs[r] <= top_uncached
+            for r in range(replicas)
+        ]
+
+    def record(self, replica: int, length: int, run: int) -> None:
+        """`replica` was given a request of `length` blocks, `run` of them cached."""
+        self.assigned[replica] += length
+        self.uncached[replica] += length - run
+        self.clock += length - run
 
 
 def choose_replica(
@@ -49,33 +101,40 @@ def choose_replica(
     inflight: Sequence[int],
     params: PreciseParams,
     turn: int,
-    eviction_stamp: Callable[[int], float] | None = None,
+    eviction_costs: Sequence[float] | None = None,
+    eviction_stamps: Sequence[float] | None = None,
+    within_budget: Sequence[bool] | None = None,
 ) -> int:
     """The replica for a request.
 
-    Among equal scores, `eviction_stamp(r)` (when given) prefers the replica
-    whose cache would evict its least recently used blocks (lowest last-use
-    stamp; below every stamp, the most free blocks left, if nothing would be
-    evicted), which makes N per-replica LRUs behave like one shared LRU;
-    `turn` (any int, e.g. a request counter) breaks what remains.
+    `eviction_costs[r]` (when given) is subtracted from replica r's score.
+    Among equal scores, the lowest `eviction_stamps[r]` (when given: the
+    last-use stamp of the newest block the request would evict there; below
+    every stamp, the most free blocks left, if nothing would be evicted) wins,
+    which makes N per-replica LRUs behave like one shared LRU.
+    `within_budget` (when given) narrows the candidates under the load bound
+    to the replicas within the work budget, if any is. `turn` (any int, e.g.
+    a request counter) breaks what remains.
     """
     replicas = len(runs)
     bound = load_bound(sum(inflight), replicas, params)
+    candidates = [r for r in range(replicas) if inflight[r] + 1 <= bound]
+    if within_budget is not None:
+        candidates = [r for r in candidates if within_budget[r]] or candidates
     best = -math.inf
     tied: list[int] = []
     qw = params.queue_weight
     rw = params.running_weight
-    for r in range(replicas):
-        if inflight[r] + 1 > bound:
-            continue
+    for r in candidates:
         score = runs[r] - qw * queued_blocks[r] - rw * inflight[r]
+        if eviction_costs is not None:
+            score -= eviction_costs[r]
         if score > best:
             best = score
             tied = [r]
         elif score == best:
             tied.append(r)
-    if eviction_stamp is not None and len(tied) > 1:
-        stamps = [eviction_stamp(r) for r in tied]
-        oldest = min(stamps)
-        tied = [r for r, stamp in zip(tied, stamps, strict=True) if stamp == oldest]
+    if eviction_stamps is not None and len(tied) > 1:
+        oldest = min(eviction_stamps[r] for r in tied)
+        tied = [r for r in tied if eviction_stamps[r] == oldest]
     return tied[turn % len(tied)]

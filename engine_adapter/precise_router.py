@@ -10,9 +10,12 @@ Per request to ``/v1/chat/completions`` or ``/v1/completions``:
 2. block hashes with `prefixkit.sdk.block_hash` (block size, hash algorithm
    and seed of the replicas; ``cache_salt`` in the first block's extra keys);
 3. each replica's cached run from the `BlockIndex` that `KvEventFollower`
-   keeps from the engines' KV events, its queued prefill (uncached blocks of the
-   requests it was sent that have not produced a first byte yet) and its running
-   requests; `precise_policy.choose_replica` decides;
+   keeps from the engines' KV events, what the request would evict there
+   (valued by a `ReuseModel` learned from the routed requests, when the
+   replicas' capacity is known), its queued prefill (uncached blocks of the
+   requests it was sent that have not produced a first byte yet), its running
+   requests and the work it was given so far (`WorkShares`);
+   `precise_policy.choose_replica` decides;
 4. the body is forwarded unchanged and the response streamed back as it comes
    (``x-prefixkit-replica`` names the replica).
 
@@ -41,7 +44,8 @@ from starlette.routing import Route
 
 from .block_index import BlockIndex
 from .kv_events import KvEventFollower
-from .precise_policy import PreciseParams, choose_replica
+from .precise_policy import PreciseParams, WorkShares, choose_replica
+from .reuse_model import ReuseModel, ReuseSettings
 
 __all__ = ["RouterSettings", "RouterState", "precise_router_app"]
 
@@ -79,8 +83,16 @@ class RouterState:
         self.inflight = [0] * count
         self.queued_blocks = [0.0] * count
         self.healthy = [True] * count
-        self.turn = 0
+        self.turn = 0  # requests routed so far: the last one's number
         self.routed = [0] * count
+        known = [c for c in settings.capacity_blocks if c is not None]
+        complete = len(known) == count
+        self.shares = WorkShares(
+            count,
+            settings.params.work_balance if complete else None,
+            sum(known) / count if complete else 0.0,
+        )
+        self.reuse = ReuseModel(ReuseSettings.for_capacity(sum(known))) if complete else None
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
         s = self.settings
@@ -94,17 +106,33 @@ class RouterState:
         runs_all = self.index.runs(hashes)
         runs = [runs_all[r] for r in alive]
         self.turn += 1
+        request = self.turn
+        clock = self.shares.clock
+        reuse = self.reuse
+        if reuse is not None:
+            reuse.observe(request, hashes, clock)
         length = len(hashes)
+        evicted_all, stamps_all = self.index.evictions(runs_all, length)
+        stamps = [stamps_all[r] for r in alive]
+        costs = (
+            None
+            if reuse is None
+            else reuse.eviction_costs([evicted_all[r] for r in alive], stamps, clock)
+        )
+        within = self.shares.within(runs_all, length)
         pick = choose_replica(
             runs,
             [self.queued_blocks[r] for r in alive],
             [self.inflight[r] for r in alive],
             self.settings.params,
             self.turn,
-            lambda i: self.index.eviction_stamp(alive[i], length - runs[i]),
+            costs,
+            stamps,
+            None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]
-        self.index.touch(replica, hashes)
+        self.index.touch(replica, hashes, request)
+        self.shares.record(replica, length, runs[pick])
         self.routed[replica] += 1
         return replica, runs[pick]
 

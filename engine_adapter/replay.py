@@ -108,7 +108,7 @@ def replay(
             raise ValueError(f"{len(fixed)} assignments for {len(trace)} requests")
         iterator = iter(fixed)
 
-        def chooser(blocks: Sequence[int], now: float) -> int:
+        def chooser(blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
             return next(iterator)
 
         name = "assigned"
@@ -121,11 +121,13 @@ def replay(
     dispatch = model.dispatch
     scale = 1000.0 * load.time_scale
     outputs = trace.output_lengths
+    inputs = trace.input_lengths
+    block_size = trace.block_size
     started = time.perf_counter()
     for index, (stamp, blocks) in enumerate(zip(trace.timestamps_ms, trace.blocks, strict=True)):
         now = stamp / scale
         advance(now)
-        replica = chooser(blocks, now)
+        replica = chooser(blocks, now, inputs[index] // block_size)
         run = admit(blocks, replica, index)
         missing = len(blocks) - run
         dispatch(replica, now, missing, outputs[index])

@@ -41,7 +41,8 @@ from typing import Protocol
 
 from .cache_sim import ReplicaCaches, cached_runs
 from .load_model import LoadModel
-from .precise_policy import PreciseParams, choose_replica
+from .precise_policy import PreciseParams, WorkShares, choose_replica
+from .reuse_model import ReuseModel, ReuseSettings
 
 __all__ = [
     "POLICY_NAMES",
@@ -59,7 +60,10 @@ POLICY_NAMES = ("round_robin", "consistent_hash", "smg_like", "precise")
 class Policy(Protocol):
     name: str
 
-    def choose(self, blocks: Sequence[int], now: float) -> int: ...
+    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
+        """The replica for `blocks` arriving at `now`; `full_blocks` of them are
+        full (None: all; a Mooncake prompt's last block may be partial)."""
+        ...
 
 
 class RoundRobin:
@@ -69,7 +73,7 @@ class RoundRobin:
         self.replicas = replicas
         self.turn = -1
 
-    def choose(self, blocks: Sequence[int], now: float) -> int:
+    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
         self.turn += 1
         return self.turn % self.replicas
 
@@ -103,7 +107,7 @@ class ConsistentHash:
         self.key_blocks = key_blocks
         self.load_factor = load_factor
 
-    def choose(self, blocks: Sequence[int], now: float) -> int:
+    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
         key = _mix64(blocks[min(self.key_blocks, len(blocks)) - 1]) if blocks else 0
         inflight = self.load.inflight
         bound = math.ceil(self.load_factor * (sum(inflight) + 1) / self.replicas)
@@ -164,7 +168,7 @@ class SmgLike:
                 best, best_load, best_done = r, load, processed[r]
         return best
 
-    def choose(self, blocks: Sequence[int], now: float) -> int:
+    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
         tree = self.tree
         matched = 0
         for block in blocks:
@@ -315,9 +319,25 @@ class Precise:
         self.load = load
         self.params = params or PreciseParams()
         self.turn = 0
+        self.requests = 0
+        capacity = caches.capacity
+        self.shares = WorkShares(replicas, self.params.work_balance, capacity or 0)
+        self.reuse = (
+            None
+            if capacity is None
+            else ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
+        )
 
-    def choose(self, blocks: Sequence[int], now: float) -> int:
+    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
+        # requests are numbered as the replay stamps their blocks (0, 1, ...)
+        request = self.requests
+        self.requests += 1
         caches = self.caches
+        shares = self.shares
+        reuse = self.reuse
+        clock = shares.clock
+        if reuse is not None:
+            reuse.observe(request, blocks if full_blocks is None else blocks[:full_blocks], clock)
         runs = cached_runs(caches.holders, blocks, self.replicas)
         load = self.load
         per_block = load.prefill_s_per_block
@@ -327,11 +347,14 @@ class Precise:
         ]
         self.turn += 1
         length = len(blocks)
-
-        def eviction_stamp(replica: int) -> float:
-            return caches.eviction_stamp(replica, length - runs[replica])
-
-        return choose_replica(runs, queued, load.inflight, self.params, self.turn, eviction_stamp)
+        evicted, stamps = caches.evictions(runs, length)
+        costs = None if reuse is None else reuse.eviction_costs(evicted, stamps, clock)
+        within = shares.within(runs, length)
+        replica = choose_replica(
+            runs, queued, load.inflight, self.params, self.turn, costs, stamps, within
+        )
+        shares.record(replica, length, runs[replica])
+        return replica
 
 
 def make_policy(

@@ -91,20 +91,31 @@ def test_gap_in_sequence_asks_for_replay() -> None:
     assert follower._accept(0, 4, empty)
 
 
-def test_eviction_stamp_is_the_last_use_of_the_newest_evicted_block() -> None:
+def test_eviction_names_the_request_that_last_used_the_newest_evicted_block() -> None:
     index = BlockIndex(1, [3])
-    index.stored(0, [1])
-    index.stored(0, [2])
-    index.stored(0, [3])
-    assert index.eviction_stamp(0, 0) < 0  # fits: below every stamp
-    first = index.eviction_stamp(0, 1)
-    index.touch(0, [1])  # block 1 used again: block 2 is now the oldest
-    assert index.eviction_stamp(0, 1) > first
-    assert BlockIndex(1).eviction_stamp(0, 100) == -math.inf  # capacity unknown
+    index.touch(0, [1, 2, 3], 7)  # request 7 sent to replica 0 ...
+    index.stored(0, [1, 2, 3])  # ... whose engine stores its blocks
+    assert index.evictions([0], 0) == ([0], [-1.0])  # nothing fits past capacity: no eviction
+    assert index.evictions([0], 2) == ([2], [7.0])
+    index.touch(0, [3], 9)  # block 3 reused by request 9
+    assert index.evictions([0], 3) == ([3], [9.0])  # the newest of the three evicted
+    assert index.evictions([0], 1) == ([1], [7.0])
 
 
-def test_eviction_stamp_of_a_fitting_request_ranks_the_roomiest_replica_first() -> None:
+def test_blocks_stored_before_any_request_carry_stamp_zero() -> None:
+    index = BlockIndex(1, [2])
+    index.stored(0, [1, 2])  # replayed from an engine that served earlier traffic
+    assert index.evictions([0], 1) == ([1], [0.0])
+
+
+def test_eviction_is_unknown_without_a_capacity() -> None:
+    assert BlockIndex(1).evictions([0], 100) == ([0], [-math.inf])
+
+
+def test_eviction_of_a_fitting_request_ranks_the_roomiest_replica_first() -> None:
     index = BlockIndex(2, [40, 40])
     index.stored(0, range(30))
     index.stored(1, range(100, 110))
-    assert index.eviction_stamp(1, 10) < index.eviction_stamp(0, 10) < 0
+    counts, stamps = index.evictions([0, 0], 10)
+    assert counts == [0, 0]
+    assert stamps[1] < stamps[0] < 0

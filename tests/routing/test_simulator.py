@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from prefixkit.engine_adapter import analyze_command
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
+from prefixkit.engine_adapter.precise_policy import PreciseParams, WorkShares, choose_replica
 from prefixkit.engine_adapter.replay import LoadParams, analyze, replay
 from prefixkit.engine_adapter.sim_policies import SmgLike
 from prefixkit.engine_adapter.trace import Trace, TraceError, load_trace, trace_from_token_ids
@@ -102,8 +102,33 @@ def test_precise_spills_over_when_the_best_replica_is_overloaded() -> None:
 
 
 def test_precise_prefers_evicting_older_blocks_among_equals() -> None:
-    stamps = {0: 50.0, 1: 10.0}
-    assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, stamps.__getitem__) == 1
+    stamps = [50.0, 10.0]
+    assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, None, stamps) == 1
+
+
+def test_precise_gives_up_a_longer_run_to_spare_soon_wanted_blocks() -> None:
+    # replica 0 saves one more block but would evict 2 blocks' worth of likely reuse
+    assert choose_replica([5, 4], [0.0, 0.0], [0, 0], PreciseParams(), 0, [2.0, 0.0]) == 1
+
+
+def test_precise_keeps_to_the_work_budget_when_a_replica_is_within_it() -> None:
+    assert (
+        choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, None, [False, True])
+        == 1
+    )
+
+
+def test_precise_ignores_the_work_budget_when_no_replica_is_within_it() -> None:
+    assert (
+        choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, None, [False, False])
+        == 0
+    )
+
+
+def test_precise_load_bound_outranks_the_work_budget() -> None:
+    # replica 1 is the only one within budget but at its load bound: replica 0 it is
+    params = PreciseParams(load_factor=1.0, spill_slack=0)
+    assert choose_replica([0, 9], [0.0] * 2, [0, 4], params, 0, None, None, [False, True]) == 0
 
 
 def test_precise_spreads_new_prefixes_over_replicas_with_room() -> None:
@@ -278,3 +303,18 @@ def test_smg_like_eviction_keeps_every_replicas_paths_whole(blocks, replicas, li
         assert all((smg.tree[b] >> r) & 1 for b in stamps)
         assert len(stamps) <= limit
     assert sum(bin(m).count("1") for m in smg.tree.values()) == sum(map(len, smg.stamps))
+
+
+def test_work_shares_allow_a_replica_one_cache_ahead_of_its_share() -> None:
+    shares = WorkShares(2, 1.0, 10)
+    shares.record(0, 10, 0)
+    # replica 0 holds 10 of 10 blocks; with 10 more: share 10 + slack 10 = 20
+    assert shares.within([0, 0], 10) == [True, True]
+    shares.record(0, 10, 0)
+    assert shares.within([0, 0], 10) == [False, True]
+    assert shares.clock == 20  # blocks newly cached: the reuse model's clock
+
+
+def test_work_shares_refuse_a_balance_below_one() -> None:
+    with pytest.raises(ValueError, match=r"at least 1\.0"):
+        WorkShares(2, 0.9, 0)

@@ -1,10 +1,10 @@
-"""How likely a cached prompt is to be continued soon: an online model for routing experiments.
+"""How likely a cached prompt is to be continued soon, learned online (the precise policy's eviction cost).
 
-Used by `route_bounds.py` (the "reuse-aware" router). Under memory pressure every new block evicts an old one; which old one is the
-router's choice (it picks the replica). LRU treats every old block alike, but
-they are not: a conversation that just answered its second turn after 40 s is
-far likelier to come back in the next minute than a one-shot prompt. This
-model learns that online from the traffic it routes, with no prior:
+Under memory pressure every new block evicts an old one, and which old one is
+the router's choice: it picks the replica. LRU treats every old block alike,
+but they are not: a conversation that just answered its second turn after
+40 s is far likelier to come back soon than a one-shot prompt. This model
+learns that from the traffic it routes, with no prior:
 
 * A request *continues* an earlier prompt when the deepest full block it
   shares with earlier requests was the last full block of that prompt (nothing
@@ -15,23 +15,25 @@ model learns that online from the traffic it routes, with no prior:
   model is the same whether traffic is fast or slow. Its settings are in
   fleet capacities (`ReuseSettings.for_capacity`).
 * Each prompt gets a class from the gap since the prompt it continued
-  (`new`, then one class per `gap_edges` bucket).
-* For class c and age a (in `age_step` buckets), it counts prompts still
-  uncontinued at age a and those of them continued within the next `window`:
+  (``new``, then one class per `gap_edges` bucket).
+* For class c and age a (in `age_step` buckets) it counts prompts still
+  uncontinued at age a, and those of them continued within the next `window`:
   ``value = P(continued within window | class, not continued by age)``,
   counted only once the window has fully passed (no censoring bias), with a
   weak prior (`prior_hits` / `prior_count`). A prompt already continued is
-  worth 0 (its conversation moved on to a newer prompt).
+  worth 0: its conversation moved on to a newer prompt. The counts are brought
+  up to date every sixteenth of an age step of clock, not at every request.
 
 Memory is bounded: prompts and block links older than `retention` are
 forgotten (a forgotten prompt is valued like the oldest age bucket of all
-classes).
+classes together).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["ReuseModel", "ReuseSettings"]
@@ -43,11 +45,11 @@ class ReuseSettings:
 
     window: float
     age_step: float
-    age_steps: int = 30
+    age_steps: int = 12
     gap_edges: tuple[float, ...] = ()
     prior_hits: float = 1.0
     prior_count: float = 10.0
-    retention: float = float("inf")
+    retention: float = math.inf
 
     @classmethod
     def for_capacity(cls, fleet_blocks: int) -> ReuseSettings:
@@ -84,17 +86,23 @@ class ReuseModel:
         classes = len(s.gap_edges) + 2  # new, then one per gap bucket
         self._continued = [[0] * s.age_steps for _ in range(classes)]
         self._exposed = [[0] * s.age_steps for _ in range(classes)]
+        prior = s.prior_hits / s.prior_count
+        self._rate = [[prior] * s.age_steps for _ in range(classes)]
+        self._forgotten_rate = prior
         self._prompts: dict[int, _Prompt] = {}
         self._order: list[int] = []  # prompt ids by time, from self._first on
         self._first = 0
         self._settled = [0] * s.age_steps  # per age bucket: prompts in _order counted
+        self._next_settle = 0.0
         self._last_prompt: dict[int, int] = {}  # full block -> the last prompt using it
         self._extended: set[int] = set()  # full blocks some prompt continued past
 
     def observe(self, prompt_id: int, full_blocks: Sequence[int], clock: float) -> None:
-        """Record request `prompt_id` (increasing ids, the stamps its cache blocks
+        """Record request `prompt_id` (increasing ids: the stamps its cache blocks
         get) with these full blocks at turnover `clock` (never decreasing)."""
-        self._settle(clock)
+        if clock >= self._next_settle:
+            self._settle(clock)
+            self._next_settle = clock + self.settings.age_step / 16
         last_prompt = self._last_prompt
         deepest = None
         for block in full_blocks:
@@ -111,40 +119,33 @@ class ReuseModel:
         klass = 0 if gap is None else 1 + bisect.bisect_right(self.settings.gap_edges, gap)
         self._prompts[prompt_id] = _Prompt(clock, klass)
         self._order.append(prompt_id)
-        extended = self._extended
-        for block in full_blocks[:-1]:
-            extended.add(block)
-        for block in full_blocks:
-            last_prompt[block] = prompt_id
+        self._extended.update(full_blocks[:-1])
+        last_prompt.update(dict.fromkeys(full_blocks, prompt_id))
 
     def value(self, prompt_id: int, clock: float) -> float:
         """P(prompt `prompt_id` is continued within `window` from `clock`)."""
-        s = self.settings
         prompt = self._prompts.get(prompt_id)
-        if prompt is None:  # forgotten: the oldest age bucket, all classes together
-            step = s.age_steps - 1
-            hits = sum(row[step] for row in self._continued)
-            count = sum(row[step] for row in self._exposed)
-        elif prompt.continued_after is not None:
+        if prompt is None:
+            return self._forgotten_rate
+        if prompt.continued_after is not None:
             return 0.0
-        else:
-            step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
-            hits = self._continued[prompt.klass][step]
-            count = self._exposed[prompt.klass][step]
-        return (hits + s.prior_hits) / (count + s.prior_count)
+        s = self.settings
+        step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
+        return self._rate[prompt.klass][step]
 
-    def eviction_cost(self, stamps: Iterable[float], clock: float) -> float:
-        """Expected blocks of soon-wanted cache lost by evicting blocks last used
-        by the prompts `stamps` (prompt ids, one per block, as caches stamp them)."""
-        cost = 0.0
-        previous = -1.0
-        worth = 0.0
-        for stamp in stamps:
-            if stamp != previous:  # a prompt's blocks sit together in LRU order
-                previous = stamp
-                worth = self.value(int(stamp), clock)
-            cost += worth
-        return cost
+    def eviction_costs(
+        self, evicted: Sequence[int], newest_stamps: Sequence[float], clock: float
+    ) -> list[float]:
+        """Per replica, the expected blocks of soon-wanted cache lost by evicting
+        `evicted` blocks there, the newest of them last used by request
+        `newest_stamps`: each valued like that request's prompt (a replica's
+        oldest blocks sit together by prompt, and the newest evicted one says
+        most about what survives)."""
+        value = self.value
+        return [
+            count * value(int(stamp), clock) if count > 0 else 0.0
+            for count, stamp in zip(evicted, newest_stamps, strict=True)
+        ]
 
     def _settle(self, clock: float) -> None:
         """Count every (prompt, age bucket) whose window has fully passed by `clock`."""
@@ -152,21 +153,29 @@ class ReuseModel:
         order = self._order
         prompts = self._prompts
         for step in range(s.age_steps):
-            age = step * s.age_step
+            lag = step * s.age_step + s.window
             index = self._settled[step]
             exposed = self._exposed
             continued = self._continued
             while index < len(order):
                 prompt = prompts[order[index]]
-                if prompt.time + age + s.window > clock:
+                if prompt.time + lag > clock:
                     break
                 after = prompt.continued_after
-                if after is None or after >= age:
-                    exposed[prompt.klass][step] += 1
-                    if after is not None and after < age + s.window:
-                        continued[prompt.klass][step] += 1
+                klass = prompt.klass
+                if after is None or after >= step * s.age_step:
+                    exposed[klass][step] += 1
+                    if after is not None and after < lag:
+                        continued[klass][step] += 1
+                    self._rate[klass][step] = (continued[klass][step] + s.prior_hits) / (
+                        exposed[klass][step] + s.prior_count
+                    )
                 index += 1
             self._settled[step] = index
+        last = s.age_steps - 1
+        self._forgotten_rate = (sum(row[last] for row in self._continued) + s.prior_hits) / (
+            sum(row[last] for row in self._exposed) + s.prior_count
+        )
         self._forget(clock)
 
     def _forget(self, clock: float) -> None:
