@@ -12,7 +12,10 @@ out (a `ReuseModel` estimate: how many of the evicted blocks' prompts are
 likely to be continued), minus the prefill and decode it would wait behind.
 The load weights are light (a running request weighs a tenth of a block): at
 small caches the eviction cost is a fraction of a block per evicted block, and
-heavier load terms drown it.
+heavier load terms drown it; the work budget below keeps the balance instead.
+Without a budget (the replicas' capacity unknown, or unbounded) the load terms
+are all that balance the replicas, and weigh `unbudgeted_load_scale` (10) times
+more.
 
 Two filters bound the load instead:
 
@@ -43,14 +46,15 @@ __all__ = ["PreciseParams", "WorkShares", "choose_replica", "load_bound"]
 
 @dataclass(frozen=True)
 class PreciseParams:
-    """Load-term weights (in blocks), the bounded-load factor and the work budget
-    (None: no budget)."""
+    """Load-term weights (in blocks; times `unbudgeted_load_scale` when no work
+    budget applies), the bounded-load factor and the work budget (None: none)."""
 
     queue_weight: float = 0.01
     running_weight: float = 0.1
     load_factor: float = 1.25
     spill_slack: int = 2
     work_balance: float | None = 1.06
+    unbudgeted_load_scale: float = 10.0
 
 
 def load_bound(total_inflight: int, replicas: int, params: PreciseParams) -> int:
@@ -113,18 +117,22 @@ def choose_replica(
     every stamp, the most free blocks left, if nothing would be evicted) wins,
     which makes N per-replica LRUs behave like one shared LRU.
     `within_budget` (when given) narrows the candidates under the load bound
-    to the replicas within the work budget, if any is. `turn` (any int, e.g.
-    a request counter) breaks what remains.
+    to the replicas within the work budget, if any is; without it the load
+    terms weigh `unbudgeted_load_scale` times more. `turn` (any int, e.g. a
+    request counter) breaks what remains.
     """
     replicas = len(runs)
     bound = load_bound(sum(inflight), replicas, params)
     candidates = [r for r in range(replicas) if inflight[r] + 1 <= bound]
+    scale = 1.0
     if within_budget is not None:
         candidates = [r for r in candidates if within_budget[r]] or candidates
+    else:
+        scale = params.unbudgeted_load_scale
     best = -math.inf
     tied: list[int] = []
-    qw = params.queue_weight
-    rw = params.running_weight
+    qw = scale * params.queue_weight
+    rw = scale * params.running_weight
     for r in candidates:
         score = runs[r] - qw * queued_blocks[r] - rw * inflight[r]
         if eviction_costs is not None:

@@ -320,8 +320,12 @@ class Precise:
         self.params = params or PreciseParams()
         self.turn = 0
         self.requests = 0
+        # unbounded caches evict nothing: no eviction cost, no budget (as live
+        # without the replicas' capacity)
         capacity = caches.capacity
-        self.shares = WorkShares(replicas, self.params.work_balance, capacity or 0)
+        self.shares = WorkShares(
+            replicas, None if capacity is None else self.params.work_balance, capacity or 0
+        )
         self.reuse = (
             None
             if capacity is None

@@ -318,3 +318,10 @@ def test_work_shares_allow_a_replica_one_cache_ahead_of_its_share() -> None:
 def test_work_shares_refuse_a_balance_below_one() -> None:
     with pytest.raises(ValueError, match=r"at least 1\.0"):
         WorkShares(2, 0.9, 0)
+
+
+def test_without_a_work_budget_the_load_terms_weigh_ten_times_more() -> None:
+    # 4 running requests: 0.4 blocks against a 3-block run with a budget, 4 without
+    runs, queued, inflight = [3, 0], [0.0, 0.0], [4, 0]
+    assert choose_replica(runs, queued, inflight, PreciseParams(), 0, None, None, [True, True]) == 0
+    assert choose_replica(runs, queued, inflight, PreciseParams(), 0) == 1
