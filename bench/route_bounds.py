@@ -36,7 +36,7 @@ from pathlib import Path
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_policy import PreciseParams, choose_replica
+from prefixkit.engine_adapter.precise_policy import PreciseParams, WorkShares, choose_replica
 from prefixkit.engine_adapter.replay import LoadParams, analyze, replay, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
 
@@ -125,15 +125,15 @@ def clairvoyant_placement(
 class Fleet:
     """What an online router under test acts on: per-replica LRU caches, the
     load model of `precise` here (1 ms per uncached block, arrivals / 25) and the
-    blocks, and uncached blocks, given to each replica so far."""
+    blocks, and uncached blocks, given to each replica so far (`WorkShares`,
+    with a budget of `balance` x the mean and no slack, or none)."""
 
-    def __init__(self, trace: Trace, replicas: int, capacity: int) -> None:
+    def __init__(self, trace: Trace, replicas: int, capacity: int, balance: float | None) -> None:
         self.trace = trace
         self.replicas = replicas
         self.caches = ReplicaCaches(replicas, capacity)
         self.load = LoadModel(replicas, 0.001, 0.0)
-        self.assigned = [0] * replicas
-        self.uncached = [0] * replicas
+        self.shares = WorkShares(replicas, balance, 0.0)
         self.runs: list[int] = []
 
     def arrive(self, index: int) -> float:
@@ -142,34 +142,31 @@ class Fleet:
         self.load.advance(now)
         return now
 
-    def within(self, balance: float, cached: list[int], length: int) -> list[int]:
-        """Replicas whose assigned and uncached blocks stay within `balance` x the
-        mean if given this request (every replica if none would)."""
-        replicas = self.replicas
-        top_a = balance * (sum(self.assigned) + length) / replicas
-        top_u = balance * (sum(self.uncached) + length) / replicas
-        return [
-            r
-            for r in range(replicas)
-            if self.assigned[r] + length <= top_a and self.uncached[r] + length - cached[r] <= top_u
-        ] or list(range(replicas))
+    def within(self, cached: list[int], length: int) -> list[int]:
+        """Replicas within the budget if given this request (every replica if
+        none would, or there is no budget)."""
+        everyone = list(range(self.replicas))
+        within = self.shares.within(cached, length)
+        if within is None:
+            return everyone
+        return [r for r in everyone if within[r]] or everyone
 
     def serve(self, index: int, replica: int, now: float) -> None:
         blocks = self.trace.blocks[index]
         run = self.caches.admit(blocks, replica, index)
-        missing = len(blocks) - run
-        self.load.dispatch(replica, now, missing, self.trace.output_lengths[index])
+        self.load.dispatch(replica, now, len(blocks) - run, self.trace.output_lengths[index])
         self.runs.append(run)
-        self.assigned[replica] += len(blocks)
-        self.uncached[replica] += missing
+        self.shares.record(replica, len(blocks), run)
 
     def outcome(self) -> tuple[list[int], float, float]:
         """(cached runs, imbalance, uncached imbalance)."""
         replicas = self.replicas
+        assigned = self.shares.assigned
+        uncached = self.shares.uncached
         return (
             self.runs,
-            max(self.assigned) * replicas / sum(self.assigned),
-            max(self.uncached) * replicas / sum(self.uncached),
+            max(assigned) * replicas / sum(assigned),
+            max(uncached) * replicas / sum(uncached),
         )
 
 
@@ -177,7 +174,7 @@ def segmented(
     trace: Trace, replicas: int, capacity: int, probation: int, balance: float | None
 ) -> tuple[list[int], float, float]:
     """(cached runs, imbalance, uncached imbalance) of the segmented online router."""
-    fleet = Fleet(trace, replicas, capacity)
+    fleet = Fleet(trace, replicas, capacity, balance)
     caches = fleet.caches
     params = PreciseParams()
     routed: set[int] = set()  # the router's own history
@@ -191,9 +188,7 @@ def segmented(
             seen += 1
         routed.update(blocks)
         length = len(blocks)
-        allowed = (
-            list(range(replicas)) if balance is None else fleet.within(balance, cached, length)
-        )
+        allowed = fleet.within(cached, length)
         if seen <= 1:
             allowed = [r for r in allowed if r < probation] or allowed
         elif max(cached) <= 1:

@@ -14,12 +14,10 @@ precise policy values them with its `ReuseModel`).
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from .cache_sim import cached_runs
+from .cache_sim import cached_runs, newest_evicted
 
 __all__ = ["BlockIndex"]
 
@@ -31,7 +29,7 @@ class BlockIndex:
         self.replicas = replicas
         self.capacity: list[int | None] = list(capacity) if capacity else [None] * replicas
         self.holders: dict[int, int] = {}
-        self.lru: list[OrderedDict[int, int]] = [OrderedDict() for _ in range(replicas)]
+        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
         self.last_request = [0] * replicas
 
     def stored(self, replica: int, hashes: Iterable[int]) -> None:
@@ -80,23 +78,5 @@ class BlockIndex:
         return len(self.lru[replica])
 
     def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
-        """Per replica, if a request of `length` blocks with these cached runs went
-        there: the blocks it would evict and the stamp of the newest of them;
-        when none would be, 0 and -1 minus the blocks left free (below every
-        stamp, the roomiest replica first); 0 and -inf when the capacity is
-        unknown."""
-        counts: list[int] = []
-        stamps: list[float] = []
-        for replica, run in enumerate(runs):
-            capacity = self.capacity[replica]
-            lru = self.lru[replica]
-            evicted = 0 if capacity is None else len(lru) + length - run - capacity
-            if capacity is None:
-                stamps.append(-math.inf)
-            elif evicted <= 0 or not lru:
-                stamps.append(float(min(evicted, 0) - 1))
-            else:
-                index = min(evicted, len(lru)) - 1
-                stamps.append(float(next(itertools.islice(lru.values(), index, index + 1))))
-            counts.append(max(evicted, 0))
-        return counts, stamps
+        """`newest_evicted` over the replicas' LRU orders and known capacities."""
+        return newest_evicted(self.lru, self.capacity, runs, length)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-__all__ = ["ReplicaCaches", "cached_runs", "oracle_hits"]
+__all__ = ["ReplicaCaches", "cached_runs", "newest_evicted", "oracle_hits"]
 
 
 class ReplicaCaches:
@@ -79,29 +79,8 @@ class ReplicaCaches:
         return run
 
     def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
-        """Per replica, if a request of `length` blocks with these cached runs went
-        there: the blocks it would evict and the last-use stamp of the newest of
-        them; if they fit, 0 and -1 minus the blocks left free (below every
-        stamp, which are >= 0: the roomiest replica first); 0 and -inf if
-        unbounded."""
-        capacity = self.capacity
-        if capacity is None:
-            return [0] * self.replicas, [-math.inf] * self.replicas
-        counts: list[int] = []
-        stamps: list[float] = []
-        islice = itertools.islice
-        for lru, run in zip(self.lru, runs, strict=True):
-            evicted = len(lru) + length - run - capacity
-            if evicted <= 0:
-                counts.append(0)
-                stamps.append(evicted - 1.0)
-                continue
-            counts.append(evicted)
-            if evicted >= len(lru):
-                stamps.append(next(reversed(lru.values())))
-            else:
-                stamps.append(next(islice(lru.values(), evicted - 1, None)))
-        return counts, stamps
+        """`newest_evicted` over these caches (stamps are >= 0)."""
+        return newest_evicted(self.lru, itertools.repeat(self.capacity), runs, length)
 
     def clear(self, replica: int) -> None:
         """Forget everything `replica` holds (a restart)."""
@@ -138,6 +117,39 @@ def cached_runs(holders: dict[int, int], blocks: Sequence[int], replicas: int) -
         runs[low.bit_length() - 1] = length
         alive ^= low
     return runs
+
+
+def newest_evicted(
+    lrus: Sequence[OrderedDict[int, float]],
+    capacities: Iterable[int | None],
+    runs: Sequence[int],
+    length: int,
+) -> tuple[list[int], list[float]]:
+    """Per replica (its LRU order of block -> last-use stamp, its capacity), if a
+    request of `length` blocks with that cached run went there: the blocks it
+    would evict and the stamp of the newest of them; when none would be (or
+    nothing is held), 0 and -1 minus the blocks left free (below every stamp,
+    the roomiest replica first); 0 and -inf when the capacity is unknown."""
+    counts: list[int] = []
+    stamps: list[float] = []
+    islice = itertools.islice
+    # capacities may be an endless repeat of one capacity: lrus and runs bound the loop
+    for lru, capacity, run in zip(lrus, capacities, runs, strict=False):
+        if capacity is None:
+            counts.append(0)
+            stamps.append(-math.inf)
+            continue
+        evicted = len(lru) + length - run - capacity
+        if evicted <= 0 or not lru:
+            counts.append(max(evicted, 0))
+            stamps.append(min(evicted, 0) - 1.0)
+            continue
+        counts.append(evicted)
+        if evicted >= len(lru):
+            stamps.append(next(reversed(lru.values())))
+        else:
+            stamps.append(next(islice(lru.values(), evicted - 1, None)))
+    return counts, stamps
 
 
 def oracle_hits(blocks: Sequence[Sequence[int]], capacity: int | None) -> list[int]:

@@ -63,10 +63,7 @@ def load_bound(total_inflight: int, replicas: int, params: PreciseParams) -> int
 
 
 class WorkShares:
-    """Blocks given to each replica so far, all and uncached, and the work budget on them.
-
-    Their sum of uncached blocks is also the fleet's turnover clock (blocks
-    newly cached), the `ReuseModel`'s time."""
+    """Blocks given to each replica so far, all and uncached, and the work budget on them."""
 
     def __init__(self, replicas: int, balance: float | None, slack_blocks: float) -> None:
         if balance is not None and balance < 1.0:
@@ -75,7 +72,12 @@ class WorkShares:
         self.slack_blocks = slack_blocks
         self.assigned = [0] * replicas
         self.uncached = [0] * replicas
-        self.clock = 0
+
+    @property
+    def clock(self) -> int:
+        """Uncached blocks given so far: the fleet's turnover clock (blocks newly
+        cached), the `ReuseModel`'s time."""
+        return sum(self.uncached)
 
     def within(self, runs: Sequence[int], length: int) -> list[bool] | None:
         """Per replica, whether taking a request of `length` blocks (with that
@@ -96,7 +98,6 @@ class WorkShares:
         """`replica` was given a request of `length` blocks, `run` of them cached."""
         self.assigned[replica] += length
         self.uncached[replica] += length - run
-        self.clock += length - run
 
 
 def choose_replica(

@@ -321,7 +321,6 @@ class Precise:
         self.caches = caches
         self.load = load
         self.params = params or PreciseParams()
-        self.turn = 0
         self.requests = 0
         # unbounded caches evict nothing: no eviction cost, no budget (as live
         # without the replicas' capacity)
@@ -352,13 +351,12 @@ class Precise:
             (busy - now) / per_block if busy > now and per_block > 0 else 0.0
             for busy in load.busy_until
         ]
-        self.turn += 1
         length = len(blocks)
         evicted, stamps = caches.evictions(runs, length)
         costs = None if reuse is None else reuse.eviction_costs(evicted, stamps, clock)
         within = shares.within(runs, length)
         replica = choose_replica(
-            runs, queued, load.inflight, self.params, self.turn, costs, stamps, within
+            runs, queued, load.inflight, self.params, self.requests, costs, stamps, within
         )
         shares.record(replica, length, runs[replica])
         return replica
