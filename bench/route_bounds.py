@@ -195,8 +195,13 @@ def segmented(
             allowed = [r for r in allowed if r >= probation] or allowed
         scores = [cached[r] if r in allowed else -NEVER for r in range(replicas)]
         queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
-        _, stamps = caches.evictions(cached, length)
-        replica = choose_replica(scores, queued, fleet.load.inflight, params, index, None, stamps)
+
+        def eviction(
+            replica: int, cached: list[int] = cached, length: int = length
+        ) -> tuple[float, float]:
+            return 0.0, caches.newest_evicted(replica, cached[replica], length)[1]
+
+        replica = choose_replica(scores, queued, fleet.load.inflight, params, index, eviction)
         fleet.serve(index, replica, now)
     return fleet.outcome()
 

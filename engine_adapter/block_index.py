@@ -7,29 +7,27 @@ least-recently-used order, like the engine's own free queue. Each block is
 stamped with the id of the last request that used it (the router numbers them
 from 1): `touch` stamps the blocks a request reuses, `stored` the blocks an
 engine reports with the last request sent to that replica (the one that
-usually made them; 0 before any). From that order, `eviction` tells how many
-blocks, last used by which request, a request's new blocks would evict (the
-precise policy values them with its `ReuseModel`).
+usually made them; 0 before any). From that order, `newest_evicted` tells how
+many blocks, last used by which request, a request's new blocks would evict
+(the precise policy values them with its `ReuseModel`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from .cache_sim import cached_runs, newest_evicted
+from .cache_sim import LruReplicas, cached_runs
 
 __all__ = ["BlockIndex"]
 
 
-class BlockIndex:
+class BlockIndex(LruReplicas):
     """Block -> replicas index plus per-replica LRU order; `capacity[r]` in blocks (None: unknown)."""
 
     def __init__(self, replicas: int, capacity: Sequence[int | None] | None = None) -> None:
+        super().__init__(replicas, list(capacity) if capacity else [None] * replicas)
         self.replicas = replicas
-        self.capacity: list[int | None] = list(capacity) if capacity else [None] * replicas
         self.holders: dict[int, int] = {}
-        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
         self.last_request = [0] * replicas
 
     def stored(self, replica: int, hashes: Iterable[int]) -> None:
@@ -37,6 +35,7 @@ class BlockIndex:
         lru = self.lru[replica]
         holders = self.holders
         stamp = self.last_request[replica]
+        self._changed(replica)
         for block in hashes:
             if block in lru:
                 lru.move_to_end(block)
@@ -47,6 +46,7 @@ class BlockIndex:
         clear = ~(1 << replica)
         lru = self.lru[replica]
         holders = self.holders
+        self._changed(replica)
         for block in hashes:
             if lru.pop(block, None) is None:
                 continue
@@ -65,6 +65,7 @@ class BlockIndex:
         blocks become most recent, stamped `request`."""
         lru = self.lru[replica]
         self.last_request[replica] = request
+        self._changed(replica)
         for block in reversed(hashes):
             if block in lru:
                 lru.move_to_end(block)
@@ -76,7 +77,3 @@ class BlockIndex:
 
     def held(self, replica: int) -> int:
         return len(self.lru[replica])
-
-    def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
-        """`newest_evicted` over the replicas' LRU orders and known capacities."""
-        return newest_evicted(self.lru, self.capacity, runs, length)

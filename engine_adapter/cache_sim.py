@@ -9,6 +9,10 @@ blocks tail first), a prompt's tail is evicted before its head.
 `holders` maps a block id to a bitmask of the replicas holding it, so a policy
 reads every replica's cached run in one pass over the prompt. Plain dicts,
 OrderedDicts and ints only: this is the simulator's hot loop.
+
+`LruReplicas` is what the simulated caches and the live router's `BlockIndex`
+share: per-replica LRU orders of block -> last-use stamp, and what admitting a
+request to a replica would evict (the precise policy's eviction cost).
 """
 
 from __future__ import annotations
@@ -16,25 +20,63 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-__all__ = ["ReplicaCaches", "cached_runs", "newest_evicted", "oracle_hits"]
+__all__ = ["LruReplicas", "ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
-class ReplicaCaches:
+class LruReplicas:
+    """Per replica, an LRU order of block -> last-use stamp (least recently used
+    first) and a capacity in blocks (None: unknown). Subclasses call `_changed(replica)` whenever they change that
+    replica's order: the stamps of its oldest blocks are read off once per change."""
+
+    __slots__ = ("_limits", "_oldest", "lru")
+
+    def __init__(self, replicas: int, capacities: Sequence[int | None]) -> None:
+        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
+        self._limits = list(capacities)
+        self._oldest: list[list[float] | None] = [None] * replicas
+
+    def _changed(self, replica: int) -> None:
+        self._oldest[replica] = None
+
+    def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
+        """If a request of `length` blocks with that cached run went to `replica`:
+        the blocks it would evict and the stamp of the newest of them; when none
+        would be (or nothing is held), 0 and -1 minus the blocks left free (below
+        every stamp, the roomiest replica first); 0 and -inf when the capacity is
+        unknown."""
+        capacity = self._limits[replica]
+        if capacity is None:
+            return 0, -math.inf
+        lru = self.lru[replica]
+        held = len(lru)
+        evicted = held + length - run - capacity
+        if evicted <= 0 or not held:
+            return max(evicted, 0), min(evicted, 0) - 1.0
+        oldest = self._oldest[replica]
+        if oldest is None or (len(oldest) < evicted and len(oldest) < held):
+            oldest = list(itertools.islice(lru.values(), max(evicted, _OLDEST_READ)))
+            self._oldest[replica] = oldest
+        return evicted, oldest[min(evicted, len(oldest)) - 1]
+
+
+_OLDEST_READ = 64  # stamps read off an LRU order at once: more than most requests evict
+
+
+class ReplicaCaches(LruReplicas):
     """`replicas` LRU caches of `capacity` blocks each (None: unbounded)."""
 
-    __slots__ = ("capacity", "holders", "lru", "replicas")
+    __slots__ = ("capacity", "holders", "replicas")
 
     def __init__(self, replicas: int, capacity: int | None) -> None:
         if replicas < 1:
             raise ValueError(f"need at least one replica, got {replicas}")
         if capacity is not None and capacity < 1:
             raise ValueError(f"capacity must be positive blocks or None, got {capacity}")
+        super().__init__(replicas, [capacity] * replicas)  # stamps: request sequence numbers
         self.replicas = replicas
         self.capacity = capacity
-        # block -> last-use stamp (request sequence number), least recently used first
-        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
         self.holders: dict[int, int] = {}
 
     def cached_run(self, blocks: Sequence[int], replica: int) -> int:
@@ -51,6 +93,7 @@ class ReplicaCaches:
         """Serve `blocks` on `replica` at `stamp`: return the cached run, then cache them all."""
         holders = self.holders
         lru = self.lru[replica]
+        self._changed(replica)
         bit = 1 << replica
         run = 0
         for block in blocks:
@@ -78,10 +121,6 @@ class ReplicaCaches:
                     del holders[old]
         return run
 
-    def evictions(self, runs: Sequence[int], length: int) -> tuple[list[int], list[float]]:
-        """`newest_evicted` over these caches (stamps are >= 0)."""
-        return newest_evicted(self.lru, itertools.repeat(self.capacity), runs, length)
-
     def clear(self, replica: int) -> None:
         """Forget everything `replica` holds (a restart)."""
         clear = ~(1 << replica)
@@ -93,6 +132,7 @@ class ReplicaCaches:
             else:
                 del holders[block]
         self.lru[replica].clear()
+        self._changed(replica)
 
 
 def cached_runs(holders: dict[int, int], blocks: Sequence[int], replicas: int) -> list[int]:
@@ -117,39 +157,6 @@ def cached_runs(holders: dict[int, int], blocks: Sequence[int], replicas: int) -
         runs[low.bit_length() - 1] = length
         alive ^= low
     return runs
-
-
-def newest_evicted(
-    lrus: Sequence[OrderedDict[int, float]],
-    capacities: Iterable[int | None],
-    runs: Sequence[int],
-    length: int,
-) -> tuple[list[int], list[float]]:
-    """Per replica (its LRU order of block -> last-use stamp, its capacity), if a
-    request of `length` blocks with that cached run went there: the blocks it
-    would evict and the stamp of the newest of them; when none would be (or
-    nothing is held), 0 and -1 minus the blocks left free (below every stamp,
-    the roomiest replica first); 0 and -inf when the capacity is unknown."""
-    counts: list[int] = []
-    stamps: list[float] = []
-    islice = itertools.islice
-    # capacities may be an endless repeat of one capacity: lrus and runs bound the loop
-    for lru, capacity, run in zip(lrus, capacities, runs, strict=False):
-        if capacity is None:
-            counts.append(0)
-            stamps.append(-math.inf)
-            continue
-        evicted = len(lru) + length - run - capacity
-        if evicted <= 0 or not lru:
-            counts.append(max(evicted, 0))
-            stamps.append(min(evicted, 0) - 1.0)
-            continue
-        counts.append(evicted)
-        if evicted >= len(lru):
-            stamps.append(next(reversed(lru.values())))
-        else:
-            stamps.append(next(islice(lru.values(), evicted - 1, None)))
-    return counts, stamps
 
 
 def oracle_hits(blocks: Sequence[Sequence[int]], capacity: int | None) -> list[int]:

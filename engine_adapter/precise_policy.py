@@ -38,10 +38,10 @@ by a rotating turn, never in favour of replica 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PreciseParams", "WorkShares", "choose_replica", "load_bound"]
+__all__ = ["Eviction", "PreciseParams", "WorkShares", "choose_replica", "load_bound"]
 
 
 @dataclass(frozen=True)
@@ -100,27 +100,31 @@ class WorkShares:
         self.uncached[replica] += length - run
 
 
+Eviction = Callable[[int], tuple[float, float]]
+
+
 def choose_replica(
     runs: Sequence[int],
     queued_blocks: Sequence[float],
     inflight: Sequence[int],
     params: PreciseParams,
     turn: int,
-    eviction_costs: Sequence[float] | None = None,
-    eviction_stamps: Sequence[float] | None = None,
+    eviction: Eviction | None = None,
     within_budget: Sequence[bool] | None = None,
 ) -> int:
     """The replica for a request.
 
-    `eviction_costs[r]` (when given) is subtracted from replica r's score.
-    Among equal scores, the lowest `eviction_stamps[r]` (when given: the
-    last-use stamp of the newest block the request would evict there; below
-    every stamp, the most free blocks left, if nothing would be evicted) wins,
-    which makes N per-replica LRUs behave like one shared LRU.
-    `within_budget` (when given) narrows the candidates under the load bound
-    to the replicas within the work budget, if any is; without it the load
-    terms weigh `unbudgeted_load_scale` times more. `turn` (any int, e.g. a
-    request counter) breaks what remains.
+    `eviction(r)` (when given) is replica r's (eviction cost, eviction stamp):
+    the cost (>= 0) is subtracted from its score; among equal scores the
+    lowest stamp (the last-use stamp of the newest block the request would
+    evict there; below every stamp, the most free blocks left, if nothing
+    would be evicted) wins, which makes N per-replica LRUs behave like one
+    shared LRU. It is asked only of replicas that can still win: costs are
+    never negative, so one whose score before the cost is below the best is
+    skipped. `within_budget` (when given) narrows the candidates under the
+    load bound to the replicas within the work budget, if any is; without it
+    the load terms weigh `unbudgeted_load_scale` times more. `turn` (any int,
+    e.g. a request counter) breaks what remains.
     """
     replicas = len(runs)
     bound = load_bound(sum(inflight), replicas, params)
@@ -130,20 +134,27 @@ def choose_replica(
         candidates = [r for r in candidates if within_budget[r]] or candidates
     else:
         scale = params.unbudgeted_load_scale
-    best = -math.inf
-    tied: list[int] = []
     qw = scale * params.queue_weight
     rw = scale * params.running_weight
+    best = -math.inf
+    tied: list[int] = []
+    stamps: list[float] = []
     for r in candidates:
         score = runs[r] - qw * queued_blocks[r] - rw * inflight[r]
-        if eviction_costs is not None:
-            score -= eviction_costs[r]
+        if score < best:
+            continue
+        stamp = 0.0
+        if eviction is not None:
+            cost, stamp = eviction(r)
+            score -= cost
         if score > best:
             best = score
             tied = [r]
+            stamps = [stamp]
         elif score == best:
             tied.append(r)
-    if eviction_stamps is not None and len(tied) > 1:
-        oldest = min(eviction_stamps[r] for r in tied)
-        tied = [r for r in tied if eviction_stamps[r] == oldest]
+            stamps.append(stamp)
+    if len(tied) > 1:
+        oldest = min(stamps)
+        tied = [r for r, stamp in zip(tied, stamps, strict=True) if stamp == oldest]
     return tied[turn % len(tied)]

@@ -112,13 +112,13 @@ class RouterState:
         if reuse is not None:
             reuse.observe(request, hashes, clock)
         length = len(hashes)
-        evicted_all, stamps_all = self.index.evictions(runs_all, length)
-        stamps = [stamps_all[r] for r in alive]
-        costs = (
-            None
-            if reuse is None
-            else reuse.eviction_costs([evicted_all[r] for r in alive], stamps, clock)
-        )
+        index = self.index
+
+        def eviction(pick: int) -> tuple[float, float]:
+            replica = alive[pick]
+            count, stamp = index.newest_evicted(replica, runs_all[replica], length)
+            return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
+
         within = self.shares.within(runs_all, length)
         pick = choose_replica(
             runs,
@@ -126,8 +126,7 @@ class RouterState:
             [self.inflight[r] for r in alive],
             self.settings.params,
             self.turn,
-            costs,
-            stamps,
+            eviction,
             None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]

@@ -133,19 +133,13 @@ class ReuseModel:
         step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
         return self._rate[prompt.klass][step]
 
-    def eviction_costs(
-        self, evicted: Sequence[int], newest_stamps: Sequence[float], clock: float
-    ) -> list[float]:
-        """Per replica, the expected blocks of soon-wanted cache lost by evicting
-        `evicted` blocks there, the newest of them last used by request
-        `newest_stamps`: each valued like that request's prompt (a replica's
+    def eviction_cost(self, evicted: int, newest_stamp: float, clock: float) -> float:
+        """The expected blocks of soon-wanted cache lost by evicting `evicted`
+        blocks from a replica, the newest of them last used by request
+        `newest_stamp`: each valued like that request's prompt (a replica's
         oldest blocks sit together by prompt, and the newest evicted one says
         most about what survives)."""
-        value = self.value
-        return [
-            count * value(int(stamp), clock) if count > 0 else 0.0
-            for count, stamp in zip(evicted, newest_stamps, strict=True)
-        ]
+        return evicted * self.value(int(newest_stamp), clock) if evicted > 0 else 0.0
 
     def _settle(self, clock: float) -> None:
         """Count every (prompt, age bucket) whose window has fully passed by `clock`."""

@@ -352,11 +352,18 @@ class Precise:
             for busy in load.busy_until
         ]
         length = len(blocks)
-        evicted, stamps = caches.evictions(runs, length)
-        costs = None if reuse is None else reuse.eviction_costs(evicted, stamps, clock)
+        eviction = None
+        if reuse is not None:
+            newest_evicted = caches.newest_evicted
+            eviction_cost = reuse.eviction_cost
+
+            def eviction(replica: int) -> tuple[float, float]:
+                count, stamp = newest_evicted(replica, runs[replica], length)
+                return eviction_cost(count, stamp, clock), stamp
+
         within = shares.within(runs, length)
         replica = choose_replica(
-            runs, queued, load.inflight, self.params, self.requests, costs, stamps, within
+            runs, queued, load.inflight, self.params, self.requests, eviction, within
         )
         shares.record(replica, length, runs[replica])
         return replica

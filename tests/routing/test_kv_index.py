@@ -95,27 +95,27 @@ def test_eviction_names_the_request_that_last_used_the_newest_evicted_block() ->
     index = BlockIndex(1, [3])
     index.touch(0, [1, 2, 3], 7)  # request 7 sent to replica 0 ...
     index.stored(0, [1, 2, 3])  # ... whose engine stores its blocks
-    assert index.evictions([0], 0) == ([0], [-1.0])  # nothing fits past capacity: no eviction
-    assert index.evictions([0], 2) == ([2], [7.0])
+    assert index.newest_evicted(0, 0, 0) == (0, -1.0)  # nothing past capacity: no eviction
+    assert index.newest_evicted(0, 0, 2) == (2, 7.0)
     index.touch(0, [3], 9)  # block 3 reused by request 9
-    assert index.evictions([0], 3) == ([3], [9.0])  # the newest of the three evicted
-    assert index.evictions([0], 1) == ([1], [7.0])
+    assert index.newest_evicted(0, 0, 3) == (3, 9.0)  # the newest of the three evicted
+    assert index.newest_evicted(0, 0, 1) == (1, 7.0)
 
 
 def test_blocks_stored_before_any_request_carry_stamp_zero() -> None:
     index = BlockIndex(1, [2])
     index.stored(0, [1, 2])  # replayed from an engine that served earlier traffic
-    assert index.evictions([0], 1) == ([1], [0.0])
+    assert index.newest_evicted(0, 0, 1) == (1, 0.0)
 
 
 def test_eviction_is_unknown_without_a_capacity() -> None:
-    assert BlockIndex(1).evictions([0], 100) == ([0], [-math.inf])
+    assert BlockIndex(1).newest_evicted(0, 0, 100) == (0, -math.inf)
 
 
 def test_eviction_of_a_fitting_request_ranks_the_roomiest_replica_first() -> None:
     index = BlockIndex(2, [40, 40])
     index.stored(0, range(30))
     index.stored(1, range(100, 110))
-    counts, stamps = index.evictions([0, 0], 10)
-    assert counts == [0, 0]
-    assert stamps[1] < stamps[0] < 0
+    (count0, stamp0), (count1, stamp1) = (index.newest_evicted(r, 0, 10) for r in (0, 1))
+    assert count0 == count1 == 0
+    assert stamp1 < stamp0 < 0

@@ -55,7 +55,8 @@ def test_value_learns_how_often_prompts_come_back() -> None:
 def test_eviction_cost_is_the_evicted_blocks_times_their_prompts_value() -> None:
     model = ReuseModel(ReuseSettings(window=10.0, age_step=5.0, prior_hits=1.0, prior_count=4.0))
     model.observe(1, [1, 2], 0.0)
-    assert model.eviction_costs([3, 0], [1.0, 1.0], 0.0) == [3 * 0.25, 0.0]
+    assert model.eviction_cost(3, 1.0, 0.0) == 3 * 0.25
+    assert model.eviction_cost(0, 1.0, 0.0) == 0.0
 
 
 @given(

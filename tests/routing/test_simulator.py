@@ -2,6 +2,7 @@
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,24 @@ def test_holders_index_always_matches_the_lrus(blocks, replicas, capacity) -> No
     assert sum(bin(m).count("1") for m in caches.holders.values()) == sum(map(len, caches.lru))
 
 
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 90)), min_size=1, max_size=30),
+    st.sampled_from([5, 70, 150]),
+    st.integers(0, 100),
+)
+@settings(max_examples=60, deadline=None)
+def test_newest_evicted_follows_the_lru_order_after_every_admit(requests, capacity, ask) -> None:
+    caches = ReplicaCaches(2, capacity)
+    for i, (conversation, length) in enumerate(requests):
+        caches.admit([conversation * 1000 + k for k in range(length)], i % 2, i)
+        for replica in (0, 1):
+            stamps = list(caches.lru[replica].values())
+            evicted = len(stamps) + ask - capacity
+            if evicted > 0 and stamps:
+                expected = (evicted, stamps[min(evicted, len(stamps)) - 1])
+                assert caches.newest_evicted(replica, 0, ask) == expected
+
+
 @given(prompts, st.integers(1, 4))
 @settings(max_examples=60, deadline=None)
 def test_cached_runs_equal_per_replica_walks(blocks, replicas) -> None:
@@ -101,34 +120,45 @@ def test_precise_spills_over_when_the_best_replica_is_overloaded() -> None:
     assert choose_replica([50, 0], [0.0, 0.0], [9, 0], params, 0) == 1
 
 
+def _evictions(costs: list[float], stamps: list[float]) -> Callable[[int], tuple[float, float]]:
+    return lambda replica: (costs[replica], stamps[replica])
+
+
 def test_precise_prefers_evicting_older_blocks_among_equals() -> None:
-    stamps = [50.0, 10.0]
-    assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, None, stamps) == 1
+    eviction = _evictions([0.0, 0.0], [50.0, 10.0])
+    assert choose_replica([2, 2], [0.0, 0.0], [0, 0], PreciseParams(), 0, eviction) == 1
 
 
 def test_precise_gives_up_a_longer_run_to_spare_soon_wanted_blocks() -> None:
     # replica 0 saves one more block but would evict 2 blocks' worth of likely reuse
-    assert choose_replica([5, 4], [0.0, 0.0], [0, 0], PreciseParams(), 0, [2.0, 0.0]) == 1
+    eviction = _evictions([2.0, 0.0], [0.0, 0.0])
+    assert choose_replica([5, 4], [0.0, 0.0], [0, 0], PreciseParams(), 0, eviction) == 1
+
+
+def test_precise_asks_the_eviction_cost_only_of_replicas_that_can_still_win() -> None:
+    asked: list[int] = []
+
+    def eviction(replica: int) -> tuple[float, float]:
+        asked.append(replica)
+        return 1.0, 0.0
+
+    # costs are never negative: replica 1 (run 2) cannot beat replica 0 (run 9, cost 1)
+    assert choose_replica([9, 2, 9], [0.0] * 3, [0] * 3, PreciseParams(), 0, eviction) == 0
+    assert asked == [0, 2]
 
 
 def test_precise_keeps_to_the_work_budget_when_a_replica_is_within_it() -> None:
-    assert (
-        choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, None, [False, True])
-        == 1
-    )
+    assert choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, [False, True]) == 1
 
 
 def test_precise_ignores_the_work_budget_when_no_replica_is_within_it() -> None:
-    assert (
-        choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, None, [False, False])
-        == 0
-    )
+    assert choose_replica([9, 0], [0.0] * 2, [0, 0], PreciseParams(), 0, None, [False, False]) == 0
 
 
 def test_precise_load_bound_outranks_the_work_budget() -> None:
     # replica 1 is the only one within budget but at its load bound: replica 0 it is
     params = PreciseParams(load_factor=1.0, spill_slack=0)
-    assert choose_replica([0, 9], [0.0] * 2, [0, 4], params, 0, None, None, [False, True]) == 0
+    assert choose_replica([0, 9], [0.0] * 2, [0, 4], params, 0, None, [False, True]) == 0
 
 
 def test_precise_spreads_new_prefixes_over_replicas_with_room() -> None:
@@ -323,5 +353,5 @@ def test_work_shares_refuse_a_balance_below_one() -> None:
 def test_without_a_work_budget_the_load_terms_weigh_ten_times_more() -> None:
     # 4 running requests: 0.4 blocks against a 3-block run with a budget, 4 without
     runs, queued, inflight = [3, 0], [0.0, 0.0], [4, 0]
-    assert choose_replica(runs, queued, inflight, PreciseParams(), 0, None, None, [True, True]) == 0
+    assert choose_replica(runs, queued, inflight, PreciseParams(), 0, None, [True, True]) == 0
     assert choose_replica(runs, queued, inflight, PreciseParams(), 0) == 1
