@@ -25,6 +25,9 @@ from collections.abc import Sequence
 __all__ = ["LruReplicas", "ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
+_OLDEST_READ = 64  # stamps read off an LRU order at once: more than most requests evict
+
+
 class LruReplicas:
     """Per replica, an LRU order of block -> last-use stamp (least recently used
     first) and a capacity in blocks (None: unknown). Subclasses call `_changed(replica)` whenever they change that
@@ -59,9 +62,6 @@ class LruReplicas:
             oldest = list(itertools.islice(lru.values(), max(evicted, _OLDEST_READ)))
             self._oldest[replica] = oldest
         return evicted, oldest[min(evicted, len(oldest)) - 1]
-
-
-_OLDEST_READ = 64  # stamps read off an LRU order at once: more than most requests evict
 
 
 class ReplicaCaches(LruReplicas):
