@@ -32,22 +32,14 @@ import argparse
 import heapq
 import itertools
 import sys
-from pathlib import Path
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
 from prefixkit.engine_adapter.precise_policy import PreciseParams, WorkShares, choose_replica
 from prefixkit.engine_adapter.replay import LoadParams, analyze, replay, token_hit_rate
 from prefixkit.engine_adapter.trace import Trace, load_trace
+from traces import MOONCAKE_TRACE
 
-TRACE = (
-    Path(__file__).resolve().parents[1]
-    / ".."
-    / "shared"
-    / "data"
-    / "traces"
-    / "mooncake_conversation.jsonl"
-)
 NEVER = sys.maxsize
 LOAD = LoadParams(0.001, 0.0, 25.0)
 
@@ -208,7 +200,7 @@ def segmented(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default=str(TRACE))
+    parser.add_argument("--trace", default=str(MOONCAKE_TRACE))
     parser.add_argument("--requests", type=int, default=3000, help="0: the whole trace")
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--capacity", type=int, default=500)

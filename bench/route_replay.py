@@ -39,15 +39,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from traces import MOONCAKE_TRACE
 
-TRACE = (
-    Path(__file__).resolve().parents[1]
-    / ".."
-    / "shared"
-    / "data"
-    / "traces"
-    / "mooncake_conversation.jsonl"
-)
 MODEL = "mooncake-sim"
 CHUNK_CHARS = 64
 
@@ -206,7 +199,7 @@ async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default=str(TRACE))
+    parser.add_argument("--trace", default=str(MOONCAKE_TRACE))
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--time-scale", type=float, default=25.0)

@@ -29,15 +29,8 @@ from pathlib import Path
 from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
 from prefixkit.engine_adapter.trace import load_trace
 from prefixkit.sdk.block_hash import event_block_hashes
+from traces import MOONCAKE_TRACE
 
-TRACE = (
-    Path(__file__).resolve().parents[1]
-    / ".."
-    / "shared"
-    / "data"
-    / "traces"
-    / "mooncake_conversation.jsonl"
-)
 REPLICAS = 8
 
 
@@ -83,7 +76,7 @@ def hash_latencies(tokens: int, runs: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--capacity", type=int, default=500, help="blocks per replica")
     args = parser.parse_args()
