@@ -13,6 +13,10 @@ prompt-embedding keys are out of scope). A trailing partial block is never hashe
 KV events publish each hash as an int: the digest's last 8 bytes, big-endian
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``, vLLM's default); see `event_block_hash`.
 
+The router hashes every block of every prompt, so ``sha256_cbor`` builds the
+canonical CBOR of a block itself (`cbor_block`: the bytes ``cbor2`` gives, from
+memoised per-token encodings, about 3x faster) instead of calling ``cbor2``.
+
 The alignment checks, the precise router and the trace simulator all call this
 module, so they agree with the engine and with each other.
 """
@@ -32,6 +36,7 @@ __all__ = [
     "DEFAULT_NONE_HASH_SEED",
     "HashAlgo",
     "block_hashes",
+    "cbor_block",
     "event_block_hash",
     "event_block_hashes",
     "hash_block",
@@ -58,10 +63,68 @@ def sha256_cbor(value: object) -> bytes:
     return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
 
 
+def _cbor_head(major: int, argument: int) -> bytes:
+    """A CBOR item's head in its shortest form (what canonical CBOR requires)."""
+    kind = major << 5
+    if argument < 24:
+        return bytes((kind | argument,))
+    for extra, width in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if argument < 1 << (8 * width):
+            return bytes((kind | extra,)) + argument.to_bytes(width, "big")
+    raise ValueError(f"CBOR cannot encode {argument} in a head: integers must fit in 64 bits")
+
+
+_MEMOISED_INTS = 1 << 18  # above every common vocabulary: token ids are memoised, others not
+
+
+class _CborInts(dict[int, bytes]):
+    """Canonical CBOR of each integer, memoised for the small ones (token ids repeat)."""
+
+    def __missing__(self, value: int) -> bytes:
+        encoded = _cbor_head(0, value) if value >= 0 else _cbor_head(1, -1 - value)
+        if -_MEMOISED_INTS < value < _MEMOISED_INTS:
+            self[value] = encoded
+        return encoded
+
+
+_cbor_int = _CborInts().__getitem__
+_cbor_length = lru_cache(maxsize=256)(_cbor_head)  # a block's lengths: the same every block
+
+
+def cbor_block(parent: bytes, token_ids: Sequence[int], extra_keys: object) -> bytes:
+    """Canonical CBOR of a block's hash input ``(parent, tuple(token_ids),
+    extra_keys)``: byte for byte what ``cbor2.dumps(..., canonical=True)`` gives."""
+    extra = b"\xf6" if extra_keys is None else cbor2.dumps(extra_keys, canonical=True)
+    return b"".join(
+        (
+            b"\x83",  # an array of three
+            _cbor_length(2, len(parent)),  # a byte string
+            parent,
+            _cbor_length(4, len(token_ids)),  # an array
+            b"".join(map(_cbor_int, token_ids)),
+            extra,
+        )
+    )
+
+
 _HASH_FUNCTIONS: dict[str, Callable[[object], bytes]] = {
     "sha256": sha256,
     "sha256_cbor": sha256_cbor,
 }
+
+BlockHash = Callable[[bytes, Sequence[int], object], bytes]
+
+_BLOCK_HASH_FUNCTIONS: dict[str, BlockHash] = {
+    "sha256": lambda parent, tokens, extra: sha256((parent, tuple(tokens), extra)),
+    "sha256_cbor": lambda parent, tokens, extra: hashlib.sha256(
+        cbor_block(parent, tokens, extra)
+    ).digest(),
+}
+
+
+def _block_hash_function(algo: str) -> BlockHash:
+    _hash_function(algo)  # refuses an unsupported algorithm
+    return _BLOCK_HASH_FUNCTIONS[algo]
 
 
 def _hash_function(algo: str) -> Callable[[object], bytes]:
@@ -101,7 +164,7 @@ def hash_block(
 ) -> bytes:
     """The hash of one full block given its parent's hash (None for the first block)."""
     parent_hash = parent if parent else none_hash(algo, seed)
-    return _hash_function(algo)((parent_hash, tuple(token_ids), extra_keys))
+    return _block_hash_function(algo)(parent_hash, token_ids, extra_keys)
 
 
 def block_hashes(
@@ -120,13 +183,13 @@ def block_hashes(
     """
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    fn = _hash_function(algo)
+    fn = _block_hash_function(algo)
     parent = none_hash(algo, none_hash_seed() if seed is None else seed)
     first_keys: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
     hashes: list[bytes] = []
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         extra = first_keys if start == 0 else None
-        parent = fn((parent, tuple(token_ids[start : start + block_size]), extra))
+        parent = fn(parent, token_ids[start : start + block_size], extra)
         hashes.append(parent)
     return hashes
 

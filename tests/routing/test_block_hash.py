@@ -2,14 +2,16 @@
 
 The golden digests were produced by vLLM 0.32's own `hash_block_tokens` and
 `init_none_hash` (engine virtualenv) for tokens 100..169 and block size 32; the
-live engine comparison is in test_block_hash_live.py.
+live engine comparison is in test_live_engine.py.
 """
 
+import cbor2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.sdk.block_hash import (
     block_hashes,
+    cbor_block,
     event_block_hash,
     event_block_hashes,
     hash_block,
@@ -123,3 +125,37 @@ def test_chain_is_hash_block_applied_block_by_block(tokens: list[int]) -> None:
 def test_none_hash_depends_on_seed_and_algorithm() -> None:
     assert none_hash("sha256", "a") != none_hash("sha256", "b")
     assert none_hash("sha256", "a") != none_hash("sha256_cbor", "a")
+
+
+# every head width of CBOR: 1 byte (< 24), then 1, 2, 4 and 8 bytes of argument
+cbor_ints = st.one_of(
+    st.sampled_from([0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1]),
+    st.sampled_from([-1, -24, -25, -256, -257, -(2**64)]),
+    st.integers(min_value=-(2**64), max_value=2**64 - 1),
+)
+extra_keys = st.one_of(
+    st.none(),
+    st.text(max_size=40).map(lambda salt: (("cache_salt", salt),)),
+)
+
+
+@given(st.binary(max_size=300), st.lists(cbor_ints, max_size=300), extra_keys)
+def test_cbor_block_is_byte_for_byte_canonical_cbor(
+    parent: bytes, tokens: list[int], extra: object
+) -> None:
+    assert cbor_block(parent, tokens, extra) == cbor2.dumps(
+        (parent, tuple(tokens), extra), canonical=True
+    )
+
+
+@pytest.mark.parametrize("length", [65535, 65536])
+def test_cbor_block_encodes_long_parents_and_blocks(length: int) -> None:
+    parent, tokens = bytes(length), [7] * length
+    assert cbor_block(parent, tokens, None) == cbor2.dumps(
+        (parent, tuple(tokens), None), canonical=True
+    )
+
+
+def test_cbor_block_refuses_integers_beyond_64_bits_by_name() -> None:
+    with pytest.raises(ValueError, match="64 bits"):
+        cbor_block(bytes(32), [2**64], None)
