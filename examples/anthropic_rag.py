@@ -16,15 +16,12 @@ caching the static prefix pays (break-even).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import anthropic
 from prefixkit.sdk import (
     AnthropicClient,
     CacheStats,
@@ -34,7 +31,7 @@ from prefixkit.sdk import (
     TiktokenTokenizer,
     break_even,
 )
-from provider_sim import SimulatedAnthropic, recording_hook, summarize_body
+from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are the support assistant of Nimbus Storage.
 Answer only from the price list and the customer's account documents below.
@@ -118,18 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="claude-opus-4-5")
     args = parser.parse_args(argv)
 
-    bodies: list[dict[str, Any]] = []
-    if args.dry_run:
-        simulated = SimulatedAnthropic()
-        bodies = simulated.bodies
-        http = anthropic.DefaultHttpxClient(transport=simulated.transport())
-        official = anthropic.Anthropic(api_key="sk-ant-dry-run", http_client=http, max_retries=0)
-    elif os.environ.get("ANTHROPIC_API_KEY"):
-        http = anthropic.DefaultHttpxClient(event_hooks={"request": [recording_hook(bodies)]})
-        official = anthropic.Anthropic(http_client=http)
-    else:
-        print("set ANTHROPIC_API_KEY to call the API, or pass --dry-run", file=sys.stderr)
+    connected = official_client("anthropic", args.dry_run)
+    if connected is None:
         return 2
+    official, bodies = connected
 
     client = AnthropicClient(official)
     all_stats: list[CacheStats] = []

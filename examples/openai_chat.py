@@ -20,13 +20,11 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import openai
 from prefixkit.sdk import CacheStats, OpenAIClient, PrefixkitWarning, Prompt, Segment
-from provider_sim import SimulatedOpenAI, recording_hook, summarize_body
+from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are the order assistant of a hardware shop.
 Answer from the catalog only. Quote prices with the currency, show totals with
@@ -74,18 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4.1")
     args = parser.parse_args(argv)
 
-    bodies: list[dict[str, Any]] = []
-    if args.dry_run:
-        simulated = SimulatedOpenAI()
-        bodies = simulated.bodies
-        http = openai.DefaultHttpxClient(transport=simulated.transport())
-        official = openai.OpenAI(api_key="sk-dry-run", http_client=http, max_retries=0)
-    elif os.environ.get("OPENAI_API_KEY"):
-        http = openai.DefaultHttpxClient(event_hooks={"request": [recording_hook(bodies)]})
-        official = openai.OpenAI(http_client=http)
-    else:
-        print("set OPENAI_API_KEY to call the API, or pass --dry-run", file=sys.stderr)
+    connected = official_client("openai", args.dry_run)
+    if connected is None:
         return 2
+    official, bodies = connected
     salt_secret = os.environ.get("PREFIXKIT_SALT_SECRET", "example-secret-change-me")
 
     client = OpenAIClient(official)

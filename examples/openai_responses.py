@@ -17,13 +17,11 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import openai
 from prefixkit.sdk import CacheStats, OpenAIClient, PrefixkitWarning, Prompt, Segment
-from provider_sim import SimulatedOpenAI, recording_hook, summarize_body
+from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are a research assistant for a materials-science lab.
 Answer from the glossary and the papers the user quotes; cite the glossary
@@ -64,18 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-5.6-sol")
     args = parser.parse_args(argv)
 
-    bodies: list[dict[str, Any]] = []
-    if args.dry_run:
-        simulated = SimulatedOpenAI()
-        bodies = simulated.bodies
-        http = openai.DefaultHttpxClient(transport=simulated.transport())
-        official = openai.OpenAI(api_key="sk-dry-run", http_client=http, max_retries=0)
-    elif os.environ.get("OPENAI_API_KEY"):
-        http = openai.DefaultHttpxClient(event_hooks={"request": [recording_hook(bodies)]})
-        official = openai.OpenAI(http_client=http)
-    else:
-        print("set OPENAI_API_KEY to call the API, or pass --dry-run", file=sys.stderr)
+    connected = official_client("openai", args.dry_run)
+    if connected is None:
         return 2
+    official, bodies = connected
     salt_secret = os.environ.get("PREFIXKIT_SALT_SECRET", "example-secret-change-me")
 
     client = OpenAIClient(official)

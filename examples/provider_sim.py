@@ -21,7 +21,10 @@ providers' exact tokenizers).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +32,13 @@ from typing import Any
 import httpx2
 from prefixkit.sdk import TiktokenTokenizer, model_info
 
-__all__ = ["SimulatedAnthropic", "SimulatedOpenAI", "recording_hook", "summarize_body"]
+__all__ = [
+    "SimulatedAnthropic",
+    "SimulatedOpenAI",
+    "official_client",
+    "recording_hook",
+    "summarize_body",
+]
 
 _COUNTER = TiktokenTokenizer("cl100k_base")
 _REPLY = "Based on the documents: the answer is in section 2 of the price list."
@@ -231,6 +240,32 @@ def recording_hook(bodies: list[dict[str, Any]]) -> Callable[[httpx2.Request], N
         bodies.append(json.loads(request.content))
 
     return hook
+
+
+# provider -> (its client class, the API key variable, a dry-run key, its simulation)
+_PROVIDERS: dict[str, tuple[str, str, str, Callable[[], Any]]] = {
+    "anthropic": ("Anthropic", "ANTHROPIC_API_KEY", "sk-ant-dry-run", SimulatedAnthropic),
+    "openai": ("OpenAI", "OPENAI_API_KEY", "sk-dry-run", SimulatedOpenAI),
+}
+
+
+def official_client(provider: str, dry_run: bool) -> tuple[Any, list[dict[str, Any]]] | None:
+    """The official `provider` client ("anthropic" or "openai") and the list its
+    request bodies are kept in: on the simulated API with `dry_run`, else on the
+    real one. None (after saying which key to set) when there is no API key."""
+    client_class, key_variable, dry_run_key, simulation = _PROVIDERS[provider]
+    sdk = importlib.import_module(provider)
+    make = getattr(sdk, client_class)
+    if dry_run:
+        simulated = simulation()
+        http = sdk.DefaultHttpxClient(transport=simulated.transport())
+        return make(api_key=dry_run_key, http_client=http, max_retries=0), simulated.bodies
+    if os.environ.get(key_variable):
+        bodies: list[dict[str, Any]] = []
+        http = sdk.DefaultHttpxClient(event_hooks={"request": [recording_hook(bodies)]})
+        return make(http_client=http), bodies
+    print(f"set {key_variable} to call the API, or pass --dry-run", file=sys.stderr)
+    return None
 
 
 def summarize_body(body: dict[str, Any]) -> str:

@@ -283,7 +283,24 @@ class AsyncOpenAIClient:
         return clock.result("".join(parts), _stats(usage, model, "openai_responses"), final)
 
 
-class VLLMClient:
+class _VllmPrompts:
+    """What both vLLM clients keep: the server's tokenizer and block size, and the salt key."""
+
+    def __init__(
+        self, tokenizer: HFTokenizer, block_size: int, salt_secret: str | bytes | None
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.salt_secret = salt_secret
+
+    def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
+        options.setdefault("salt_secret", self.salt_secret)
+        return render_vllm(
+            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
+        )
+
+
+class VLLMClient(_VllmPrompts):
     """An `openai.OpenAI` client on a vLLM server, with aligned, salted prompts.
 
     `tokenizer` and `block_size` must match the server (`--block-size`);
@@ -308,15 +325,7 @@ class VLLMClient:
 
             client = openai.OpenAI(base_url=base_url, api_key=api_key)
         self.client = client
-        self.tokenizer = tokenizer
-        self.block_size = block_size
-        self.salt_secret = salt_secret
-
-    def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
-        options.setdefault("salt_secret", self.salt_secret)
-        return render_vllm(
-            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
-        )
+        super().__init__(tokenizer, block_size, salt_secret)
 
     def chat(
         self, prompt: Prompt, *, model: str, **options: Any
@@ -343,7 +352,7 @@ class VLLMClient:
         return clock.result("".join(parts), _stats(usage, None, "openai_chat"))
 
 
-class AsyncVLLMClient:
+class AsyncVLLMClient(_VllmPrompts):
     """`openai.AsyncOpenAI` on a vLLM server (see `VLLMClient`)."""
 
     def __init__(
@@ -361,15 +370,7 @@ class AsyncVLLMClient:
 
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
         self.client = client
-        self.tokenizer = tokenizer
-        self.block_size = block_size
-        self.salt_secret = salt_secret
-
-    def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
-        options.setdefault("salt_secret", self.salt_secret)
-        return render_vllm(
-            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
-        )
+        super().__init__(tokenizer, block_size, salt_secret)
 
     async def chat(
         self, prompt: Prompt, *, model: str, **options: Any
