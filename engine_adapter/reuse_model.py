@@ -86,9 +86,7 @@ class ReuseModel:
         classes = len(s.gap_edges) + 2  # new, then one per gap bucket
         self._continued = [[0] * s.age_steps for _ in range(classes)]
         self._exposed = [[0] * s.age_steps for _ in range(classes)]
-        prior = s.prior_hits / s.prior_count
-        self._rate = [[prior] * s.age_steps for _ in range(classes)]
-        self._forgotten_rate = prior
+        self._forgotten_rate = s.prior_hits / s.prior_count
         self._prompts: dict[int, _Prompt] = {}
         self._order: list[int] = []  # prompt ids by time, from self._first on
         self._first = 0
@@ -131,7 +129,10 @@ class ReuseModel:
             return 0.0
         s = self.settings
         step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
-        return self._rate[prompt.klass][step]
+        klass = prompt.klass
+        return (self._continued[klass][step] + s.prior_hits) / (
+            self._exposed[klass][step] + s.prior_count
+        )
 
     def eviction_cost(self, evicted: int, newest_stamp: float, clock: float) -> float:
         """The expected blocks of soon-wanted cache lost by evicting `evicted`
@@ -161,9 +162,6 @@ class ReuseModel:
                     exposed[klass][step] += 1
                     if after is not None and after < lag:
                         continued[klass][step] += 1
-                    self._rate[klass][step] = (continued[klass][step] + s.prior_hits) / (
-                        exposed[klass][step] + s.prior_count
-                    )
                 index += 1
             self._settled[step] = index
         last = s.age_steps - 1
