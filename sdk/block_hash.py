@@ -74,15 +74,17 @@ def _cbor_head(major: int, argument: int) -> bytes:
     raise ValueError(f"CBOR cannot encode {argument} in a head: integers must fit in 64 bits")
 
 
-_MEMOISED_INTS = 1 << 18  # above every common vocabulary: token ids are memoised, others not
+# token ids below this are memoised (it is above every common vocabulary; at
+# most about 20 MB if every one occurs), other integers are encoded each time
+_MEMOISED_INTS = 1 << 18
 
 
 class _CborInts(dict[int, bytes]):
-    """Canonical CBOR of each integer, memoised for the small ones (token ids repeat)."""
+    """Canonical CBOR of each integer, memoised for token ids (they repeat)."""
 
     def __missing__(self, value: int) -> bytes:
         encoded = _cbor_head(0, value) if value >= 0 else _cbor_head(1, -1 - value)
-        if -_MEMOISED_INTS < value < _MEMOISED_INTS:
+        if 0 <= value < _MEMOISED_INTS:
             self[value] = encoded
         return encoded
 
