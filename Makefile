@@ -7,8 +7,9 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint typecheck pytest clean
 
-$(BIN)/.installed: pyproject.toml
-	@echo "==> creating $(VENV) and installing prefixkit with its dev tools"
+# The install also compiles the replay's hot modules (setup.py): rebuild when they change.
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*.py engine_adapter/*.pxd)
+	@echo "==> creating $(VENV) and installing prefixkit with its dev tools (compiling the replay)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --progress-bar on -q -U pip
 	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
@@ -30,4 +31,4 @@ pytest: $(BIN)/.installed
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info engine_adapter/*.so engine_adapter/compiled_from.json .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 __all__ = ["LruReplicas", "ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
-_OLDEST_READ = 64  # stamps read off an LRU order at once: more than most requests evict
+_OLDEST_READ = 32  # stamps read off an LRU order at once: more than most requests evict
 
 
 class LruReplicas:

@@ -87,6 +87,11 @@ class ReuseModel:
         self._continued = [[0] * s.age_steps for _ in range(classes)]
         self._exposed = [[0] * s.age_steps for _ in range(classes)]
         self._forgotten_rate = s.prior_hits / s.prior_count
+        # read for every eviction valuation: plain attributes, not settings lookups
+        self._age_step = s.age_step
+        self._last_age = s.age_steps - 1
+        self._prior_hits = s.prior_hits
+        self._prior_count = s.prior_count
         self._prompts: dict[int, _Prompt] = {}
         self._order: list[int] = []  # prompt ids by time, from self._first on
         self._first = 0
@@ -127,11 +132,10 @@ class ReuseModel:
             return self._forgotten_rate
         if prompt.continued_after is not None:
             return 0.0
-        s = self.settings
-        step = min(s.age_steps - 1, int((clock - prompt.time) / s.age_step))
+        step = min(self._last_age, int((clock - prompt.time) / self._age_step))
         klass = prompt.klass
-        return (self._continued[klass][step] + s.prior_hits) / (
-            self._exposed[klass][step] + s.prior_count
+        return (self._continued[klass][step] + self._prior_hits) / (
+            self._exposed[klass][step] + self._prior_count
         )
 
     def eviction_cost(self, evicted: int, newest_stamp: float, clock: float) -> float:
@@ -147,8 +151,10 @@ class ReuseModel:
         s = self.settings
         order = self._order
         prompts = self._prompts
+        age_step = s.age_step
+        window = s.window
         for step in range(s.age_steps):
-            lag = step * s.age_step + s.window
+            lag = step * age_step + window
             index = self._settled[step]
             exposed = self._exposed
             continued = self._continued
@@ -158,16 +164,19 @@ class ReuseModel:
                     break
                 after = prompt.continued_after
                 klass = prompt.klass
-                if after is None or after >= step * s.age_step:
+                if after is None or after >= step * age_step:
                     exposed[klass][step] += 1
                     if after is not None and after < lag:
                         continued[klass][step] += 1
                 index += 1
             self._settled[step] = index
         last = s.age_steps - 1
-        self._forgotten_rate = (sum(row[last] for row in self._continued) + s.prior_hits) / (
-            sum(row[last] for row in self._exposed) + s.prior_count
-        )
+        hits = s.prior_hits
+        count = s.prior_count
+        for klass in range(len(self._continued)):
+            hits += self._continued[klass][last]
+            count += self._exposed[klass][last]
+        self._forgotten_rate = hits / count
         self._forget(clock)
 
     def _forget(self, clock: float) -> None:

@@ -322,6 +322,10 @@ class Precise:
         self.load = load
         self.params = params or PreciseParams()
         self.requests = 0
+        # the request being decided, for `_eviction`
+        self._runs: list[int] = []
+        self._length = 0
+        self._clock = 0
         # unbounded caches evict nothing: no eviction cost, no budget (as live
         # without the replicas' capacity)
         capacity = caches.capacity
@@ -354,19 +358,21 @@ class Precise:
         length = len(blocks)
         eviction = None
         if reuse is not None:
-            newest_evicted = caches.newest_evicted
-            eviction_cost = reuse.eviction_cost
-
-            def eviction(replica: int) -> tuple[float, float]:
-                count, stamp = newest_evicted(replica, runs[replica], length)
-                return eviction_cost(count, stamp, clock), stamp
-
+            self._runs = runs
+            self._length = length
+            self._clock = clock
+            eviction = self._eviction
         within = shares.within(runs, length)
         replica = choose_replica(
             runs, queued, load.inflight, self.params, self.requests, eviction, within
         )
         shares.record(replica, length, runs[replica])
         return replica
+
+    def _eviction(self, replica: int) -> tuple[float, float]:
+        """The current request's (eviction cost, eviction stamp) on `replica`."""
+        count, stamp = self.caches.newest_evicted(replica, self._runs[replica], self._length)
+        return self.reuse.eviction_cost(count, stamp, self._clock), stamp
 
 
 def make_policy(

@@ -1,0 +1,23 @@
+# Static types for the compiled build of precise_policy.py (see setup.py); the .py is the source.
+cimport cython
+
+
+cdef class WorkShares:
+    cdef public object balance
+    cdef public double slack_blocks
+    cdef public list assigned
+    cdef public list uncached
+
+    @cython.locals(replicas=Py_ssize_t, top_assigned=double, top_uncached=double, r=Py_ssize_t)
+    cpdef object within(self, runs, Py_ssize_t length)
+
+    cpdef record(self, Py_ssize_t replica, Py_ssize_t length, Py_ssize_t run)
+
+
+@cython.locals(
+    replicas=Py_ssize_t, bound=Py_ssize_t, r=Py_ssize_t, scale=double, qw=double, rw=double,
+    best=double, score=double, cost=double, stamp=double, candidates=list, tied=list, stamps=list,
+)
+cpdef Py_ssize_t choose_replica(
+    runs, queued_blocks, inflight, params, Py_ssize_t turn, eviction=*, within_budget=*
+) except -1

@@ -1,0 +1,43 @@
+# Static types for the compiled build of reuse_model.py (see setup.py); the .py is the source.
+cimport cython
+
+
+cdef class _Prompt:
+    cdef public double time
+    cdef public Py_ssize_t klass
+    cdef public object continued_after
+
+
+cdef class ReuseModel:
+    cdef public object settings
+    cdef public list _continued
+    cdef public list _exposed
+    cdef public double _forgotten_rate
+    cdef public double _age_step
+    cdef public Py_ssize_t _last_age
+    cdef public double _prior_hits
+    cdef public double _prior_count
+    cdef public dict _prompts
+    cdef public list _order
+    cdef public Py_ssize_t _first
+    cdef public list _settled
+    cdef public double _next_settle
+    cdef public dict _last_prompt
+    cdef public set _extended
+
+    cpdef observe(self, Py_ssize_t prompt_id, full_blocks, double clock)
+
+    @cython.locals(prompt=_Prompt, step=Py_ssize_t, klass=Py_ssize_t)
+    cpdef double value(self, Py_ssize_t prompt_id, double clock)
+
+    cpdef double eviction_cost(self, Py_ssize_t evicted, double newest_stamp, double clock)
+
+    @cython.locals(
+        prompt=_Prompt, index=Py_ssize_t, step=Py_ssize_t, last=Py_ssize_t, klass=Py_ssize_t,
+        lag=double, age_step=double, window=double, hits=double, count=double,
+        order=list, prompts=dict, exposed=list, continued=list,
+    )
+    cpdef _settle(self, double clock)
+
+    @cython.locals(first=Py_ssize_t, done=Py_ssize_t, cutoff=double, order=list)
+    cpdef _forget(self, double clock)

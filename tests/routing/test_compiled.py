@@ -1,0 +1,88 @@
+"""The compiled replay (setup.py builds it with Cython): it is what runs, it decides
+exactly like the Python sources, and a build older than its sources is refused."""
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from prefixkit.engine_adapter import compiled, replay
+from prefixkit.engine_adapter.compiled import MANIFEST, StaleBuildError, check_build, stale_modules
+from prefixkit.engine_adapter.sim_policies import POLICY_NAMES
+from prefixkit.engine_adapter.trace import load_trace
+
+TRACE = Path(__file__).parents[3] / "shared" / "data" / "traces" / "mooncake_conversation.jsonl"
+LOAD = replay.LoadParams(prefill_s_per_block=0.002, decode_s_per_token=0.03)
+
+
+def test_the_installed_replay_is_compiled_and_current() -> None:
+    recorded = json.loads((compiled.PACKAGE / MANIFEST).read_text())
+    assert set(recorded) >= {"cache_sim", "reuse_model", "sim_policies", "replay"}
+    for name in recorded:
+        module = importlib.import_module(f"prefixkit.engine_adapter.{name}")
+        assert compiled.is_compiled(module.__file__), module.__file__
+    assert stale_modules() == []
+
+
+@pytest.fixture
+def python_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The engine adapter's .py files alone, importable as package `replay_sources`."""
+    package = tmp_path / "replay_sources"
+    package.mkdir()
+    for source in compiled.PACKAGE.glob("*.py"):
+        shutil.copy(source, package / source.name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("replay_sources.replay")
+    assert not compiled.is_compiled(module.__file__)
+    yield module
+    for name in [
+        n for n in sys.modules if n == "replay_sources" or n.startswith("replay_sources.")
+    ]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("capacity", [500, None])
+def test_compiled_replay_decides_exactly_like_the_python_sources(
+    python_sources: object, capacity: int | None
+) -> None:
+    trace = load_trace(TRACE).head(2000)
+    for policy in POLICY_NAMES:
+        fast = replay.replay(trace, policy, 8, capacity, LOAD, max_tree_blocks=2000)
+        slow = python_sources.replay(  # type: ignore[attr-defined]
+            trace, policy, 8, capacity, python_sources.LoadParams(0.002, 0.03), max_tree_blocks=2000
+        )
+        assert fast.assignments == slow.assignments, policy
+        assert fast.as_json() == slow.as_json(), policy
+
+
+def _built(tmp_path: Path, sources: dict[str, str]) -> Path:
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    digests = {name: compiled._digest(tmp_path / f"{name}.py") for name in sources}
+    (tmp_path / MANIFEST).write_text(json.dumps(digests))
+    return tmp_path
+
+
+def test_a_fresh_build_is_not_stale(tmp_path: Path) -> None:
+    assert stale_modules(_built(tmp_path, {"cache_sim": "A = 1\n", "replay": "B = 2\n"})) == []
+
+
+def test_nothing_compiled_means_nothing_stale(tmp_path: Path) -> None:
+    (tmp_path / "replay.py").write_text("B = 2\n")
+    assert stale_modules(tmp_path) == []
+
+
+def test_a_source_edited_or_removed_after_the_build_is_stale(tmp_path: Path) -> None:
+    package = _built(tmp_path, {"cache_sim": "A = 1\n", "replay": "B = 2\n", "trace": "C = 3\n"})
+    (package / "replay.py").write_text("B = 3\n")
+    (package / "trace.py").unlink()
+    assert stale_modules(package) == ["replay", "trace"]
+
+
+def test_a_stale_build_is_refused_with_the_rebuild_command(tmp_path: Path) -> None:
+    package = _built(tmp_path, {"cache_sim": "A = 1\n"})
+    (package / "cache_sim.py").write_text("A = 2\n")
+    with pytest.raises(StaleBuildError, match=r"cache_sim\.py changed.*`make`.*pip install -e \."):
+        check_build(package)
