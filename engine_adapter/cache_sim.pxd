@@ -18,7 +18,7 @@ cdef class ReplicaCaches(LruReplicas):
     cdef public object capacity
     cdef public dict holders
 
-    @cython.locals(run=Py_ssize_t, holders=dict)
+    @cython.locals(run=Py_ssize_t, evicted=Py_ssize_t, newest_read=double, holders=dict, oldest=list)
     cpdef Py_ssize_t admit(self, blocks, Py_ssize_t replica, double stamp=*) except -1
 
 

@@ -25,13 +25,15 @@ from collections.abc import Sequence
 __all__ = ["LruReplicas", "ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
-_OLDEST_READ = 32  # stamps read off an LRU order at once: more than most requests evict
+_OLDEST_READ = 128  # stamps read off an LRU order at once: what several requests evict
 
 
 class LruReplicas:
     """Per replica, an LRU order of block -> last-use stamp (least recently used
-    first) and a capacity in blocks (None: unknown). Subclasses call `_changed(replica)` whenever they change that
-    replica's order: the stamps of its oldest blocks are read off once per change."""
+    first) and a capacity in blocks (None: unknown). The stamps of each replica's oldest
+    blocks are read off its order when needed and kept until it changes: subclasses
+    call `_changed(replica)` when they change that order (`ReplicaCaches.admit`
+    keeps them instead while it only evicts from their front)."""
 
     __slots__ = ("_limits", "_oldest", "lru")
 
@@ -90,10 +92,14 @@ class ReplicaCaches(LruReplicas):
         return run
 
     def admit(self, blocks: Sequence[int], replica: int, stamp: float = 0.0) -> int:
-        """Serve `blocks` on `replica` at `stamp`: return the cached run, then cache them all."""
+        """Serve `blocks` on `replica` at `stamp`: return the cached run, then cache them all.
+
+        The stamps read off the replica's oldest blocks stay valid as long as
+        none of those blocks is reused: evicted ones are dropped from their front."""
         holders = self.holders
         lru = self.lru[replica]
-        self._changed(replica)
+        oldest = self._oldest[replica]
+        newest_read = oldest[-1] if oldest else -math.inf
         bit = 1 << replica
         run = 0
         for block in blocks:
@@ -102,23 +108,29 @@ class ReplicaCaches(LruReplicas):
             run += 1
         move = lru.move_to_end
         for block in reversed(blocks):
-            if block in lru:
-                move(block)
-                lru[block] = stamp
-            else:
+            last = lru.get(block)
+            if last is None:
                 lru[block] = stamp
                 holders[block] = holders.get(block, 0) | bit
+            else:
+                move(block)
+                lru[block] = stamp
+                if last <= newest_read:  # may be one of the oldest read
+                    oldest = None
+        evicted = 0
         capacity = self.capacity
         if capacity is not None and len(lru) > capacity:
             clear = ~bit
             pop = lru.popitem
             while len(lru) > capacity:
                 old, _ = pop(last=False)
+                evicted += 1
                 left = holders[old] & clear
                 if left:
                     holders[old] = left
                 else:
                     del holders[old]
+        self._oldest[replica] = oldest[evicted:] or None if oldest else None
         return run
 
     def clear(self, replica: int) -> None:

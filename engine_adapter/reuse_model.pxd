@@ -4,6 +4,7 @@ cimport cython
 
 cdef class _Prompt:
     cdef public double time
+    cdef public Py_ssize_t id
     cdef public Py_ssize_t klass
     cdef public object continued_after
 
@@ -35,7 +36,7 @@ cdef class ReuseModel:
     @cython.locals(
         prompt=_Prompt, index=Py_ssize_t, step=Py_ssize_t, last=Py_ssize_t, klass=Py_ssize_t,
         lag=double, age_step=double, window=double, hits=double, count=double,
-        order=list, prompts=dict, exposed=list, continued=list,
+        order=list, exposed=list, continued=list,
     )
     cpdef _settle(self, double clock)
 

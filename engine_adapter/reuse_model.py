@@ -67,9 +67,10 @@ class ReuseSettings:
 
 
 class _Prompt:
-    __slots__ = ("continued_after", "klass", "time")
+    __slots__ = ("continued_after", "id", "klass", "time")
 
-    def __init__(self, time: float, klass: int) -> None:
+    def __init__(self, prompt_id: int, time: float, klass: int) -> None:
+        self.id = prompt_id
         self.time = time
         self.klass = klass
         self.continued_after: float | None = None
@@ -93,7 +94,7 @@ class ReuseModel:
         self._prior_hits = s.prior_hits
         self._prior_count = s.prior_count
         self._prompts: dict[int, _Prompt] = {}
-        self._order: list[int] = []  # prompt ids by time, from self._first on
+        self._order: list[_Prompt] = []  # by time, from self._first on
         self._first = 0
         self._settled = [0] * s.age_steps  # per age bucket: prompts in _order counted
         self._next_settle = 0.0
@@ -120,8 +121,9 @@ class ReuseModel:
                 if parent.continued_after is None:
                     parent.continued_after = gap
         klass = 0 if gap is None else 1 + bisect.bisect_right(self.settings.gap_edges, gap)
-        self._prompts[prompt_id] = _Prompt(clock, klass)
-        self._order.append(prompt_id)
+        prompt = _Prompt(prompt_id, clock, klass)
+        self._prompts[prompt_id] = prompt
+        self._order.append(prompt)
         self._extended.update(full_blocks[:-1])
         last_prompt.update(dict.fromkeys(full_blocks, prompt_id))
 
@@ -150,7 +152,6 @@ class ReuseModel:
         """Count every (prompt, age bucket) whose window has fully passed by `clock`."""
         s = self.settings
         order = self._order
-        prompts = self._prompts
         age_step = s.age_step
         window = s.window
         for step in range(s.age_steps):
@@ -159,7 +160,7 @@ class ReuseModel:
             exposed = self._exposed
             continued = self._continued
             while index < len(order):
-                prompt = prompts[order[index]]
+                prompt = order[index]
                 if prompt.time + lag > clock:
                     break
                 after = prompt.continued_after
@@ -186,8 +187,8 @@ class ReuseModel:
         done = min(self._settled)
         cutoff = clock - self.settings.retention
         first = self._first
-        while first < done and self._prompts[order[first]].time < cutoff:
-            del self._prompts[order[first]]
+        while first < done and order[first].time < cutoff:
+            del self._prompts[order[first].id]
             first += 1
         self._first = first
         if first > 1024 and first * 2 > len(order):

@@ -57,6 +57,18 @@ def test_holders_index_always_matches_the_lrus(blocks, replicas, capacity) -> No
     assert sum(bin(m).count("1") for m in caches.holders.values()) == sum(map(len, caches.lru))
 
 
+def test_newest_evicted_after_admits_that_evict_or_reuse_the_oldest_blocks() -> None:
+    caches = ReplicaCaches(1, 4)
+    caches.admit([1, 2], 0, 0)
+    caches.admit([3, 4], 0, 1)  # LRU order 2, 1, 4, 3
+    assert caches.newest_evicted(0, 0, 1) == (1, 0)  # block 2
+    caches.admit([5], 0, 2)  # evicts block 2: 1, 4, 3, 5
+    assert caches.newest_evicted(0, 0, 1) == (1, 0)  # block 1
+    assert caches.newest_evicted(0, 0, 3) == (3, 1)  # blocks 1, 4, 3
+    caches.admit([1], 0, 3)  # reuses block 1: 4, 3, 5, 1
+    assert caches.newest_evicted(0, 0, 1) == (1, 1)  # block 4
+
+
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(1, 90)), min_size=1, max_size=30),
     st.sampled_from([5, 70, 150]),
@@ -69,10 +81,11 @@ def test_newest_evicted_follows_the_lru_order_after_every_admit(requests, capaci
         caches.admit([conversation * 1000 + k for k in range(length)], i % 2, i)
         for replica in (0, 1):
             stamps = list(caches.lru[replica].values())
-            evicted = len(stamps) + ask - capacity
-            if evicted > 0 and stamps:
-                expected = (evicted, stamps[min(evicted, len(stamps)) - 1])
-                assert caches.newest_evicted(replica, 0, ask) == expected
+            for length in (ask, capacity - len(stamps) + 1):  # and exactly one block evicted
+                evicted = len(stamps) + length - capacity
+                if evicted > 0 and stamps:
+                    expected = (evicted, stamps[min(evicted, len(stamps)) - 1])
+                    assert caches.newest_evicted(replica, 0, length) == expected
 
 
 @given(prompts, st.integers(1, 4))
