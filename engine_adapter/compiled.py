@@ -13,11 +13,22 @@ and refuses to go on with a stale build, naming the modules and the rebuild.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.machinery
 import json
+import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["MANIFEST", "StaleBuildError", "check_build", "is_compiled", "stale_modules"]
+__all__ = [
+    "MANIFEST",
+    "StaleBuildError",
+    "check_build",
+    "is_compiled",
+    "python_replay",
+    "stale_modules",
+]
 
 MANIFEST = "compiled_from.json"
 PACKAGE = Path(__file__).parent
@@ -64,3 +75,18 @@ def is_compiled(module_file: str | None) -> bool:
     return module_file is not None and module_file.endswith(
         tuple(importlib.machinery.EXTENSION_SUFFIXES)
     )
+
+
+def python_replay(workdir: Path, package: str = "replay_sources") -> ModuleType:
+    """The replay module run from the .py sources alone, whatever is compiled: the
+    engine adapter's .py files copied to `workdir`/`package` and imported from
+    there (to check and time the compiled build against them)."""
+    target = workdir / package
+    target.mkdir(parents=True)
+    for source in PACKAGE.glob("*.py"):
+        shutil.copy(source, target / source.name)
+    sys.path.insert(0, str(workdir))
+    try:
+        return importlib.import_module(f"{package}.replay")
+    finally:
+        sys.path.remove(str(workdir))

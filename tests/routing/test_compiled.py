@@ -3,7 +3,6 @@ exactly like the Python sources, and a build older than its sources is refused."
 
 import importlib
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,14 +26,9 @@ def test_the_installed_replay_is_compiled_and_current() -> None:
 
 
 @pytest.fixture
-def python_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
-    """The engine adapter's .py files alone, importable as package `replay_sources`."""
-    package = tmp_path / "replay_sources"
-    package.mkdir()
-    for source in compiled.PACKAGE.glob("*.py"):
-        shutil.copy(source, package / source.name)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("replay_sources.replay")
+def python_sources(tmp_path: Path) -> object:
+    """The replay module from the engine adapter's .py files alone."""
+    module = compiled.python_replay(tmp_path)
     assert not compiled.is_compiled(module.__file__)
     yield module
     for name in [
