@@ -130,7 +130,7 @@ class ReplicaCaches(LruReplicas):
                     holders[old] = left
                 else:
                     del holders[old]
-        self._oldest[replica] = oldest[evicted:] or None if oldest else None
+        self._oldest[replica] = (oldest[evicted:] or None) if oldest else None
         return run
 
     def clear(self, replica: int) -> None:

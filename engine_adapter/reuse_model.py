@@ -88,7 +88,7 @@ class ReuseModel:
         self._continued = [[0] * s.age_steps for _ in range(classes)]
         self._exposed = [[0] * s.age_steps for _ in range(classes)]
         self._forgotten_rate = s.prior_hits / s.prior_count
-        # read for every eviction valuation: plain attributes, not settings lookups
+        # read for every eviction valuation and settle: plain attributes, not settings lookups
         self._age_step = s.age_step
         self._last_age = s.age_steps - 1
         self._prior_hits = s.prior_hits
@@ -152,7 +152,7 @@ class ReuseModel:
         """Count every (prompt, age bucket) whose window has fully passed by `clock`."""
         s = self.settings
         order = self._order
-        age_step = s.age_step
+        age_step = self._age_step
         window = s.window
         for step in range(s.age_steps):
             lag = step * age_step + window
@@ -171,9 +171,9 @@ class ReuseModel:
                         continued[klass][step] += 1
                 index += 1
             self._settled[step] = index
-        last = s.age_steps - 1
-        hits = s.prior_hits
-        count = s.prior_count
+        last = self._last_age
+        hits = self._prior_hits
+        count = self._prior_count
         for klass in range(len(self._continued)):
             hits += self._continued[klass][last]
             count += self._exposed[klass][last]
