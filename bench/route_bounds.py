@@ -32,6 +32,7 @@ import argparse
 import heapq
 import itertools
 import sys
+from collections.abc import Container, Sequence
 
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
 from prefixkit.engine_adapter.load_model import LoadModel
@@ -57,18 +58,23 @@ def next_uses(trace: Trace) -> list[dict[int, int]]:
     return uses
 
 
+def _leading_run(blocks: Sequence[int], held: Container[int]) -> int:
+    """How many leading blocks are in `held`."""
+    run = 0
+    for block in blocks:
+        if block not in held:
+            break
+        run += 1
+    return run
+
+
 def belady_hits(trace: Trace, capacity: int, uses: list[dict[int, int]]) -> list[int]:
     """Cached run per request in one clairvoyant cache of `capacity` blocks."""
     cache: dict[int, int] = {}  # block -> its next use
     furthest: list[tuple[int, int]] = []  # (-next use, block), stale entries skipped
     runs = []
     for index, blocks in enumerate(trace.blocks):
-        run = 0
-        for block in blocks:
-            if block not in cache:
-                break
-            run += 1
-        runs.append(run)
+        runs.append(_leading_run(blocks, cache))
         for block in blocks:
             cache[block] = uses[index][block]
             heapq.heappush(furthest, (-cache[block], block))
@@ -173,11 +179,7 @@ def segmented(
     for index, blocks in enumerate(trace.blocks):
         now = fleet.arrive(index)
         cached = cached_runs(caches.holders, blocks, replicas)
-        seen = 0
-        for block in blocks:
-            if block not in routed:
-                break
-            seen += 1
+        seen = _leading_run(blocks, routed)
         routed.update(blocks)
         length = len(blocks)
         allowed = fleet.within(cached, length)
