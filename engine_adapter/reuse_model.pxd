@@ -23,9 +23,12 @@ cdef class ReuseModel:
     cdef public Py_ssize_t _first
     cdef public list _settled
     cdef public double _next_settle
-    cdef public dict _last_prompt
-    cdef public set _extended
+    cdef public dict _links
 
+    @cython.locals(
+        links=dict, deepest=Py_ssize_t, link=Py_ssize_t, last=Py_ssize_t, index=Py_ssize_t,
+        continued_past=Py_ssize_t,
+    )
     cpdef observe(self, Py_ssize_t prompt_id, full_blocks, double clock)
 
     @cython.locals(prompt=_Prompt, step=Py_ssize_t, klass=Py_ssize_t)

@@ -98,8 +98,8 @@ class ReuseModel:
         self._first = 0
         self._settled = [0] * s.age_steps  # per age bucket: prompts in _order counted
         self._next_settle = 0.0
-        self._last_prompt: dict[int, int] = {}  # full block -> the last prompt using it
-        self._extended: set[int] = set()  # full blocks some prompt continued past
+        # full block -> 2 x the last prompt using it, + 1 once some prompt continued past it
+        self._links: dict[int, int] = {}
 
     def observe(self, prompt_id: int, full_blocks: Sequence[int], clock: float) -> None:
         """Record request `prompt_id` (increasing ids: the stamps its cache blocks
@@ -107,15 +107,16 @@ class ReuseModel:
         if clock >= self._next_settle:
             self._settle(clock)
             self._next_settle = clock + self.settings.age_step / 16
-        last_prompt = self._last_prompt
-        deepest = None
+        links = self._links
+        deepest = -1  # the link of the deepest full block shared with earlier prompts
         for block in full_blocks:
-            if block not in last_prompt:
+            link = links.get(block, -1)
+            if link < 0:
                 break
-            deepest = block
+            deepest = link
         gap = None
-        if deepest is not None and deepest not in self._extended:
-            parent = self._prompts.get(last_prompt[deepest])
+        if deepest >= 0 and not deepest & 1:  # nothing continued past it
+            parent = self._prompts.get(deepest >> 1)
             if parent is not None:
                 gap = clock - parent.time
                 if parent.continued_after is None:
@@ -124,8 +125,13 @@ class ReuseModel:
         prompt = _Prompt(prompt_id, clock, klass)
         self._prompts[prompt_id] = prompt
         self._order.append(prompt)
-        self._extended.update(full_blocks[:-1])
-        last_prompt.update(dict.fromkeys(full_blocks, prompt_id))
+        last = len(full_blocks) - 1
+        if last >= 0:
+            continued_past = 2 * prompt_id + 1
+            for index in range(last):
+                links[full_blocks[index]] = continued_past
+            tail = full_blocks[last]
+            links[tail] = 2 * prompt_id + (links.get(tail, 0) & 1)
 
     def value(self, prompt_id: int, clock: float) -> float:
         """P(prompt `prompt_id` is continued within `window` from `clock`)."""
@@ -196,5 +202,4 @@ class ReuseModel:
             self._settled = [index - first for index in self._settled]
             self._first = 0
             prompts = self._prompts
-            self._last_prompt = {b: p for b, p in self._last_prompt.items() if p in prompts}
-            self._extended &= self._last_prompt.keys()
+            self._links = {b: link for b, link in self._links.items() if link >> 1 in prompts}
