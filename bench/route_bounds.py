@@ -102,11 +102,10 @@ def clairvoyant_placement(
         allowed = [r for r in range(replicas) if assigned[r] + len(blocks) <= budget]
         best: tuple[int, int] | None = None
         for replica in allowed or [min(range(replicas), key=assigned.__getitem__)]:
-            lru = caches.lru[replica]
-            evicted = len(lru) + len(blocks) - cached[replica] - capacity
+            evicted = caches.held(replica) + len(blocks) - cached[replica] - capacity
             lost = 0
             if evicted > 0:
-                for block in itertools.islice(lru, evicted):
+                for block, _ in itertools.islice(caches.oldest(replica), evicted):
                     if block not in uses[index] and last_use[block] > index:
                         lost += 1
             score = cached[replica] - lost

@@ -14,19 +14,30 @@ many blocks, last used by which request, a request's new blocks would evict
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from .cache_sim import LruReplicas, cached_runs
+from .cache_sim import cached_runs
 
 __all__ = ["BlockIndex"]
 
 
-class BlockIndex(LruReplicas):
-    """Block -> replicas index plus per-replica LRU order; `capacity[r]` in blocks (None: unknown)."""
+_OLDEST_READ = 128  # stamps read off an LRU order at once: what several requests evict
+
+
+class BlockIndex:
+    """Block -> replicas index plus, per replica, an LRU order of block -> last-use
+    stamp (least recently used first); `capacity[r]` in blocks (None: unknown).
+    The stamps of each replica's oldest blocks are read off its order when
+    needed and kept until it changes."""
 
     def __init__(self, replicas: int, capacity: Sequence[int | None] | None = None) -> None:
-        super().__init__(replicas, list(capacity) if capacity else [None] * replicas)
         self.replicas = replicas
+        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
+        self._limits = list(capacity) if capacity else [None] * replicas
+        self._oldest: list[list[float] | None] = [None] * replicas
         self.holders: dict[int, int] = {}
         self.last_request = [0] * replicas
 
@@ -70,6 +81,29 @@ class BlockIndex(LruReplicas):
             if block in lru:
                 lru.move_to_end(block)
                 lru[block] = request
+
+    def _changed(self, replica: int) -> None:
+        self._oldest[replica] = None
+
+    def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
+        """If a request of `length` blocks with that cached run went to `replica`:
+        the blocks it would evict and the stamp of the newest of them; when none
+        would be (or nothing is held), 0 and -1 minus the blocks left free (below
+        every stamp, the roomiest replica first); 0 and -inf when the capacity is
+        unknown. (`ReplicaCaches.newest_evicted` answers the same for the simulator.)"""
+        capacity = self._limits[replica]
+        if capacity is None:
+            return 0, -math.inf
+        lru = self.lru[replica]
+        held = len(lru)
+        evicted = held + length - run - capacity
+        if evicted <= 0 or not held:
+            return max(evicted, 0), min(evicted, 0) - 1.0
+        oldest = self._oldest[replica]
+        if oldest is None or (len(oldest) < evicted and len(oldest) < held):
+            oldest = list(itertools.islice(lru.values(), max(evicted, _OLDEST_READ)))
+            self._oldest[replica] = oldest
+        return evicted, oldest[min(evicted, len(oldest)) - 1]
 
     def runs(self, hashes: Sequence[int]) -> list[int]:
         """Each replica's cached run of `hashes` (leading blocks it holds)."""

@@ -2,24 +2,42 @@
 cimport cython
 
 
-cdef class LruReplicas:
-    cdef public list lru
-    cdef public list _limits
-    cdef public list _oldest
+cdef class _ReplicaLru:
+    cdef public dict held
+    cdef public list groups
+    cdef public list stamps
+    cdef public list live
+    cdef public Py_ssize_t base
+    cdef public Py_ssize_t first
+    cdef public Py_ssize_t taken
 
-    cpdef _changed(self, Py_ssize_t replica)
 
-    @cython.locals(held=Py_ssize_t, evicted=Py_ssize_t, oldest=list)
-    cpdef tuple newest_evicted(self, Py_ssize_t replica, Py_ssize_t run, Py_ssize_t length)
-
-
-cdef class ReplicaCaches(LruReplicas):
+cdef class ReplicaCaches:
+    cdef public list _lrus
     cdef public Py_ssize_t replicas
     cdef public object capacity
     cdef public dict holders
 
-    @cython.locals(run=Py_ssize_t, evicted=Py_ssize_t, newest_read=double, holders=dict, oldest=list)
+    cpdef Py_ssize_t held(self, Py_ssize_t replica) except -1
+
+    @cython.locals(
+        lru=_ReplicaLru, held=dict, live=list, holders=dict, base=Py_ssize_t,
+        number=Py_ssize_t, run=Py_ssize_t, leading=bint, fresh=Py_ssize_t, repeated=bint,
+        last=Py_ssize_t,
+    )
     cpdef Py_ssize_t admit(self, blocks, Py_ssize_t replica, double stamp=*) except -1
+
+    @cython.locals(
+        held=dict, holders=dict, groups=list, live=list, first=Py_ssize_t, taken=Py_ssize_t,
+        number=Py_ssize_t, group=list,
+    )
+    cdef _evict(self, _ReplicaLru lru, Py_ssize_t replica, Py_ssize_t count)
+
+    @cython.locals(
+        lru=_ReplicaLru, size=Py_ssize_t, evicted=Py_ssize_t, live=list, index=Py_ssize_t,
+        newest=Py_ssize_t, left=Py_ssize_t,
+    )
+    cpdef tuple newest_evicted(self, Py_ssize_t replica, Py_ssize_t run, Py_ssize_t length)
 
 
 @cython.locals(runs=list, index=Py_ssize_t, length=Py_ssize_t)

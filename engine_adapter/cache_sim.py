@@ -2,84 +2,75 @@
 
 A request hits the longest run of its blocks, from the first, that its replica
 holds (vLLM's prefix cache is a chain: block k is reusable only with blocks
-0..k-1). After the request every one of its blocks is in that replica's cache.
-Blocks are touched last-to-first so that, as in vLLM (which frees a request's
-blocks tail first), a prompt's tail is evicted before its head.
+0..k-1). After the request every one of its blocks is in that replica's cache,
+and a prompt's tail is evicted before its head (vLLM frees a request's blocks
+tail first).
 
 `holders` maps a block id to a bitmask of the replicas holding it, so a policy
-reads every replica's cached run in one pass over the prompt. Plain dicts,
-OrderedDicts and ints only: this is the simulator's hot loop.
+reads every replica's cached run in one pass over the prompt.
 
-`LruReplicas` is what the simulated caches and the live router's `BlockIndex`
-share: per-replica LRU orders of block -> last-use stamp, and what admitting a
-request to a replica would evict (the precise policy's eviction cost).
+Each replica's LRU order is kept as *groups*, one per admit: the request's
+blocks, all last used at its stamp, which leave tail first. A block belongs to the group of its last admit: `held` maps it to that group's
+sequence number, and the copies older groups keep of it are stale and skipped.
+Evicting walks the oldest group from its tail; counting the blocks each group
+still holds (`live`) tells which group the k-th least recently used block is
+in, which is what the precise policy's eviction cost asks. Plain dicts, lists
+and ints only: this is the simulator's hot loop.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-__all__ = ["LruReplicas", "ReplicaCaches", "cached_runs", "oracle_hits"]
-
-
-_OLDEST_READ = 128  # stamps read off an LRU order at once: what several requests evict
+__all__ = ["ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
-class LruReplicas:
-    """Per replica, an LRU order of block -> last-use stamp (least recently used
-    first) and a capacity in blocks (None: unknown). The stamps of each replica's oldest
-    blocks are read off its order when needed and kept until it changes: subclasses
-    call `_changed(replica)` when they change that order (`ReplicaCaches.admit`
-    keeps them instead while it only evicts from their front)."""
+class _ReplicaLru:
+    """One replica's LRU order of blocks, as groups (see the module doc)."""
 
-    __slots__ = ("_limits", "_oldest", "lru")
+    __slots__ = ("base", "first", "groups", "held", "live", "stamps", "taken")
 
-    def __init__(self, replicas: int, capacities: Sequence[int | None]) -> None:
-        self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
-        self._limits = list(capacities)
-        self._oldest: list[list[float] | None] = [None] * replicas
-
-    def _changed(self, replica: int) -> None:
-        self._oldest[replica] = None
-
-    def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
-        """If a request of `length` blocks with that cached run went to `replica`:
-        the blocks it would evict and the stamp of the newest of them; when none
-        would be (or nothing is held), 0 and -1 minus the blocks left free (below
-        every stamp, the roomiest replica first); 0 and -inf when the capacity is
-        unknown."""
-        capacity = self._limits[replica]
-        if capacity is None:
-            return 0, -math.inf
-        lru = self.lru[replica]
-        held = len(lru)
-        evicted = held + length - run - capacity
-        if evicted <= 0 or not held:
-            return max(evicted, 0), min(evicted, 0) - 1.0
-        oldest = self._oldest[replica]
-        if oldest is None or (len(oldest) < evicted and len(oldest) < held):
-            oldest = list(itertools.islice(lru.values(), max(evicted, _OLDEST_READ)))
-            self._oldest[replica] = oldest
-        return evicted, oldest[min(evicted, len(oldest)) - 1]
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}  # block -> the sequence number of its group
+        self.groups: list[list[int]] = []  # group number base + i at index i
+        self.stamps: list[float] = []  # per group: its admit's stamp
+        self.live: list[int] = []  # per group: the blocks it still holds
+        self.base = 0
+        self.first = 0  # index of the oldest group that may still hold blocks
+        self.taken = 0  # entries of that group already evicted or skipped, from its tail
 
 
-class ReplicaCaches(LruReplicas):
+class ReplicaCaches:
     """`replicas` LRU caches of `capacity` blocks each (None: unbounded)."""
 
-    __slots__ = ("capacity", "holders", "replicas")
+    __slots__ = ("_lrus", "capacity", "holders", "replicas")
 
     def __init__(self, replicas: int, capacity: int | None) -> None:
         if replicas < 1:
             raise ValueError(f"need at least one replica, got {replicas}")
         if capacity is not None and capacity < 1:
             raise ValueError(f"capacity must be positive blocks or None, got {capacity}")
-        super().__init__(replicas, [capacity] * replicas)  # stamps: request sequence numbers
         self.replicas = replicas
         self.capacity = capacity
         self.holders: dict[int, int] = {}
+        self._lrus = [_ReplicaLru() for _ in range(replicas)]
+
+    def held(self, replica: int) -> int:
+        """How many blocks `replica` holds."""
+        return len(self._lrus[replica].held)
+
+    def oldest(self, replica: int) -> Iterator[tuple[int, float]]:
+        """`replica`'s blocks and their last-use stamps, least recently used
+        first (admitting while iterating invalidates the iterator)."""
+        lru = self._lrus[replica]
+        held = lru.held
+        for index in range(lru.first, len(lru.groups)):
+            number = lru.base + index
+            group = lru.groups[index]
+            for block in reversed(group):
+                if held.get(block) == number:
+                    yield block, lru.stamps[index]
 
     def cached_run(self, blocks: Sequence[int], replica: int) -> int:
         """How many leading blocks of `blocks` `replica` holds."""
@@ -92,59 +83,116 @@ class ReplicaCaches(LruReplicas):
         return run
 
     def admit(self, blocks: Sequence[int], replica: int, stamp: float = 0.0) -> int:
-        """Serve `blocks` on `replica` at `stamp`: return the cached run, then cache them all.
-
-        The stamps read off the replica's oldest blocks stay valid as long as
-        none of those blocks is reused: evicted ones are dropped from their front."""
+        """Serve `blocks` on `replica` at `stamp`: return the cached run, then
+        cache them all, as one new group, and evict past the capacity."""
+        if not blocks:
+            return 0
+        lru = self._lrus[replica]
+        held = lru.held
+        live = lru.live
         holders = self.holders
-        lru = self.lru[replica]
-        oldest = self._oldest[replica]
-        newest_read = oldest[-1] if oldest else -math.inf
+        base = lru.base
+        number = base + len(live)
         bit = 1 << replica
         run = 0
+        leading = True  # still in the cached run
+        fresh = 0
+        repeated = False
         for block in blocks:
-            if block not in lru:
-                break
-            run += 1
-        move = lru.move_to_end
-        for block in reversed(blocks):
-            last = lru.get(block)
-            if last is None:
-                lru[block] = stamp
+            last = held.get(block, -1)
+            if last == number:  # a second time in this request
+                repeated = True
+                run += leading
+                continue
+            if last < 0:
+                leading = False
                 holders[block] = holders.get(block, 0) | bit
             else:
-                move(block)
-                lru[block] = stamp
-                if last <= newest_read:  # may be one of the oldest read
-                    oldest = None
-        evicted = 0
+                run += leading
+                live[last - base] -= 1
+            held[block] = number
+            fresh += 1
+        # in the order they leave: a repeated block where it was first (last touched)
+        lru.groups.append(list(dict.fromkeys(blocks) if repeated else blocks))
+        lru.stamps.append(stamp)
+        live.append(fresh)
         capacity = self.capacity
-        if capacity is not None and len(lru) > capacity:
-            clear = ~bit
-            pop = lru.popitem
-            while len(lru) > capacity:
-                old, _ = pop(last=False)
-                evicted += 1
-                left = holders[old] & clear
-                if left:
-                    holders[old] = left
-                else:
-                    del holders[old]
-        self._oldest[replica] = (oldest[evicted:] or None) if oldest else None
+        if capacity is not None and len(held) > capacity:
+            self._evict(lru, replica, len(held) - capacity)
         return run
 
-    def clear(self, replica: int) -> None:
-        """Forget everything `replica` holds (a restart)."""
-        clear = ~(1 << replica)
+    def _evict(self, lru: _ReplicaLru, replica: int, count: int) -> None:
+        """Evict `count` blocks from `replica`, least recently used first."""
+        held = lru.held
         holders = self.holders
-        for block in self.lru[replica]:
+        groups = lru.groups
+        live = lru.live
+        clear = ~(1 << replica)
+        first = lru.first
+        taken = lru.taken
+        number = lru.base + first
+        group = groups[first]
+        while count:
+            if not live[first]:
+                first += 1
+                number += 1
+                taken = 0
+                group = groups[first]
+                continue
+            taken += 1
+            block = group[len(group) - taken]
+            if held.get(block, -1) != number:  # stale: reused by a newer group
+                continue
+            del held[block]
+            live[first] -= 1
+            count -= 1
             left = holders[block] & clear
             if left:
                 holders[block] = left
             else:
                 del holders[block]
-        self.lru[replica].clear()
-        self._changed(replica)
+        lru.first = first
+        lru.taken = taken
+        if first > 1024 and 2 * first > len(groups):  # drop the groups left behind
+            del groups[:first]
+            del lru.stamps[:first]
+            del live[:first]
+            lru.base += first
+            lru.first = 0
+
+    def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
+        """If a request of `length` blocks with that cached run went to `replica`:
+        the blocks it would evict and the stamp of the newest of them; when none
+        would be (or nothing is held), 0 and -1 minus the blocks left free (below
+        every stamp, the roomiest replica first); 0 and -inf when unbounded."""
+        capacity = self.capacity
+        if capacity is None:
+            return 0, -math.inf
+        lru = self._lrus[replica]
+        size = len(lru.held)
+        evicted = size + length - run - capacity
+        if evicted <= 0 or not size:
+            return max(evicted, 0), min(evicted, 0) - 1.0
+        live = lru.live
+        index = lru.first
+        newest = len(live) - 1
+        left = evicted - live[index]
+        while left > 0 and index < newest:
+            index += 1
+            left -= live[index]
+        return evicted, lru.stamps[index]
+
+    def clear(self, replica: int) -> None:
+        """Forget everything `replica` holds (a restart)."""
+        clear = ~(1 << replica)
+        holders = self.holders
+        for block in self._lrus[replica].held:
+            left = holders[block] & clear
+            if left:
+                holders[block] = left
+            else:
+                del holders[block]
+        self._lrus[replica] = _ReplicaLru()
 
 
 def cached_runs(holders: dict[int, int], blocks: Sequence[int], replicas: int) -> list[int]:

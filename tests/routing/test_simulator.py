@@ -2,6 +2,9 @@
 
 import argparse
 import json
+import math
+import random
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,10 +54,99 @@ def test_holders_index_always_matches_the_lrus(blocks, replicas, capacity) -> No
     for i, b in enumerate(blocks):
         caches.admit(b, i % replicas, i)
     for r in range(replicas):
-        assert all((caches.holders[blk] >> r) & 1 for blk in caches.lru[r])
+        assert all((caches.holders[blk] >> r) & 1 for blk, _ in caches.oldest(r))
         if capacity is not None:
-            assert len(caches.lru[r]) <= capacity
-    assert sum(bin(m).count("1") for m in caches.holders.values()) == sum(map(len, caches.lru))
+            assert caches.held(r) <= capacity
+    assert sum(bin(m).count("1") for m in caches.holders.values()) == sum(
+        caches.held(r) for r in range(replicas)
+    )
+
+
+def _reference_admit(
+    lru: OrderedDict[int, int], blocks: list[int], capacity: int | None, stamp: int
+) -> int:
+    """The plain LRU the grouped caches must equal: touch the blocks tail to head, evict the oldest."""
+    run = 0
+    for block in blocks:
+        if block not in lru:
+            break
+        run += 1
+    for block in reversed(blocks):
+        lru.pop(block, None)
+        lru[block] = stamp
+    while capacity is not None and len(lru) > capacity:
+        lru.popitem(last=False)
+    return run
+
+
+def _reference_newest_evicted(
+    lru: OrderedDict[int, int], capacity: int | None, length: int
+) -> tuple[int, float]:
+    if capacity is None:
+        return 0, -math.inf
+    stamps = list(lru.values())
+    evicted = len(stamps) + length - capacity
+    if evicted <= 0 or not stamps:
+        return max(evicted, 0), min(evicted, 0) - 1.0
+    return evicted, stamps[min(evicted, len(stamps)) - 1]
+
+
+def _assert_same_as_reference(
+    caches: ReplicaCaches, reference: list[OrderedDict[int, int]], capacity: int | None
+) -> None:
+    for replica, lru in enumerate(reference):
+        assert list(caches.oldest(replica)) == list(lru.items())
+        assert caches.held(replica) == len(lru)
+        for length in range(12):
+            assert caches.newest_evicted(replica, 0, length) == _reference_newest_evicted(
+                lru, capacity, length
+            )
+    every_block = {block for lru in reference for block in lru}
+    assert caches.holders == {
+        block: sum(1 << r for r, lru in enumerate(reference) if block in lru)
+        for block in every_block
+    }
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.lists(st.integers(0, 12), max_size=8),
+            st.integers(0, 9).map(lambda draw: draw == 0),  # a restart first, one in ten
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([None, 1, 3, 8]),
+)
+@settings(max_examples=150, deadline=None)
+def test_caches_equal_a_plain_lru_touched_tail_to_head(requests, capacity) -> None:
+    # any block lists: repeated blocks within a request, shared ones across replicas, restarts
+    caches = ReplicaCaches(3, capacity)
+    reference: list[OrderedDict[int, int]] = [OrderedDict() for _ in range(3)]
+    for stamp, (replica, blocks, restart) in enumerate(requests):
+        if restart:
+            caches.clear(replica)
+            reference[replica].clear()
+        expected = _reference_admit(reference[replica], blocks, capacity, stamp)
+        assert caches.admit(blocks, replica, stamp) == expected
+        _assert_same_as_reference(caches, reference, capacity)
+
+
+def test_caches_equal_a_plain_lru_over_thousands_of_admits() -> None:
+    # long enough for the groups left behind to be dropped, several times
+    rng = random.Random(7)
+    caches = ReplicaCaches(2, 6)
+    reference: list[OrderedDict[int, int]] = [OrderedDict(), OrderedDict()]
+    for stamp in range(6000):
+        replica = rng.randrange(2)
+        blocks = [rng.randrange(40) for _ in range(rng.randrange(1, 5))]
+        expected = _reference_admit(reference[replica], blocks, 6, stamp)
+        assert caches.admit(blocks, replica, stamp) == expected
+        if stamp % 97 == 0:
+            _assert_same_as_reference(caches, reference, 6)
+    _assert_same_as_reference(caches, reference, 6)
 
 
 def test_newest_evicted_after_admits_that_evict_or_reuse_the_oldest_blocks() -> None:
@@ -80,7 +172,7 @@ def test_newest_evicted_follows_the_lru_order_after_every_admit(requests, capaci
     for i, (conversation, length) in enumerate(requests):
         caches.admit([conversation * 1000 + k for k in range(length)], i % 2, i)
         for replica in (0, 1):
-            stamps = list(caches.lru[replica].values())
+            stamps = [stamp for _, stamp in caches.oldest(replica)]
             for length in (ask, capacity - len(stamps) + 1):  # and exactly one block evicted
                 evicted = len(stamps) + length - capacity
                 if evicted > 0 and stamps:
