@@ -7,6 +7,8 @@ cdef class WorkShares:
     cdef public double slack_blocks
     cdef public list assigned
     cdef public list uncached
+    cdef public Py_ssize_t total_assigned
+    cdef public Py_ssize_t clock
 
     @cython.locals(replicas=Py_ssize_t, top_assigned=double, top_uncached=double, r=Py_ssize_t)
     cpdef object within(self, runs, Py_ssize_t length)

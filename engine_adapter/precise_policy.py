@@ -72,12 +72,10 @@ class WorkShares:
         self.slack_blocks = slack_blocks
         self.assigned = [0] * replicas
         self.uncached = [0] * replicas
-
-    @property
-    def clock(self) -> int:
-        """Uncached blocks given so far: the fleet's turnover clock (blocks newly
-        cached), the `ReuseModel`'s time."""
-        return sum(self.uncached)
+        self.total_assigned = 0
+        # uncached blocks given so far: the fleet's turnover clock (blocks newly
+        # cached), the `ReuseModel`'s time
+        self.clock = 0
 
     def within(self, runs: Sequence[int], length: int) -> list[bool] | None:
         """Per replica, whether taking a request of `length` blocks (with that
@@ -86,7 +84,7 @@ class WorkShares:
         if balance is None:
             return None
         replicas = len(self.assigned)
-        top_assigned = balance * (sum(self.assigned) + length) / replicas + self.slack_blocks
+        top_assigned = balance * (self.total_assigned + length) / replicas + self.slack_blocks
         top_uncached = balance * (self.clock + length) / replicas + self.slack_blocks
         return [
             self.assigned[r] + length <= top_assigned
@@ -98,6 +96,8 @@ class WorkShares:
         """`replica` was given a request of `length` blocks, `run` of them cached."""
         self.assigned[replica] += length
         self.uncached[replica] += length - run
+        self.total_assigned += length
+        self.clock += length - run
 
 
 Eviction = Callable[[int], tuple[float, float]]

@@ -6,7 +6,7 @@ cdef class _Prompt:
     cdef public double time
     cdef public Py_ssize_t id
     cdef public Py_ssize_t klass
-    cdef public object continued_after
+    cdef public double continued_after
 
 
 cdef class ReuseModel:
@@ -27,7 +27,6 @@ cdef class ReuseModel:
 
     @cython.locals(
         links=dict, deepest=Py_ssize_t, link=Py_ssize_t, last=Py_ssize_t, index=Py_ssize_t,
-        continued_past=Py_ssize_t,
     )
     cpdef observe(self, Py_ssize_t prompt_id, full_blocks, double clock)
 
@@ -38,7 +37,7 @@ cdef class ReuseModel:
 
     @cython.locals(
         prompt=_Prompt, index=Py_ssize_t, step=Py_ssize_t, last=Py_ssize_t, klass=Py_ssize_t,
-        lag=double, age_step=double, window=double, hits=double, count=double,
+        lag=double, age_step=double, window=double, hits=double, count=double, after=double,
         order=list, exposed=list, continued=list,
     )
     cpdef _settle(self, double clock)

@@ -73,7 +73,7 @@ class _Prompt:
         self.id = prompt_id
         self.time = time
         self.klass = klass
-        self.continued_after: float | None = None
+        self.continued_after = math.inf  # the gap after which it was continued (inf: not yet)
 
 
 class ReuseModel:
@@ -119,7 +119,7 @@ class ReuseModel:
             parent = self._prompts.get(deepest >> 1)
             if parent is not None:
                 gap = clock - parent.time
-                if parent.continued_after is None:
+                if parent.continued_after == math.inf:
                     parent.continued_after = gap
         klass = 0 if gap is None else 1 + bisect.bisect_right(self.settings.gap_edges, gap)
         prompt = _Prompt(prompt_id, clock, klass)
@@ -138,7 +138,7 @@ class ReuseModel:
         prompt = self._prompts.get(prompt_id)
         if prompt is None:
             return self._forgotten_rate
-        if prompt.continued_after is not None:
+        if prompt.continued_after < math.inf:
             return 0.0
         step = min(self._last_age, int((clock - prompt.time) / self._age_step))
         klass = prompt.klass
@@ -171,9 +171,9 @@ class ReuseModel:
                     break
                 after = prompt.continued_after
                 klass = prompt.klass
-                if after is None or after >= step * age_step:
+                if after >= step * age_step:  # not continued by this age
                     exposed[klass][step] += 1
-                    if after is not None and after < lag:
+                    if after < lag:
                         continued[klass][step] += 1
                 index += 1
             self._settled[step] = index
@@ -201,5 +201,6 @@ class ReuseModel:
             del order[:first]
             self._settled = [index - first for index in self._settled]
             self._first = 0
-            prompts = self._prompts
-            self._links = {b: link for b, link in self._links.items() if link >> 1 in prompts}
+            # ids increase along the order: links to any older prompt are forgotten ones
+            kept = 2 * order[0].id if order else math.inf
+            self._links = {b: link for b, link in self._links.items() if link >= kept}
