@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 __all__ = ["ReuseModel", "ReuseSettings"]
 
+_NOT_YET = math.inf  # a prompt's continued_after until it is continued
+
 
 @dataclass(frozen=True)
 class ReuseSettings:
@@ -73,7 +75,7 @@ class _Prompt:
         self.id = prompt_id
         self.time = time
         self.klass = klass
-        self.continued_after = math.inf  # the gap after which it was continued (inf: not yet)
+        self.continued_after = _NOT_YET  # the gap after which it was continued
 
 
 class ReuseModel:
@@ -85,11 +87,14 @@ class ReuseModel:
             raise ValueError(f"window, age step and age steps must be positive, got {s}")
         self.settings = s
         classes = len(s.gap_edges) + 2  # new, then one per gap bucket
-        self._continued = [[0] * s.age_steps for _ in range(classes)]
-        self._exposed = [[0] * s.age_steps for _ in range(classes)]
+        # per (class, age bucket), at klass * age_steps + age: the counts and the value
+        self._continued = [0] * (classes * s.age_steps)
+        self._exposed = [0] * (classes * s.age_steps)
+        self._rates = [s.prior_hits / s.prior_count] * (classes * s.age_steps)
         self._forgotten_rate = s.prior_hits / s.prior_count
         # read for every eviction valuation and settle: plain attributes, not settings lookups
         self._age_step = s.age_step
+        self._age_steps = s.age_steps
         self._last_age = s.age_steps - 1
         self._prior_hits = s.prior_hits
         self._prior_count = s.prior_count
@@ -106,7 +111,7 @@ class ReuseModel:
         get) with these full blocks at turnover `clock` (never decreasing)."""
         if clock >= self._next_settle:
             self._settle(clock)
-            self._next_settle = clock + self.settings.age_step / 16
+            self._next_settle = clock + self._age_step / 16
         links = self._links
         deepest = -1  # the link of the deepest full block shared with earlier prompts
         for block in full_blocks:
@@ -119,7 +124,7 @@ class ReuseModel:
             parent = self._prompts.get(deepest >> 1)
             if parent is not None:
                 gap = clock - parent.time
-                if parent.continued_after == math.inf:
+                if parent.continued_after == _NOT_YET:
                     parent.continued_after = gap
         klass = 0 if gap is None else 1 + bisect.bisect_right(self.settings.gap_edges, gap)
         prompt = _Prompt(prompt_id, clock, klass)
@@ -138,13 +143,12 @@ class ReuseModel:
         prompt = self._prompts.get(prompt_id)
         if prompt is None:
             return self._forgotten_rate
-        if prompt.continued_after < math.inf:
+        if prompt.continued_after != _NOT_YET:
             return 0.0
-        step = min(self._last_age, int((clock - prompt.time) / self._age_step))
-        klass = prompt.klass
-        return (self._continued[klass][step] + self._prior_hits) / (
-            self._exposed[klass][step] + self._prior_count
-        )
+        age = int((clock - prompt.time) / self._age_step)
+        if age > self._last_age:
+            age = self._last_age
+        return self._rates[prompt.klass * self._age_steps + age]
 
     def eviction_cost(self, evicted: int, newest_stamp: float, clock: float) -> float:
         """The expected blocks of soon-wanted cache lost by evicting `evicted`
@@ -156,33 +160,36 @@ class ReuseModel:
 
     def _settle(self, clock: float) -> None:
         """Count every (prompt, age bucket) whose window has fully passed by `clock`."""
-        s = self.settings
         order = self._order
         age_step = self._age_step
-        window = s.window
-        for step in range(s.age_steps):
+        steps = self._age_steps
+        window = self.settings.window
+        prior_hits = self._prior_hits
+        prior_count = self._prior_count
+        exposed = self._exposed
+        continued = self._continued
+        rates = self._rates
+        for step in range(steps):
             lag = step * age_step + window
             index = self._settled[step]
-            exposed = self._exposed
-            continued = self._continued
             while index < len(order):
                 prompt = order[index]
                 if prompt.time + lag > clock:
                     break
                 after = prompt.continued_after
-                klass = prompt.klass
                 if after >= step * age_step:  # not continued by this age
-                    exposed[klass][step] += 1
+                    cell = prompt.klass * steps + step
+                    exposed[cell] += 1
                     if after < lag:
-                        continued[klass][step] += 1
+                        continued[cell] += 1
+                    rates[cell] = (continued[cell] + prior_hits) / (exposed[cell] + prior_count)
                 index += 1
             self._settled[step] = index
-        last = self._last_age
-        hits = self._prior_hits
-        count = self._prior_count
-        for klass in range(len(self._continued)):
-            hits += self._continued[klass][last]
-            count += self._exposed[klass][last]
+        hits = prior_hits
+        count = prior_count
+        for cell in range(self._last_age, len(exposed), steps):  # every class's last age
+            hits += continued[cell]
+            count += exposed[cell]
         self._forgotten_rate = hits / count
         self._forget(clock)
 
@@ -193,8 +200,11 @@ class ReuseModel:
         done = min(self._settled)
         cutoff = clock - self.settings.retention
         first = self._first
-        while first < done and order[first].time < cutoff:
-            del self._prompts[order[first].id]
+        while first < done:
+            prompt = order[first]
+            if prompt.time >= cutoff:
+                break
+            del self._prompts[prompt.id]
             first += 1
         self._first = first
         if first > 1024 and first * 2 > len(order):
