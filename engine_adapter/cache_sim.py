@@ -10,12 +10,13 @@ tail first).
 reads every replica's cached run in one pass over the prompt.
 
 Each replica's LRU order is kept as *groups*, one per admit: the request's
-blocks, all last used at its stamp, which leave tail first. A block belongs to the group of its last admit: `held` maps it to that group's
-sequence number, and the copies older groups keep of it are stale and skipped.
-Evicting walks the oldest group from its tail; counting the blocks each group
-still holds (`live`) tells which group the k-th least recently used block is
-in, which is what the precise policy's eviction cost asks. Plain dicts, lists
-and ints only: this is the simulator's hot loop.
+blocks, all last used at its stamp, which leave tail first. A block belongs to
+the group of its last admit (`held` maps it there); the copies older groups
+keep of it are stale and skipped. Evicting walks the oldest group from its
+tail; counting the blocks each group still holds (`live`) tells which group
+the k-th least recently used block is in, which is what the precise policy's
+eviction cost asks. Plain dicts, lists and ints only: this is the simulator's
+hot loop.
 """
 
 from __future__ import annotations
@@ -26,17 +27,26 @@ from collections.abc import Iterator, Sequence
 __all__ = ["ReplicaCaches", "cached_runs", "oracle_hits"]
 
 
+class _Group:
+    """The blocks one admit cached, its stamp, and how many of them are still
+    held here (neither evicted nor reused by a later admit)."""
+
+    __slots__ = ("blocks", "live", "stamp")
+
+    def __init__(self, stamp: float) -> None:
+        self.blocks: tuple[int, ...] = ()
+        self.stamp = stamp
+        self.live = 0
+
+
 class _ReplicaLru:
     """One replica's LRU order of blocks, as groups (see the module doc)."""
 
-    __slots__ = ("base", "first", "groups", "held", "live", "stamps", "taken")
+    __slots__ = ("first", "groups", "held", "taken")
 
     def __init__(self) -> None:
-        self.held: dict[int, int] = {}  # block -> the sequence number of its group
-        self.groups: list[list[int]] = []  # group number base + i at index i
-        self.stamps: list[float] = []  # per group: its admit's stamp
-        self.live: list[int] = []  # per group: the blocks it still holds
-        self.base = 0
+        self.held: dict[int, _Group] = {}  # block -> the group of its last admit
+        self.groups: list[_Group] = []  # oldest first
         self.first = 0  # index of the oldest group that may still hold blocks
         self.taken = 0  # entries of that group already evicted or skipped, from its tail
 
@@ -65,12 +75,10 @@ class ReplicaCaches:
         first (admitting while iterating invalidates the iterator)."""
         lru = self._lrus[replica]
         held = lru.held
-        for index in range(lru.first, len(lru.groups)):
-            number = lru.base + index
-            group = lru.groups[index]
-            for block in reversed(group):
-                if held.get(block) == number:
-                    yield block, lru.stamps[index]
+        for group in lru.groups[lru.first :]:
+            for block in reversed(group.blocks):
+                if held.get(block) is group:
+                    yield block, group.stamp
 
     def cached_run(self, blocks: Sequence[int], replica: int) -> int:
         """How many leading blocks of `blocks` `replica` holds."""
@@ -89,33 +97,29 @@ class ReplicaCaches:
             return 0
         lru = self._lrus[replica]
         held = lru.held
-        live = lru.live
         holders = self.holders
-        base = lru.base
-        number = base + len(live)
+        group = _Group(stamp)
         bit = 1 << replica
         run = 0
         leading = True  # still in the cached run
-        fresh = 0
         repeated = False
         for block in blocks:
-            last = held.get(block, -1)
-            if last == number:  # a second time in this request
+            last = held.get(block)
+            if last is group:  # a second time in this request
                 repeated = True
                 run += leading
                 continue
-            if last < 0:
+            if last is None:
                 leading = False
                 holders[block] = holders.get(block, 0) | bit
             else:
                 run += leading
-                live[last - base] -= 1
-            held[block] = number
-            fresh += 1
+                last.live -= 1
+            held[block] = group
+            group.live += 1
         # in the order they leave: a repeated block where it was first (last touched)
-        lru.groups.append(list(dict.fromkeys(blocks) if repeated else blocks))
-        lru.stamps.append(stamp)
-        live.append(fresh)
+        group.blocks = tuple(dict.fromkeys(blocks) if repeated else blocks)
+        lru.groups.append(group)
         capacity = self.capacity
         if capacity is not None and len(held) > capacity:
             self._evict(lru, replica, len(held) - capacity)
@@ -126,25 +130,24 @@ class ReplicaCaches:
         held = lru.held
         holders = self.holders
         groups = lru.groups
-        live = lru.live
         clear = ~(1 << replica)
         first = lru.first
         taken = lru.taken
-        number = lru.base + first
         group = groups[first]
+        blocks = group.blocks
         while count:
-            if not live[first]:
+            if not group.live:
                 first += 1
-                number += 1
                 taken = 0
                 group = groups[first]
+                blocks = group.blocks
                 continue
             taken += 1
-            block = group[len(group) - taken]
-            if held.get(block, -1) != number:  # stale: reused by a newer group
+            block = blocks[len(blocks) - taken]
+            if held.get(block) is not group:  # stale: reused by a later admit
                 continue
             del held[block]
-            live[first] -= 1
+            group.live -= 1
             count -= 1
             left = holders[block] & clear
             if left:
@@ -155,9 +158,6 @@ class ReplicaCaches:
         lru.taken = taken
         if first > 1024 and 2 * first > len(groups):  # drop the groups left behind
             del groups[:first]
-            del lru.stamps[:first]
-            del live[:first]
-            lru.base += first
             lru.first = 0
 
     def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
@@ -173,14 +173,16 @@ class ReplicaCaches:
         evicted = size + length - run - capacity
         if evicted <= 0 or not size:
             return max(evicted, 0), min(evicted, 0) - 1.0
-        live = lru.live
+        groups = lru.groups
         index = lru.first
-        newest = len(live) - 1
-        left = evicted - live[index]
+        newest = len(groups) - 1
+        group = groups[index]
+        left = evicted - group.live
         while left > 0 and index < newest:
             index += 1
-            left -= live[index]
-        return evicted, lru.stamps[index]
+            group = groups[index]
+            left -= group.live
+        return evicted, group.stamp
 
     def clear(self, replica: int) -> None:
         """Forget everything `replica` holds (a restart)."""
