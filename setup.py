@@ -6,7 +6,10 @@ The Python files stay the one source: each module below is compiled from
 types). The build writes ``compiled_from.json`` beside the compiled modules: the
 sha256 of every source it compiled. `prefixkit.engine_adapter.compiled` refuses to
 import compiled modules whose sources changed since (rebuild with ``make`` or
-``pip install -e .``). Everything else is configured in pyproject.toml.
+``pip install -e .``). Without a working C compiler the install goes on with no
+compiled module at all (the compiled modules import each other's types, so it
+is all or none): the replay then runs from the .py sources, about 2x slower.
+Everything else is configured in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 COMPILED = ("cache_sim", "load_model", "reuse_model", "precise_policy", "sim_policies", "replay")
 MANIFEST = "compiled_from.json"
@@ -31,11 +35,23 @@ def _digests() -> dict[str, str]:
 
 
 class BuildWithManifest(build_ext):
-    """build_ext, then record which sources the compiled modules were built from."""
+    """build_ext, then record which sources the compiled modules were built from;
+    if compiling fails, remove whatever it built and leave the .py sources in charge."""
 
     def run(self) -> None:
-        super().run()
         target = Path(self.get_ext_fullpath(self.extensions[0].name)).parent / MANIFEST
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError) as error:
+            for extension in self.extensions:
+                Path(self.get_ext_fullpath(extension.name)).unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
+            self.warn(
+                f"prefixkit: compiling the trace replay failed ({error}); it will run from "
+                "the Python sources, about 2x slower. Install gcc and the Python headers "
+                "(python3-dev) and reinstall to compile it."
+            )
+            return
         target.write_text(json.dumps(_digests(), indent=1, sort_keys=True) + "\n")
 
 

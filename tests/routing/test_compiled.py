@@ -3,7 +3,11 @@ exactly like the Python sources, and a build older than its sources is refused."
 
 import importlib
 import json
+import os
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -80,3 +84,34 @@ def test_a_stale_build_is_refused_with_the_rebuild_command(tmp_path: Path) -> No
     (package / "cache_sim.py").write_text("A = 2\n")
     with pytest.raises(StaleBuildError, match=r"cache_sim\.py changed.*`make`.*pip install -e \."):
         check_build(package)
+
+
+def test_a_failed_compile_leaves_the_python_sources_in_charge(tmp_path: Path) -> None:
+    # a compiler that builds cache_sim and load_model, then fails on reuse_model:
+    # the wheel still builds, with no compiled module at all (they cimport each other)
+    root = Path(__file__).parents[2]
+    source = tmp_path / "source"
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in tracked:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / name, source / name)
+    compiler = tmp_path / "cc"
+    compiler.write_text('#!/bin/sh\ncase "$*" in *reuse_model*) exit 1 ;; esac\nexec gcc "$@"\n')
+    compiler.chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(source)],
+        env={**os.environ, "CC": str(compiler)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "compiling the trace replay failed" in output
+    assert "reinstall to compile it" in output
+    (wheel,) = tmp_path.glob("prefixkit-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "prefixkit/engine_adapter/cache_sim.py" in names
+    assert [n for n in names if n.endswith((".so", MANIFEST))] == []
