@@ -15,8 +15,8 @@ the group of its last admit (`held` maps it there); the copies older groups
 keep of it are stale and skipped. Evicting walks the oldest group from its
 tail; counting the blocks each group still holds (`live`) tells which group
 the k-th least recently used block is in, which is what the precise policy's
-eviction cost asks. Plain dicts, lists and ints only: this is the simulator's
-hot loop.
+eviction cost asks. Plain dicts, lists and slotted objects only: this is the
+simulator's hot loop.
 """
 
 from __future__ import annotations
