@@ -13,6 +13,9 @@
    blocks, salted), the other per-request cost inside the router, at 1k, 4k and
    16k tokens. Side by side: the same chain hashed through ``cbor2.dumps`` (what
    `cbor_block` replaces; the digests are checked equal).
+3. A conversation's next turn: a 4k-token prompt whose first 3k tokens the
+   previous turn sent, hashed through the router's `PrefixHashMemo` (which saw
+   that turn) against hashing it from scratch (the hashes are checked equal).
 
 Prints medians (and the decision's 99th percentile) in microseconds. Not measured here: the
 `/tokenize` round trip to a replica and the proxying itself (network and the
@@ -29,7 +32,13 @@ from pathlib import Path
 
 from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
 from prefixkit.engine_adapter.trace import load_trace
-from prefixkit.sdk.block_hash import event_block_hash, event_block_hashes, none_hash, sha256_cbor
+from prefixkit.sdk.block_hash import (
+    PrefixHashMemo,
+    event_block_hash,
+    event_block_hashes,
+    none_hash,
+    sha256_cbor,
+)
 from traces import MOONCAKE_TRACE
 
 REPLICAS = 8
@@ -91,6 +100,26 @@ def hash_latencies(tokens: int, runs: int, hasher: Callable[..., list[int]]) -> 
     return samples
 
 
+def next_turn_latencies(tokens: int, seen: int, runs: int) -> tuple[list[float], list[float]]:
+    """Seconds to hash each run's prompt of `tokens` whose first `seen` tokens a
+    previous turn sent: (through a memo that hashed that turn, from scratch)."""
+    memo = PrefixHashMemo(32, algo="sha256_cbor")
+    memoised, scratch = [], []
+    for run in range(runs):
+        token_ids = [(7 * i + 13 * run) % 49_152 for i in range(tokens)]
+        salt = f"tenant-{run % 4}"
+        memo.hashes(token_ids[:seen], salt)  # the previous turn
+        started = time.perf_counter()
+        through_memo = memo.hashes(token_ids, salt)
+        memoised.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        from_scratch = event_block_hashes(token_ids, 32, algo="sha256_cbor", cache_salt=salt)
+        scratch.append(time.perf_counter() - started)
+        if through_memo != from_scratch:
+            raise SystemExit("PrefixHashMemo disagrees with event_block_hashes")
+    return memoised, scratch
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE)
@@ -120,6 +149,11 @@ def main() -> int:
             f"  {tokens:>6} tokens  event_block_hashes median {ours:8.1f} us"
             f"   via cbor2.dumps {reference:8.1f} us   {reference / ours:.2f}x"
         )
+    memoised, scratch = (_percentiles(s)[0] for s in next_turn_latencies(4_000, 3_000, 200))
+    print(
+        f"next turn, 4000 tokens of which 3000 sent before: PrefixHashMemo median {memoised:.1f} us"
+        f"   from scratch {scratch:.1f} us   {scratch / memoised:.2f}x"
+    )
     return 0
 
 

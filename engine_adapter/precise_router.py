@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, event_block_hashes
+from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -93,12 +93,12 @@ class RouterState:
             sum(known) / count if complete else 0.0,
         )
         self.reuse = ReuseModel(ReuseSettings.for_capacity(sum(known))) if complete else None
+        self.hash_memo = PrefixHashMemo(
+            settings.block_size, algo=settings.hash_algo, seed=settings.hash_seed
+        )
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
-        s = self.settings
-        return event_block_hashes(
-            token_ids, s.block_size, algo=s.hash_algo, cache_salt=cache_salt, seed=s.hash_seed
-        )
+        return self.hash_memo.hashes(token_ids, cache_salt)
 
     def route(self, hashes: Sequence[int]) -> tuple[int, int]:
         """(replica, its cached run) for a request with these block hashes."""

@@ -18,6 +18,10 @@ canonical CBOR of a block itself (`cbor_block`: the bytes ``cbor2`` gives, from
 memoised per-token encodings) instead of calling ``cbor2``: a prompt hashes
 about 2.2x faster (``bench/router_latency.py``).
 
+A router sees each conversation's prefix again at every turn; `PrefixHashMemo`
+remembers block hashes by (parent hash, block tokens, extra keys), so it hashes
+only the blocks it has not seen (bounded, least recently used forgotten first).
+
 The alignment checks, the precise router and the trace simulator all call this
 module, so they agree with the engine and with each other.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Literal
@@ -36,6 +41,7 @@ import cbor2
 __all__ = [
     "DEFAULT_NONE_HASH_SEED",
     "HashAlgo",
+    "PrefixHashMemo",
     "block_hashes",
     "cbor_block",
     "event_block_hash",
@@ -215,3 +221,54 @@ def event_block_hashes(
         event_block_hash(h)
         for h in block_hashes(token_ids, block_size, algo=algo, cache_salt=cache_salt, seed=seed)
     ]
+
+
+class PrefixHashMemo:
+    """`event_block_hashes` for one engine's settings, remembering up to `limit`
+    block hashes (about 1 KB each) by (parent hash, block tokens, extra keys): a
+    block is hashed once however many later prompts repeat it after the same
+    prefix and salt."""
+
+    def __init__(
+        self,
+        block_size: int,
+        *,
+        algo: HashAlgo = "sha256",
+        seed: str | None = None,
+        limit: int = 1 << 14,
+    ) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        if limit < 1:
+            raise ValueError(f"the memo must hold at least one hash, got limit {limit}")
+        self.block_size = block_size
+        self.limit = limit
+        self._hash = _block_hash_function(algo)
+        self._none = none_hash(algo, none_hash_seed() if seed is None else seed)
+        self._memo: OrderedDict[tuple[bytes, tuple[int, ...], object], bytes] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[int]:
+        """The KV-event hashes of every full block of `token_ids` (see `block_hashes`)."""
+        memo = self._memo
+        size = self.block_size
+        parent = self._none
+        extra: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
+        hashes: list[int] = []
+        for start in range(0, len(token_ids) - size + 1, size):
+            tokens = tuple(token_ids[start : start + size])
+            key = (parent, tokens, extra)
+            digest = memo.get(key)
+            if digest is None:
+                digest = self._hash(parent, tokens, extra)
+                memo[key] = digest
+                if len(memo) > self.limit:
+                    memo.popitem(last=False)
+            else:
+                memo.move_to_end(key)
+            hashes.append(event_block_hash(digest))
+            parent = digest
+            extra = None
+        return hashes

@@ -9,7 +9,9 @@ import cbor2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
 from prefixkit.sdk.block_hash import (
+    PrefixHashMemo,
     block_hashes,
     cbor_block,
     event_block_hash,
@@ -159,3 +161,58 @@ def test_cbor_block_encodes_long_parents_and_blocks(length: int) -> None:
 def test_cbor_block_refuses_integers_beyond_64_bits_by_name() -> None:
     with pytest.raises(ValueError, match="64 bits"):
         cbor_block(bytes(32), [2**64], None)
+
+
+# conversations: (shared system prompt length, turns of (conversation, added tokens), salt)
+_turns = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 40), st.sampled_from([None, "", "a", "b"])),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(_turns, st.sampled_from(["sha256", "sha256_cbor"]), st.integers(1, 6))
+def test_prefix_memo_gives_the_hashes_of_every_prompt(turns, algo, limit) -> None:
+    # prompts that repeat and extend each other, salted or not, through a memo
+    # small enough to forget: every answer equals hashing from scratch
+    memo = PrefixHashMemo(4, algo=algo, seed="s", limit=limit)
+    prompts: dict[int, list[int]] = {}
+    for conversation, added, salt in turns:
+        prompt = prompts.setdefault(conversation, list(range(conversation, conversation + 8)))
+        prompt.extend((conversation * 7 + k) % 50 for k in range(added))
+        expected = event_block_hashes(prompt, 4, algo=algo, cache_salt=salt, seed="s")
+        assert memo.hashes(prompt, salt) == expected
+        assert len(memo) <= limit
+
+
+def test_prefix_memo_hashes_only_the_blocks_a_next_turn_adds() -> None:
+    memo = PrefixHashMemo(4, algo="sha256_cbor")
+    first_turn = list(range(40))  # 10 blocks
+    memo.hashes(first_turn, "tenant")
+    assert len(memo) == 10
+    memo.hashes([*first_turn, *range(100, 108)], "tenant")  # 2 blocks more
+    assert len(memo) == 12
+    memo.hashes(first_turn, "other tenant")  # another salt: a chain of its own
+    assert len(memo) == 22
+
+
+def test_prefix_memo_refuses_an_empty_limit() -> None:
+    with pytest.raises(ValueError, match="at least one hash"):
+        PrefixHashMemo(4, limit=0)
+
+
+def test_the_router_hashes_like_the_engine_turn_after_turn() -> None:
+    settings = RouterSettings(
+        replica_urls=["http://127.0.0.1:9000"],
+        kv_endpoints=["tcp://127.0.0.1:9100"],
+        block_size=4,
+        hash_algo="sha256_cbor",
+        hash_seed="engine-seed",
+    )
+    state = RouterState(settings)
+    turn = list(range(30))
+    for salt in ("tenant-a", "tenant-a", None, "tenant-b"):
+        turn = [*turn, *range(len(turn), len(turn) + 9)]
+        assert state.hashes(turn, salt) == event_block_hashes(
+            turn, 4, algo="sha256_cbor", cache_salt=salt, seed="engine-seed"
+        )
