@@ -192,14 +192,26 @@ def block_hashes(
     """
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    fn = _block_hash_function(algo)
-    parent = none_hash(algo, none_hash_seed() if seed is None else seed)
-    first_keys: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
+    first = none_hash(algo, none_hash_seed() if seed is None else seed)
+    return _chain(token_ids, block_size, first, cache_salt, _block_hash_function(algo))
+
+
+def _chain(
+    token_ids: Sequence[int],
+    block_size: int,
+    first_parent: bytes,
+    cache_salt: str | None,
+    hash_block: _BlockHasher,
+) -> list[bytes]:
+    """Every full block's hash, each from its parent's (`first_parent` for the
+    first block, whose extra keys carry the salt)."""
+    parent = first_parent
+    extra: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
     hashes: list[bytes] = []
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        extra = first_keys if start == 0 else None
-        parent = fn(parent, token_ids[start : start + block_size], extra)
+        parent = hash_block(parent, token_ids[start : start + block_size], extra)
         hashes.append(parent)
+        extra = None
     return hashes
 
 
@@ -252,23 +264,18 @@ class PrefixHashMemo:
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[int]:
         """The KV-event hashes of every full block of `token_ids` (see `block_hashes`)."""
+        chain = _chain(token_ids, self.block_size, self._none, cache_salt, self._remembered)
+        return [event_block_hash(digest) for digest in chain]
+
+    def _remembered(self, parent: bytes, token_ids: Sequence[int], extra: object) -> bytes:
         memo = self._memo
-        size = self.block_size
-        parent = self._none
-        extra: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
-        hashes: list[int] = []
-        for start in range(0, len(token_ids) - size + 1, size):
-            tokens = tuple(token_ids[start : start + size])
-            key = (parent, tokens, extra)
-            digest = memo.get(key)
-            if digest is None:
-                digest = self._hash(parent, tokens, extra)
-                memo[key] = digest
-                if len(memo) > self.limit:
-                    memo.popitem(last=False)
-            else:
-                memo.move_to_end(key)
-            hashes.append(event_block_hash(digest))
-            parent = digest
-            extra = None
-        return hashes
+        key = (parent, tuple(token_ids), extra)
+        digest = memo.get(key)
+        if digest is None:
+            digest = self._hash(parent, key[1], extra)
+            memo[key] = digest
+            if len(memo) > self.limit:
+                memo.popitem(last=False)
+        else:
+            memo.move_to_end(key)
+        return digest
