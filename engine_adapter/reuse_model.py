@@ -90,8 +90,9 @@ class ReuseModel:
         # per (class, age bucket), at klass * age_steps + age: the counts and the value
         self._continued = [0] * (classes * s.age_steps)
         self._exposed = [0] * (classes * s.age_steps)
-        self._rates = [s.prior_hits / s.prior_count] * (classes * s.age_steps)
-        self._forgotten_rate = s.prior_hits / s.prior_count
+        prior = s.prior_hits / s.prior_count  # every value before any count
+        self._rates = [prior] * (classes * s.age_steps)
+        self._forgotten_rate = prior
         # read for every eviction valuation and settle: plain attributes, not settings lookups
         self._age_step = s.age_step
         self._age_steps = s.age_steps
