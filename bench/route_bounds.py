@@ -17,6 +17,11 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   "probation" replicas, continuations with no cached run to the other,
   "protected" ones, the rest by the precise rule, among replicas whose assigned
   and uncached blocks stay within `--balance` x the mean (or unconstrained);
+* ``precise, told continuations``: the precise rule with its eviction cost
+  from the future instead of the learned `ReuseModel`: the evicted blocks
+  count in full when the newest one's prompt is continued (its next turn
+  arrives) within the next 1 or 2 fleet turnovers of requests, else not at
+  all. How far better prediction alone could take the precise rule;
 * ``precise`` and ``smg_like`` from the simulator, same requests and load model
   as `bench/route_replay.py` (1 ms prefill per uncached block, arrivals
   compressed 25x); precise also with other work budgets (`PreciseParams.
@@ -119,18 +124,49 @@ def clairvoyant_placement(
     return runs, max(assigned) / mean
 
 
+def continuations(trace: Trace) -> dict[int, int]:
+    """Prompt index -> the index of the request that continues it first, by the
+    `ReuseModel`'s rule: the deepest full block the request shares with earlier
+    ones was that prompt's last full block, and no request went past it before."""
+    # full block -> 2 x the last prompt using it, + 1 once some prompt continued past it
+    links: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for index, blocks in enumerate(trace.blocks):
+        full = blocks[: trace.input_lengths[index] // trace.block_size]
+        deepest = -1
+        for block in full:
+            link = links.get(block, -1)
+            if link < 0:
+                break
+            deepest = link
+        if deepest >= 0 and not deepest & 1:
+            first.setdefault(deepest >> 1, index)
+        if full:
+            for block in full[:-1]:
+                links[block] = 2 * index + 1
+            links[full[-1]] = 2 * index + (links.get(full[-1], 0) & 1)
+    return first
+
+
 class Fleet:
     """What an online router under test acts on: per-replica LRU caches, the
     load model of `precise` here (1 ms per uncached block, arrivals / 25) and the
     blocks, and uncached blocks, given to each replica so far (`WorkShares`,
-    with a budget of `balance` x the mean and no slack, or none)."""
+    with a budget of `balance` x the mean plus `slack_blocks`, or none)."""
 
-    def __init__(self, trace: Trace, replicas: int, capacity: int, balance: float | None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        replicas: int,
+        capacity: int,
+        balance: float | None,
+        slack_blocks: float = 0.0,
+    ) -> None:
         self.trace = trace
         self.replicas = replicas
         self.caches = ReplicaCaches(replicas, capacity)
         self.load = LoadModel(replicas, 0.001, 0.0)
-        self.shares = WorkShares(replicas, balance, 0.0)
+        self.shares = WorkShares(replicas, balance, slack_blocks)
         self.runs: list[int] = []
 
     def arrive(self, index: int) -> float:
@@ -199,6 +235,38 @@ def segmented(
     return fleet.outcome()
 
 
+def told_continuations(
+    trace: Trace, replicas: int, capacity: int, horizon: int
+) -> tuple[list[int], float, float]:
+    """(cached runs, imbalance, uncached imbalance) of the precise rule (its
+    default work budget and slack, as `Precise`) with the eviction cost told by
+    the future: the evicted blocks in full if the newest one's prompt is
+    continued within the next `horizon` requests, else 0."""
+    params = PreciseParams()
+    fleet = Fleet(trace, replicas, capacity, params.work_balance, capacity)
+    caches = fleet.caches
+    continued_at = continuations(trace)
+    for index, blocks in enumerate(trace.blocks):
+        now = fleet.arrive(index)
+        cached = cached_runs(caches.holders, blocks, replicas)
+        length = len(blocks)
+        queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
+
+        def eviction(
+            replica: int, cached: list[int] = cached, length: int = length, index: int = index
+        ) -> tuple[float, float]:
+            evicted, stamp = caches.newest_evicted(replica, cached[replica], length)
+            later = continued_at.get(int(stamp), NEVER) if evicted > 0 else NEVER
+            return (float(evicted) if later <= index + horizon else 0.0), stamp
+
+        within = fleet.shares.within(cached, length)
+        replica = choose_replica(
+            cached, queued, fleet.load.inflight, params, index + 1, eviction, within
+        )
+        fleet.serve(index, replica, now)
+    return fleet.outcome()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default=str(MOONCAKE_TRACE))
@@ -219,6 +287,9 @@ def main() -> int:
         policies=("smg_like", "precise"),
     )
     result = {r.policy: r for r in sim.results}
+    # one fleet turnover in requests: the fleet's blocks over precise's uncached blocks per request
+    uncached = sum(map(len, trace.blocks)) * (1.0 - result["precise"].hit_rate) / len(trace)
+    turnover = round(total / uncached)
     placement, imbalance = clairvoyant_placement(
         trace, args.replicas, args.capacity, args.balance, uses
     )
@@ -237,6 +308,11 @@ def main() -> int:
             for b in (1.04, 1.08, 1.12)
             for r in [replay(trace, "precise", args.replicas, args.capacity, LOAD, precise=PreciseParams(work_balance=b))]
         ),
+        *(
+            (f"precise, told {k} turnover{'s' * (k > 1)}", token_hit_rate(trace, hits)[0], f"{imb:.2f} / {unc:.2f}")
+            for k in (1, 2)
+            for hits, imb, unc in [told_continuations(trace, args.replicas, args.capacity, k * turnover)]
+        ),
         ("precise (simulated, 1.06)", result["precise"].hit_rate, f"{result['precise'].imbalance:.2f} / {result['precise'].uncached_imbalance:.2f}"),
         ("smg_like (simulated)", result["smg_like"].hit_rate, f"{result['smg_like'].imbalance:.2f} / {result['smg_like'].uncached_imbalance:.2f}"),
     ]  # fmt: skip
@@ -252,7 +328,8 @@ def main() -> int:
         tally[1] += 1
     print(
         f"{len(trace)} requests, {args.replicas} replicas x {args.capacity} blocks "
-        f"(clairvoyant placement within {args.balance:g} x mean assigned blocks)"
+        f"(clairvoyant placement within {args.balance:g} x mean assigned blocks; "
+        f"one fleet turnover: {turnover} requests)"
     )
     print(f"{'':<30}{'hit rate':>9}{'/ smg_like':>11}{'imbalance (assigned / uncached)':>33}")
     for name, rate, imb in rows:
