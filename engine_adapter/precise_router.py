@@ -17,7 +17,9 @@ Per request to ``/v1/chat/completions`` or ``/v1/completions``:
    requests and the work it was given so far (`WorkShares`);
    `precise_policy.choose_replica` decides;
 4. the body is forwarded unchanged and the response streamed back as it comes
-   (``x-prefixkit-replica`` names the replica).
+   (``x-prefixkit-replica`` names the replica; ``server-timing`` gives the
+   router's own time before forwarding, in ms: ``tokenize`` for step 1, the
+   round trip to the replica, and ``route`` for steps 2-3).
 
 A health loop polls every replica's ``/health``; a replica that fails it is left
 out of routing and its blocks are dropped (it will be replayed from scratch when
@@ -30,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,14 +238,17 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
         alive = [r for r, ok in enumerate(state.healthy) if ok] or [0]
         tokenizer_url = settings.replica_urls[alive[state.turn % len(alive)]]
+        started = time.perf_counter()
         try:
             tokens = await _token_ids(client, tokenizer_url, request.url.path, body)
         except httpx.HTTPStatusError as exc:
             return Response(
                 exc.response.content, exc.response.status_code, media_type="application/json"
             )
+        tokenized = time.perf_counter()
         hashes = state.hashes(tokens, body.get("cache_salt"))
         replica, run = state.route(hashes)
+        routed = time.perf_counter()
         uncached = float(len(hashes) - run)
         state.inflight[replica] += 1
         state.queued_blocks[replica] += uncached
@@ -280,7 +286,11 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             await upstream.aclose()
             finished()
 
-        headers = {"x-prefixkit-replica": str(replica)}
+        headers = {
+            "x-prefixkit-replica": str(replica),
+            "server-timing": f"tokenize;dur={(tokenized - started) * 1e3:.3f}, "
+            f"route;dur={(routed - tokenized) * 1e3:.3f}",
+        }
         return StreamingResponse(
             relay(),
             status_code=upstream.status_code,

@@ -113,11 +113,15 @@ def _round_robin_run(replicas: LiveReplicas) -> float:
     return _hit_rate(replicas, before)
 
 
-def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[int]]:
+def _replica_set(replicas: LiveReplicas) -> SimpleNamespace:
     # the same wiring `prefixkit serve --router precise` uses
-    replica_set = SimpleNamespace(
+    return SimpleNamespace(
         base_urls=replicas.urls, replicas=[SimpleNamespace(config=c) for c in replicas.configs]
     )
+
+
+def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[int]]:
+    replica_set = _replica_set(replicas)
     with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
         before = [fetch_cache_metrics(u) for u in replicas.urls]
         with httpx.Client(base_url=url, timeout=120) as client:
@@ -142,3 +146,28 @@ def test_precise_routing_beats_round_robin_on_engine_metrics(
     print(f"engine hit rate: round_robin {round_robin:.3f}, precise {precise:.3f}, routed {routed}")
     assert precise > round_robin
     assert min(routed) > 0  # both replicas used: affinity did not pile everything on one
+
+
+def test_precise_router_reports_its_time_before_forwarding(
+    live_replicas: LiveReplicas, tmp_path: Path
+) -> None:
+    replica_set = _replica_set(live_replicas)
+    with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
+        body = {
+            "model": live_replicas.model_name,
+            "messages": _tenant_messages(9, 0),
+            "max_tokens": 1,
+        }
+        started = time.perf_counter()
+        response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+        elapsed_ms = (time.perf_counter() - started) * 1e3
+    response.raise_for_status()
+    timings = {
+        name.strip(): float(duration)
+        for name, duration in (
+            part.split(";dur=") for part in response.headers["server-timing"].split(",")
+        )
+    }
+    assert set(timings) == {"tokenize", "route"}
+    assert timings["tokenize"] > 0 and timings["route"] > 0
+    assert timings["tokenize"] + timings["route"] < elapsed_ms
