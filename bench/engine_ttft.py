@@ -53,7 +53,7 @@ class Request:
     messages: list[dict[str, str]]
 
 
-def _text(seed: str, words: int) -> str:
+def filler_text(seed: str, words: int) -> str:
     rng = random.Random(seed)
     sentences = []
     while words > 0:
@@ -64,14 +64,14 @@ def _text(seed: str, words: int) -> str:
 
 
 def workload() -> list[Request]:
-    product_prompt = "You are the support assistant of ShopDesk. " + _text("shopdesk", 850)
+    product_prompt = "You are the support assistant of ShopDesk. " + filler_text("shopdesk", 850)
     systems = {
-        "acme": product_prompt + "\nTenant policy (Acme): " + _text("acme-policy", 300),
-        "globex": product_prompt + "\nTenant policy (Globex): " + _text("globex-policy", 300),
+        "acme": product_prompt + "\nTenant policy (Acme): " + filler_text("acme-policy", 300),
+        "globex": product_prompt + "\nTenant policy (Globex): " + filler_text("globex-policy", 300),
         "initech": "You are Initech's HR helpdesk. "
-        + _text("initech", 850)
+        + filler_text("initech", 850)
         + "\nPolicy: "
-        + _text("initech-policy", 300),
+        + filler_text("initech-policy", 300),
     }
     keys = {tenant: key for key, tenant in TENANT_KEYS.items()}
     requests = []
@@ -84,12 +84,15 @@ def workload() -> list[Request]:
                         {
                             "role": "user",
                             "content": f"[{tenant} user {user}] "
-                            + _text(f"{tenant}-{user}-{t}", 25),
+                            + filler_text(f"{tenant}-{user}-{t}", 25),
                         }
                     )
                     if t < turn:
                         history.append(
-                            {"role": "assistant", "content": _text(f"a-{tenant}-{user}-{t}", 40)}
+                            {
+                                "role": "assistant",
+                                "content": filler_text(f"a-{tenant}-{user}-{t}", 40),
+                            }
                         )
                 requests.append(Request(tenant, keys[tenant], history))
     return requests

@@ -1,0 +1,236 @@
+"""Routers in front of two real vLLM CPU replicas, side by side: precise vs real SMG vs round-robin.
+
+    .venv/bin/python bench/router_live.py      # ports 18064-18066, about 5 minutes
+
+Two replicas of the embedded model (SmolLM2-135M, 32-token blocks) with a
+deliberately small KV cache (`--kv-blocks`, 64 blocks each), KV events on.
+Workload: 6 tenants, each with its own system prompt (~12 blocks) and salt
+(`tenant_salt`), 2 users each holding a 4-turn conversation (every turn sends
+the whole history, as chat clients do; the assistant's earlier answers are
+fixed text, so every router gets the same requests). The conversations run
+concurrently, at most `--clients` requests in flight, streamed, 8 tokens each.
+Round-robin then puts every tenant's system prompt on both replicas, more than
+a replica holds; a cache-aware router keeps each tenant on one.
+
+The same requests go through each router in turn, each phase with its own
+salts, so no phase reuses another's blocks:
+
+1. round-robin (the client alternates the replicas);
+2. real SMG ``cache_aware`` (`prefixkit serve`'s default router, its
+   ``--max-tree-size`` from the replicas' KV capacity);
+3. ``precise`` (`prefixkit serve --router precise`).
+
+Prints per router: the engines' prefix-cache hit rate (their own counters, a
+difference over the phase), time to first token (median, p90); for precise,
+its own time before forwarding from its ``server-timing`` header (the
+``/tokenize`` round trip to a replica, and hashing + the decision), median and
+p99; and the workload's characters per token, against the 4 that SMG's tree
+is sized with. The replicas share this machine's cores, so a busy engine also
+slows the ``/tokenize`` answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from engine_ttft import filler_text
+from prefixkit.engine_adapter.embedded import prepare_embedded
+from prefixkit.engine_adapter.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.router_launch import launch_router
+from prefixkit.engine_adapter.smg_launch import CHARS_PER_TOKEN
+from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.sdk.salt import tenant_salt
+
+TENANTS = 6
+USERS = 2
+TURNS = 4
+SECRET = "router-live-bench-secret"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    tenant: int
+    turns: list[list[dict[str, str]]]  # the messages sent at each turn
+
+
+@dataclass
+class PhaseResult:
+    router: str
+    hit_rate: float = 0.0
+    ttft_s: list[float] = field(default_factory=list)
+    tokenize_ms: list[float] = field(default_factory=list)
+    route_ms: list[float] = field(default_factory=list)
+
+
+def conversations() -> list[Conversation]:
+    """Tenant-interleaved: tenant 0's users, tenant 1's, ... each a growing history."""
+    result = []
+    for user, tenant in itertools.product(range(USERS), range(TENANTS)):
+        system = f"You are the assistant of tenant {tenant}. " + filler_text(
+            f"system-{tenant}", 290
+        )
+        history = [{"role": "system", "content": system}]
+        turns = []
+        for turn in range(TURNS):
+            question = filler_text(f"q-{tenant}-{user}-{turn}", 20)
+            history = [*history, {"role": "user", "content": question}]
+            turns.append(history)
+            answer = filler_text(f"a-{tenant}-{user}-{turn}", 35)
+            history = [*history, {"role": "assistant", "content": answer}]
+        result.append(Conversation(tenant, turns))
+    return result
+
+
+def _server_timing(header: str | None) -> dict[str, float]:
+    if not header:
+        return {}
+    parts = (part.split(";dur=") for part in header.split(","))
+    return {name.strip(): float(duration) for name, duration in parts}
+
+
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, object], result: PhaseResult
+) -> None:
+    started = time.perf_counter()
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        timing = _server_timing(response.headers.get("server-timing"))
+        first = None
+        async for line in response.aiter_lines():
+            if first is None and line.startswith("data: {") and json.loads(line[6:])["choices"]:
+                first = time.perf_counter() - started
+    if first is None:
+        raise RuntimeError(f"no token streamed back from {url}")
+    result.ttft_s.append(first)
+    if timing:
+        result.tokenize_ms.append(timing["tokenize"])
+        result.route_ms.append(timing["route"])
+
+
+async def run_phase(
+    router: str, pick_url: Callable[[], str], model: str, clients: int
+) -> PhaseResult:
+    """Every conversation, turn after turn, at most `clients` requests in flight."""
+    result = PhaseResult(router)
+    gate = asyncio.Semaphore(clients)
+
+    async def converse(client: httpx.AsyncClient, conversation: Conversation) -> None:
+        salt = tenant_salt(f"{router}:{conversation.tenant}", SECRET)
+        for messages in conversation.turns:
+            body = {
+                "model": model,
+                "messages": messages,
+                "max_tokens": 8,
+                "temperature": 0,
+                "stream": True,
+                "cache_salt": salt,
+            }
+            async with gate:
+                await _stream(client, pick_url(), body, result)
+
+    async with httpx.AsyncClient(timeout=600) as client:
+        await asyncio.gather(*(converse(client, c) for c in conversations()))
+    return result
+
+
+def _measured(replica_urls: list[str], phase: Callable[[], PhaseResult]) -> PhaseResult:
+    before = [fetch_cache_metrics(url) for url in replica_urls]
+    result = phase()
+    after = [fetch_cache_metrics(url) for url in replica_urls]
+    intervals = [a.since(b) for a, b in zip(after, before, strict=True)]
+    result.hit_rate = sum(i.hit_tokens for i in intervals) / sum(
+        i.queried_tokens for i in intervals
+    )
+    return result
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--first-port", type=int, default=18064)
+    parser.add_argument("--kv-blocks", type=int, default=64)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+
+    def report(message: str) -> None:
+        print(f"  {message}", file=sys.stderr, flush=True)
+
+    with ExitStack() as stack:
+        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pk-bench-")))
+        base = prepare_embedded(report, num_gpu_blocks_override=args.kv_blocks, max_model_len=1024)
+        configs = replica_configs(base, 2, run_dir, args.first_port)
+        print("starting 2 replicas ...", file=sys.stderr)
+        replicas = stack.enter_context(ReplicaSet(configs, run_dir, report=report))
+        urls = replicas.base_urls
+        model = base.name
+        system = conversations()[0].turns[0][0]["content"]
+        tokens = httpx.post(f"{urls[0]}/tokenize", json={"model": model, "prompt": system})
+        chars_per_token = len(system) / tokens.raise_for_status().json()["count"]
+        turn = itertools.count()
+        results = [
+            _measured(
+                urls,
+                lambda: asyncio.run(
+                    run_phase(
+                        "round_robin", lambda: urls[next(turn) % len(urls)], model, args.clients
+                    )
+                ),
+            )
+        ]
+        router_port = args.first_port + 2
+        for name, policy in (("smg cache_aware", "cache_aware"), ("precise", "precise")):
+            with launch_router(replicas, policy, "127.0.0.1", router_port, run_dir, report) as url:
+                results.append(
+                    _measured(
+                        urls,
+                        lambda url=url, name=name: asyncio.run(
+                            run_phase(name, lambda: url, model, args.clients)
+                        ),
+                    )
+                )
+
+    requests = TENANTS * USERS * TURNS
+    print(
+        f"{requests} requests: {TENANTS} tenants x {USERS} users x {TURNS} turns, "
+        f"{args.clients} in flight, 2 replicas x {args.kv_blocks} blocks of {base.block_size} tokens"
+    )
+    print(f"{'router':<18}{'hit rate':>9}{'TTFT median':>13}{'TTFT p90':>10}")
+    for result in results:
+        print(
+            f"{result.router:<18}{result.hit_rate:>9.3f}"
+            f"{statistics.median(result.ttft_s) * 1e3:>10.0f} ms"
+            f"{_percentile(result.ttft_s, 0.9) * 1e3:>7.0f} ms"
+        )
+    print(
+        f"workload text: {chars_per_token:.1f} characters per token "
+        f"(SMG's tree is sized at {CHARS_PER_TOKEN})"
+    )
+    precise = results[-1]
+    print(
+        "precise router's own time before forwarding (server-timing), median / p99: "
+        f"/tokenize round trip {statistics.median(precise.tokenize_ms):.2f} / "
+        f"{_percentile(precise.tokenize_ms, 0.99):.2f} ms, "
+        f"hashing + decision {statistics.median(precise.route_ms):.3f} / "
+        f"{_percentile(precise.route_ms, 0.99):.3f} ms"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
