@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -42,6 +43,13 @@ class LiveReplicas:
     @property
     def replay_endpoints(self) -> list[str | None]:
         return [c.kv_events_replay_endpoint for c in self.configs]
+
+    @property
+    def replica_set(self) -> SimpleNamespace:
+        """What `launch_router` reads of a `ReplicaSet`: the same wiring as `prefixkit serve`."""
+        return SimpleNamespace(
+            base_urls=self.urls, replicas=[SimpleNamespace(config=c) for c in self.configs]
+        )
 
 
 def _wait_healthy(

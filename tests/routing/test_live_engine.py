@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import httpx
@@ -113,16 +112,10 @@ def _round_robin_run(replicas: LiveReplicas) -> float:
     return _hit_rate(replicas, before)
 
 
-def _replica_set(replicas: LiveReplicas) -> SimpleNamespace:
-    # the same wiring `prefixkit serve --router precise` uses
-    return SimpleNamespace(
-        base_urls=replicas.urls, replicas=[SimpleNamespace(config=c) for c in replicas.configs]
-    )
-
-
 def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[int]]:
-    replica_set = _replica_set(replicas)
-    with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
+    with launch_router(
+        replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
+    ) as url:
         before = [fetch_cache_metrics(u) for u in replicas.urls]
         with httpx.Client(base_url=url, timeout=120) as client:
             for _tenant, messages, salt in _workload("precise"):
@@ -151,8 +144,9 @@ def test_precise_routing_beats_round_robin_on_engine_metrics(
 def test_precise_router_reports_its_time_before_forwarding(
     live_replicas: LiveReplicas, tmp_path: Path
 ) -> None:
-    replica_set = _replica_set(live_replicas)
-    with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
+    with launch_router(
+        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
+    ) as url:
         body = {
             "model": live_replicas.model_name,
             "messages": _tenant_messages(9, 0),

@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import httpx
@@ -88,11 +87,9 @@ def test_concurrent_burst_on_one_prefix_spills_past_the_load_bound(
     replica_count = len(live_replicas.urls)
     margin = _affinity_margin(live_replicas, params)
     assert margin > 0, "prefix too short: the load term alone would spill the burst"
-    replica_set = SimpleNamespace(
-        base_urls=live_replicas.urls,
-        replicas=[SimpleNamespace(config=c) for c in live_replicas.configs],
-    )
-    with launch_router(replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print) as url:
+    with launch_router(
+        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
+    ) as url:
         warm_body = {
             "model": live_replicas.model_name,
             "messages": _messages("Warm-up question?"),
