@@ -175,6 +175,14 @@ class Fleet:
         self.load.advance(now)
         return now
 
+    def cached(self, blocks: Sequence[int]) -> list[int]:
+        """Each replica's cached run of `blocks`."""
+        return cached_runs(self.caches.holders, blocks, self.replicas)
+
+    def queued(self, now: float) -> list[float]:
+        """Each replica's queued prefill blocks at `now`."""
+        return [self.load.queued_blocks(r, now) for r in range(self.replicas)]
+
     def within(self, cached: list[int], length: int) -> list[int]:
         """Replicas within the budget if given this request (every replica if
         none would, or there is no budget)."""
@@ -213,7 +221,7 @@ def segmented(
     routed: set[int] = set()  # the router's own history
     for index, blocks in enumerate(trace.blocks):
         now = fleet.arrive(index)
-        cached = cached_runs(caches.holders, blocks, replicas)
+        cached = fleet.cached(blocks)
         seen = _leading_run(blocks, routed)
         routed.update(blocks)
         length = len(blocks)
@@ -223,7 +231,7 @@ def segmented(
         elif max(cached) <= 1:
             allowed = [r for r in allowed if r >= probation] or allowed
         scores = [cached[r] if r in allowed else -NEVER for r in range(replicas)]
-        queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
+        queued = fleet.queued(now)
 
         def eviction(
             replica: int, cached: list[int] = cached, length: int = length
@@ -248,9 +256,9 @@ def told_continuations(
     continued_at = continuations(trace)
     for index, blocks in enumerate(trace.blocks):
         now = fleet.arrive(index)
-        cached = cached_runs(caches.holders, blocks, replicas)
+        cached = fleet.cached(blocks)
         length = len(blocks)
-        queued = [fleet.load.queued_blocks(r, now) for r in range(replicas)]
+        queued = fleet.queued(now)
 
         def eviction(
             replica: int, cached: list[int] = cached, length: int = length, index: int = index

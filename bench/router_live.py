@@ -52,6 +52,7 @@ from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.engine_adapter.smg_launch import CHARS_PER_TOKEN
 from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
 from prefixkit.sdk.salt import tenant_salt
+from samples import percentile
 
 TENANTS = 6
 USERS = 2
@@ -66,12 +67,19 @@ class Conversation:
 
 
 @dataclass
-class PhaseResult:
-    router: str
-    hit_rate: float = 0.0
+class Timings:
+    """Filled as the streams come back: TTFT, and the precise router's server-timing."""
+
     ttft_s: list[float] = field(default_factory=list)
     tokenize_ms: list[float] = field(default_factory=list)
     route_ms: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    router: str
+    hit_rate: float
+    timings: Timings
 
 
 def conversations() -> list[Conversation]:
@@ -101,7 +109,7 @@ def _server_timing(header: str | None) -> dict[str, float]:
 
 
 async def _stream(
-    client: httpx.AsyncClient, url: str, body: dict[str, object], result: PhaseResult
+    client: httpx.AsyncClient, url: str, body: dict[str, object], timings: Timings
 ) -> None:
     started = time.perf_counter()
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
@@ -113,17 +121,16 @@ async def _stream(
                 first = time.perf_counter() - started
     if first is None:
         raise RuntimeError(f"no token streamed back from {url}")
-    result.ttft_s.append(first)
+    timings.ttft_s.append(first)
     if timing:
-        result.tokenize_ms.append(timing["tokenize"])
-        result.route_ms.append(timing["route"])
+        timings.tokenize_ms.append(timing["tokenize"])
+        timings.route_ms.append(timing["route"])
 
 
-async def run_phase(
-    router: str, pick_url: Callable[[], str], model: str, clients: int
-) -> PhaseResult:
+async def _send_all(
+    router: str, pick_url: Callable[[], str], model: str, clients: int, timings: Timings
+) -> None:
     """Every conversation, turn after turn, at most `clients` requests in flight."""
-    result = PhaseResult(router)
     gate = asyncio.Semaphore(clients)
 
     async def converse(client: httpx.AsyncClient, conversation: Conversation) -> None:
@@ -138,27 +145,23 @@ async def run_phase(
                 "cache_salt": salt,
             }
             async with gate:
-                await _stream(client, pick_url(), body, result)
+                await _stream(client, pick_url(), body, timings)
 
     async with httpx.AsyncClient(timeout=600) as client:
         await asyncio.gather(*(converse(client, c) for c in conversations()))
-    return result
 
 
-def _measured(replica_urls: list[str], phase: Callable[[], PhaseResult]) -> PhaseResult:
+def measure_phase(
+    router: str, pick_url: Callable[[], str], replica_urls: list[str], model: str, clients: int
+) -> PhaseResult:
+    """One router's phase, its hit rate from the replicas' counters before and after."""
     before = [fetch_cache_metrics(url) for url in replica_urls]
-    result = phase()
+    timings = Timings()
+    asyncio.run(_send_all(router, pick_url, model, clients, timings))
     after = [fetch_cache_metrics(url) for url in replica_urls]
     intervals = [a.since(b) for a, b in zip(after, before, strict=True)]
-    result.hit_rate = sum(i.hit_tokens for i in intervals) / sum(
-        i.queried_tokens for i in intervals
-    )
-    return result
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+    hit_rate = sum(i.hit_tokens for i in intervals) / sum(i.queried_tokens for i in intervals)
+    return PhaseResult(router, hit_rate, timings)
 
 
 def main() -> int:
@@ -184,26 +187,14 @@ def main() -> int:
         chars_per_token = len(system) / tokens.raise_for_status().json()["count"]
         turn = itertools.count()
         results = [
-            _measured(
-                urls,
-                lambda: asyncio.run(
-                    run_phase(
-                        "round_robin", lambda: urls[next(turn) % len(urls)], model, args.clients
-                    )
-                ),
+            measure_phase(
+                "round_robin", lambda: urls[next(turn) % len(urls)], urls, model, args.clients
             )
         ]
         router_port = args.first_port + 2
         for name, policy in (("smg cache_aware", "cache_aware"), ("precise", "precise")):
             with launch_router(replicas, policy, "127.0.0.1", router_port, run_dir, report) as url:
-                results.append(
-                    _measured(
-                        urls,
-                        lambda url=url, name=name: asyncio.run(
-                            run_phase(name, lambda: url, model, args.clients)
-                        ),
-                    )
-                )
+                results.append(measure_phase(name, lambda url=url: url, urls, model, args.clients))
 
     requests = TENANTS * USERS * TURNS
     print(
@@ -214,20 +205,20 @@ def main() -> int:
     for result in results:
         print(
             f"{result.router:<18}{result.hit_rate:>9.3f}"
-            f"{statistics.median(result.ttft_s) * 1e3:>10.0f} ms"
-            f"{_percentile(result.ttft_s, 0.9) * 1e3:>7.0f} ms"
+            f"{statistics.median(result.timings.ttft_s) * 1e3:>10.0f} ms"
+            f"{percentile(result.timings.ttft_s, 0.9) * 1e3:>7.0f} ms"
         )
     print(
         f"workload text: {chars_per_token:.1f} characters per token "
         f"(SMG's tree is sized at {CHARS_PER_TOKEN})"
     )
-    precise = results[-1]
+    precise = results[-1].timings
     print(
         "precise router's own time before forwarding (server-timing), median / p99: "
         f"/tokenize round trip {statistics.median(precise.tokenize_ms):.2f} / "
-        f"{_percentile(precise.tokenize_ms, 0.99):.2f} ms, "
+        f"{percentile(precise.tokenize_ms, 0.99):.2f} ms, "
         f"hashing + decision {statistics.median(precise.route_ms):.3f} / "
-        f"{_percentile(precise.route_ms, 0.99):.3f} ms"
+        f"{percentile(precise.route_ms, 0.99):.3f} ms"
     )
     return 0
 
