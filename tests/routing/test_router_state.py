@@ -1,0 +1,78 @@
+"""The live precise router decides as the simulated precise policy `analyze` replays.
+
+The router's state (`RouterState`: the block index fed by KV events, the reuse
+model, the work budget) is driven here as the engines would drive it: each
+engine is a per-replica LRU like vLLM's (`ReplicaCaches`: a request's blocks
+leave tail first), and after each decision the chosen one reports the blocks
+it stored and removed. The router's load terms are set from the same load
+model the replay uses. Given the same requests, the two must pick the same
+replica every time.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prefixkit.engine_adapter.cache_sim import ReplicaCaches
+from prefixkit.engine_adapter.load_model import LoadModel
+from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
+from prefixkit.engine_adapter.replay import LoadParams, replay
+from prefixkit.engine_adapter.trace import Trace, load_trace
+
+MOONCAKE = (
+    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+) / "mooncake_conversation.jsonl"
+REPLICAS = 8
+LOAD = LoadParams(0.001, 0.0, 25.0)  # bench/route_replay.py's load model
+
+
+def _full_blocks_only(trace: Trace) -> Trace:
+    """The trace with every block full: engines hash (and report) full blocks only."""
+    return replace(trace, input_lengths=[len(b) * trace.block_size for b in trace.blocks])
+
+
+def _held(engines: ReplicaCaches, replica: int) -> set[int]:
+    return {block for block, _ in engines.oldest(replica)}
+
+
+def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
+    settings = RouterSettings(
+        replica_urls=[f"http://127.0.0.1:{9000 + r}" for r in range(REPLICAS)],
+        kv_endpoints=[f"tcp://127.0.0.1:{9100 + r}" for r in range(REPLICAS)],
+        capacity_blocks=[capacity] * REPLICAS if capacity is not None else (),
+    )
+    state = RouterState(settings)
+    index = state.index
+    engines = ReplicaCaches(REPLICAS, capacity)
+    load = LoadModel(REPLICAS, LOAD.prefill_s_per_block, LOAD.decode_s_per_token)
+    assignments = []
+    for arrival_ms, blocks, output in zip(
+        trace.timestamps_ms, trace.blocks, trace.output_lengths, strict=True
+    ):
+        now = arrival_ms / 1000.0 / LOAD.time_scale
+        load.advance(now)
+        state.inflight[:] = load.inflight
+        state.queued_blocks[:] = [load.queued_blocks(r, now) for r in range(REPLICAS)]
+        replica, run = state.route(blocks)
+        before = _held(engines, replica)
+        engines.admit(blocks, replica, state.turn)
+        after = _held(engines, replica)
+        index.stored(replica, [b for b in blocks if b not in before])  # the engine's events
+        index.removed(replica, (before | set(blocks)) - after)
+        load.dispatch(replica, now, len(blocks) - run, output)
+        assignments.append(replica)
+    return assignments
+
+
+@pytest.mark.parametrize("capacity", [None, 500, 100])
+def test_the_live_router_picks_the_replica_the_replay_picks(capacity: int | None) -> None:
+    trace = _full_blocks_only(load_trace(str(MOONCAKE), limit=1500))
+    simulated = replay(trace, "precise", REPLICAS, capacity, LOAD).assignments
+    live = _live_assignments(trace, capacity)
+    first_difference = next(
+        (i for i, (s, lv) in enumerate(zip(simulated, live, strict=True)) if s != lv), None
+    )
+    assert first_difference is None, (
+        f"request {first_difference}: replay chose {simulated[first_difference]}, "
+        f"the live router {live[first_difference]}"
+    )
