@@ -71,6 +71,7 @@ def route_latencies(blocks: Sequence[Sequence[int]], capacity: int | None) -> li
         overflow = len(lru) - limit
         if overflow > 0:
             index.removed(replica, list(lru)[:overflow])
+        state.finished(replica, hashes)
     return samples
 
 

@@ -10,7 +10,10 @@ Per request to ``/v1/chat/completions`` or ``/v1/completions``:
 2. block hashes with `prefixkit.sdk.block_hash` (block size, hash algorithm
    and seed of the replicas; ``cache_salt`` in the first block's extra keys);
 3. each replica's cached run from the `BlockIndex` that `KvEventFollower`
-   keeps from the engines' KV events, what the request would evict there
+   keeps from the engines' KV events, continued over the blocks of requests
+   in flight to it (an engine reports a block stored only once its prefill
+   computed it; until the request finishes its blocks count as coming, so a
+   burst on a new prefix is not scattered), what the request would evict there
    (valued by a `ReuseModel` learned from the routed requests, when the
    replicas' capacity is known), its queued prefill (uncached blocks of the
    requests it was sent that have not produced a first byte yet), its running
@@ -84,6 +87,8 @@ class RouterState:
             self.index, settings.kv_endpoints, replay, settings.kv_topic
         )
         self.inflight = [0] * count
+        # block -> requests in flight to that replica carrying it
+        self.coming: list[dict[int, int]] = [{} for _ in range(count)]
         self.queued_blocks = [0.0] * count
         self.healthy = [True] * count
         self.turn = 0  # requests routed so far: the last one's number
@@ -106,7 +111,7 @@ class RouterState:
     def route(self, hashes: Sequence[int]) -> tuple[int, int]:
         """(replica, its cached run) for a request with these block hashes."""
         alive = [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
-        runs_all = self.index.runs(hashes)
+        runs_all = self.runs(hashes)
         runs = [runs_all[r] for r in alive]
         self.turn += 1
         request = self.turn
@@ -134,9 +139,39 @@ class RouterState:
         )
         replica = alive[pick]
         self.index.touch(replica, hashes, request)
+        coming = self.coming[replica]
+        for block in hashes:
+            coming[block] = coming.get(block, 0) + 1
         self.shares.record(replica, length, runs[pick])
         self.routed[replica] += 1
         return replica, runs[pick]
+
+    def runs(self, hashes: Sequence[int]) -> list[int]:
+        """Each replica's cached run of `hashes`: the leading blocks it holds or
+        that a request in flight to it carries."""
+        runs = self.index.runs(hashes)
+        holders = self.index.holders
+        length = len(hashes)
+        for replica, coming in enumerate(self.coming):
+            if not coming:
+                continue
+            run = runs[replica]
+            bit = 1 << replica
+            while run < length and (hashes[run] in coming or holders.get(hashes[run], 0) & bit):
+                run += 1
+            runs[replica] = run
+        return runs
+
+    def finished(self, replica: int, hashes: Sequence[int]) -> None:
+        """A request routed to `replica` with `hashes` ended: from now on only
+        the engine's KV events tell which of its blocks the replica holds."""
+        coming = self.coming[replica]
+        for block in hashes:
+            left = coming[block] - 1
+            if left:
+                coming[block] = left
+            else:
+                del coming[block]
 
     def set_health(self, replica: int, healthy: bool) -> None:
         if self.healthy[replica] and not healthy:
@@ -262,6 +297,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         def finished() -> None:
             first_byte()
             state.inflight[replica] -= 1
+            state.finished(replica, hashes)
 
         upstream_request = client.build_request(
             "POST",

@@ -1,5 +1,6 @@
 """Against two real vLLM CPU replicas: under a concurrent burst on one cached prefix, the
-precise router keeps affinity up to its load bound, then spills to the other replica."""
+precise router keeps affinity up to its load bound, then spills to the other replica; a
+burst on a prefix no engine has stored yet is not scattered."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.engine
 
 ROUTER_PORT = 18135
 BURST = 12
+COLD_BURST = 4
 SALT = tenant_salt("spillover-tenant", "routing-test-secret")
 # ~16 blocks of system prompt, unlike any other test's, so only the warm-up caches it
 SYSTEM = "You are the spill-over assistant of Harbour Freight Ltd. " + " ".join(
@@ -63,7 +65,7 @@ def _affinity_margin(replicas: LiveReplicas, params: PreciseParams) -> float:
     return shared - per_request * (BURST - 1)
 
 
-async def _burst(url: str, model: str) -> list[httpx.Response]:
+async def _burst(url: str, model: str, salt: str, size: int) -> list[httpx.Response]:
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         bodies = [
             {
@@ -71,9 +73,9 @@ async def _burst(url: str, model: str) -> list[httpx.Response]:
                 "messages": _messages(f"Burst question {number}?"),
                 "max_tokens": 32,
                 "ignore_eos": True,  # every request decodes 32 tokens: they overlap in flight
-                "cache_salt": SALT,
+                "cache_salt": salt,
             }
-            for number in range(BURST)
+            for number in range(size)
         ]
         return await asyncio.gather(
             *(client.post("/v1/chat/completions", json=body) for body in bodies)
@@ -102,7 +104,7 @@ def test_concurrent_burst_on_one_prefix_spills_past_the_load_bound(
         time.sleep(1.0)  # let the engine's KV events reach the index
         before = httpx.get(f"{url}/router/state").json()["routed"]
         started = time.monotonic()
-        responses = asyncio.run(_burst(url, live_replicas.model_name))
+        responses = asyncio.run(_burst(url, live_replicas.model_name, SALT, BURST))
         elapsed = time.monotonic() - started
         after = httpx.get(f"{url}/router/state").json()["routed"]
     assert [r.status_code for r in responses] == [200] * BURST
@@ -117,3 +119,19 @@ def test_concurrent_burst_on_one_prefix_spills_past_the_load_bound(
     assert [a - b for a, b in zip(after, before, strict=True)] == split
     assert min(split) > 0  # spilled: the cold replica took part of the burst
     assert served[warm] >= floor  # affinity held until the warm replica reached the bound
+
+
+def test_a_burst_on_a_prefix_not_yet_stored_goes_to_one_replica(
+    live_replicas: LiveReplicas, tmp_path: Path
+) -> None:
+    # routed before any engine has computed (and reported) the prefix: only the
+    # requests already in flight tell where it is coming; 4 stay within the load
+    # bound and the work budget, so nothing else may split them
+    salt = tenant_salt("cold-burst-tenant", "routing-test-secret")
+    with launch_router(
+        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
+    ) as url:
+        responses = asyncio.run(_burst(url, live_replicas.model_name, salt, COLD_BURST))
+    assert [r.status_code for r in responses] == [200] * COLD_BURST
+    served = Counter(int(r.headers["x-prefixkit-replica"]) for r in responses)
+    assert sorted(served.values()) == [COLD_BURST], f"burst scattered: {dict(served)}"

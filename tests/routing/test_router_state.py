@@ -1,4 +1,5 @@
-"""The live precise router decides as the simulated precise policy `analyze` replays.
+"""The live precise router's state: the blocks of requests in flight, and the same
+decisions as the simulated precise policy `analyze` replays.
 
 The router's state (`RouterState`: the block index fed by KV events, the reuse
 model, the work budget) is driven here as the engines would drive it: each
@@ -26,6 +27,37 @@ REPLICAS = 8
 LOAD = LoadParams(0.001, 0.0, 25.0)  # bench/route_replay.py's load model
 
 
+def _router(replicas: int, capacity: int | None = None) -> RouterState:
+    return RouterState(
+        RouterSettings(
+            replica_urls=[f"http://127.0.0.1:{9000 + r}" for r in range(replicas)],
+            kv_endpoints=[f"tcp://127.0.0.1:{9100 + r}" for r in range(replicas)],
+            capacity_blocks=[capacity] * replicas if capacity is not None else (),
+        )
+    )
+
+
+def test_a_request_in_flight_counts_its_blocks_as_coming_to_its_replica() -> None:
+    state = _router(2)
+    prompt = list(range(1, 17))
+    first, run = state.route(prompt)
+    state.inflight[first] += 1  # as the proxy counts it
+    assert run == 0
+    # no KV event yet: the engine has not computed the blocks
+    assert state.route([*prompt, 99]) == (first, 16)
+
+
+def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None:
+    state = _router(2)
+    prompt = list(range(1, 17))
+    replica, _ = state.route(prompt)
+    state.index.stored(replica, prompt[:8])  # the engine stored half, then the request ended
+    state.finished(replica, prompt)
+    expected = [0, 0]
+    expected[replica] = 8
+    assert state.runs(prompt) == expected
+
+
 def _full_blocks_only(trace: Trace) -> Trace:
     """The trace with every block full: engines hash (and report) full blocks only."""
     return replace(trace, input_lengths=[len(b) * trace.block_size for b in trace.blocks])
@@ -36,12 +68,7 @@ def _held(engines: ReplicaCaches, replica: int) -> set[int]:
 
 
 def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
-    settings = RouterSettings(
-        replica_urls=[f"http://127.0.0.1:{9000 + r}" for r in range(REPLICAS)],
-        kv_endpoints=[f"tcp://127.0.0.1:{9100 + r}" for r in range(REPLICAS)],
-        capacity_blocks=[capacity] * REPLICAS if capacity is not None else (),
-    )
-    state = RouterState(settings)
+    state = _router(REPLICAS, capacity)
     index = state.index
     engines = ReplicaCaches(REPLICAS, capacity)
     load = LoadModel(REPLICAS, LOAD.prefill_s_per_block, LOAD.decode_s_per_token)
@@ -59,6 +86,7 @@ def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
         after = _held(engines, replica)
         index.stored(replica, [b for b in blocks if b not in before])  # the engine's events
         index.removed(replica, (before | set(blocks)) - after)
+        state.finished(replica, blocks)  # the replay's requests end before the next arrives
         load.dispatch(replica, now, len(blocks) - run, output)
         assignments.append(replica)
     return assignments
