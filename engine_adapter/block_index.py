@@ -85,25 +85,31 @@ class BlockIndex:
     def _changed(self, replica: int) -> None:
         self._oldest[replica] = None
 
-    def newest_evicted(self, replica: int, run: int, length: int) -> tuple[int, float]:
+    def newest_evicted(
+        self, replica: int, run: int, length: int, coming: int = 0
+    ) -> tuple[int, float]:
         """If a request of `length` blocks with that cached run went to `replica`:
         the blocks it would evict and the stamp of the newest of them; when none
         would be (or nothing is held), 0 and -1 minus the blocks left free (below
         every stamp, the roomiest replica first); 0 and -inf when the capacity is
-        unknown. (`ReplicaCaches.newest_evicted` answers the same for the simulator.)"""
+        unknown. `coming`: blocks not held yet that requests in flight there will
+        store first; they take room, and what they evict is not this request's
+        doing. (`ReplicaCaches.newest_evicted` answers the same for the
+        simulator, where nothing is in flight.)"""
         capacity = self._limits[replica]
         if capacity is None:
             return 0, -math.inf
         lru = self.lru[replica]
         held = len(lru)
-        evicted = held + length - run - capacity
+        evicted = held + coming + length - run - capacity
+        own = min(evicted, length - run)
         if evicted <= 0 or not held:
-            return max(evicted, 0), min(evicted, 0) - 1.0
+            return max(own, 0), min(evicted, 0) - 1.0
         oldest = self._oldest[replica]
         if oldest is None or (len(oldest) < evicted and len(oldest) < held):
             oldest = list(itertools.islice(lru.values(), max(evicted, _OLDEST_READ)))
             self._oldest[replica] = oldest
-        return evicted, oldest[min(evicted, len(oldest)) - 1]
+        return own, oldest[min(evicted, len(oldest)) - 1]
 
     def runs(self, hashes: Sequence[int]) -> list[int]:
         """Each replica's cached run of `hashes` (leading blocks it holds)."""

@@ -124,7 +124,8 @@ class RouterState:
 
         def eviction(pick: int) -> tuple[float, float]:
             replica = alive[pick]
-            count, stamp = index.newest_evicted(replica, runs_all[replica], length)
+            coming = self._coming_unheld(replica)
+            count, stamp = index.newest_evicted(replica, runs_all[replica], length, coming)
             return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
 
         within = self.shares.within(runs_all, length)
@@ -161,6 +162,15 @@ class RouterState:
                 run += 1
             runs[replica] = run
         return runs
+
+    def _coming_unheld(self, replica: int) -> int:
+        """Blocks that requests in flight to `replica` will store and it does not hold yet."""
+        coming = self.coming[replica]
+        if not coming:
+            return 0
+        holders = self.index.holders
+        bit = 1 << replica
+        return sum(1 for block in coming if not holders.get(block, 0) & bit)
 
     def finished(self, replica: int, hashes: Sequence[int]) -> None:
         """A request routed to `replica` with `hashes` ended: from now on only

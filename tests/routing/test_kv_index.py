@@ -102,6 +102,19 @@ def test_eviction_names_the_request_that_last_used_the_newest_evicted_block() ->
     assert index.newest_evicted(0, 0, 1) == (1, 7.0)
 
 
+def test_blocks_coming_from_requests_in_flight_evict_first_and_are_not_counted() -> None:
+    index = BlockIndex(1, [4])
+    index.touch(0, [1, 2], 5)
+    index.stored(0, [1, 2])
+    index.touch(0, [3, 4], 6)
+    index.stored(0, [3, 4])
+    # 1 block coming in flight takes the oldest (request 5's); this request's 2 new
+    # blocks evict the next two, the newest of them request 6's
+    assert index.newest_evicted(0, 0, 2, coming=1) == (2, 6.0)
+    assert index.newest_evicted(0, 0, 2) == (2, 5.0)
+    assert index.newest_evicted(0, 0, 0, coming=2) == (0, 5.0)  # nothing of its own to store
+
+
 def test_blocks_stored_before_any_request_carry_stamp_zero() -> None:
     index = BlockIndex(1, [2])
     index.stored(0, [1, 2])  # replayed from an engine that served earlier traffic

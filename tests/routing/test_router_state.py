@@ -104,3 +104,12 @@ def test_the_live_router_picks_the_replica_the_replay_picks(capacity: int | None
         f"request {first_difference}: replay chose {simulated[first_difference]}, "
         f"the live router {live[first_difference]}"
     )
+
+
+def test_blocks_coming_to_a_replica_take_its_room() -> None:
+    state = _router(2, capacity=64)
+    state.index.stored(0, range(1000, 1008))  # replica 0 holds 8 blocks, replica 1 none
+    first, _ = state.route(list(range(1, 17)))  # the roomiest replica, in flight
+    assert first == 1
+    # replica 1 will hold 16 once that request is computed: replica 0 has more room
+    assert state.route(list(range(101, 117)))[0] == 0
