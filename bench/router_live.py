@@ -47,7 +47,7 @@ from pathlib import Path
 import httpx
 from engine_ttft import filler_text
 from prefixkit.engine_adapter.embedded import prepare_embedded
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.engine_adapter.smg_launch import CHARS_PER_TOKEN
 from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
@@ -159,9 +159,7 @@ def measure_phase(
     timings = Timings()
     asyncio.run(_send_all(router, pick_url, model, clients, timings))
     after = [fetch_cache_metrics(url) for url in replica_urls]
-    intervals = [a.since(b) for a, b in zip(after, before, strict=True)]
-    hit_rate = sum(i.hit_tokens for i in intervals) / sum(i.queried_tokens for i in intervals)
-    return PhaseResult(router, hit_rate, timings)
+    return PhaseResult(router, fleet_interval(before, after).hit_rate, timings)
 
 
 def main() -> int:

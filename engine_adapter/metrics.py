@@ -16,12 +16,19 @@ from zero.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["CacheInterval", "CacheMetrics", "fetch_cache_metrics", "parse_cache_metrics"]
+__all__ = [
+    "CacheInterval",
+    "CacheMetrics",
+    "fetch_cache_metrics",
+    "fleet_interval",
+    "parse_cache_metrics",
+]
 
 _QUERIES = "vllm:prefix_cache_queries"
 _HITS = "vllm:prefix_cache_hits"
@@ -66,6 +73,14 @@ class CacheMetrics:
     def lifetime(self) -> CacheInterval:
         """Traffic since the replica started."""
         return CacheInterval(self.queried_tokens, self.hit_tokens)
+
+
+def fleet_interval(before: Sequence[CacheMetrics], after: Sequence[CacheMetrics]) -> CacheInterval:
+    """Traffic of several replicas between two scrapes of each (same order), summed."""
+    intervals = [a.since(b) for a, b in zip(after, before, strict=True)]
+    return CacheInterval(
+        sum(i.queried_tokens for i in intervals), sum(i.hit_tokens for i in intervals)
+    )
 
 
 def parse_cache_metrics(text: str) -> CacheMetrics:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.metrics import CacheMetrics, parse_cache_metrics
+from prefixkit.engine_adapter.metrics import CacheMetrics, fleet_interval, parse_cache_metrics
 
 # the shape vLLM 0.32 (CPU) serves on /metrics, trimmed to the families we read
 EXPOSITION = """\
@@ -61,6 +61,13 @@ def test_interval_hit_rate_is_a_difference_of_counters() -> None:
 def test_counters_going_down_mean_a_restart_and_count_from_zero() -> None:
     interval = _metrics(50, 10).since(_metrics(1000, 700))
     assert (interval.queried_tokens, interval.hit_tokens) == (50, 10)
+
+
+def test_a_fleet_interval_sums_each_replicas_own_interval() -> None:
+    before = [_metrics(1000, 700), _metrics(1000, 700)]
+    after = [_metrics(1600, 800), _metrics(50, 10)]  # the second replica restarted
+    interval = fleet_interval(before, after)
+    assert (interval.queried_tokens, interval.hit_tokens) == (650, 110)
 
 
 def test_no_queries_means_zero_hit_rate() -> None:

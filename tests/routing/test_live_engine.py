@@ -11,7 +11,7 @@ import httpx
 import pytest
 import zmq
 from prefixkit.engine_adapter.kv_events import Stored, decode_batch
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.sdk.block_hash import event_block_hashes
 from prefixkit.sdk.salt import tenant_salt
@@ -92,9 +92,7 @@ def _workload(policy: str) -> list[tuple[int, list[dict[str, str]], str]]:
 
 def _hit_rate(replicas: LiveReplicas, before: list) -> float:
     after = [fetch_cache_metrics(url) for url in replicas.urls]
-    intervals = [a.since(b) for a, b in zip(after, before, strict=True)]
-    queried = sum(i.queried_tokens for i in intervals)
-    return sum(i.hit_tokens for i in intervals) / queried
+    return fleet_interval(before, after).hit_rate
 
 
 def _round_robin_run(replicas: LiveReplicas) -> float:
