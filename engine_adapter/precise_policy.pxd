@@ -10,8 +10,11 @@ cdef class WorkShares:
     cdef public Py_ssize_t total_assigned
     cdef public Py_ssize_t clock
 
-    @cython.locals(replicas=Py_ssize_t, top_assigned=double, top_uncached=double, r=Py_ssize_t)
-    cpdef object within(self, runs, Py_ssize_t length)
+    @cython.locals(
+        replicas=Py_ssize_t, top_assigned=double, top_uncached=double, mean_uncached=double,
+        r=Py_ssize_t,
+    )
+    cpdef object within(self, runs, Py_ssize_t length, bint evenly=*)
 
     cpdef record(self, Py_ssize_t replica, Py_ssize_t length, Py_ssize_t run)
 

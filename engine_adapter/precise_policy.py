@@ -27,7 +27,13 @@ Two filters bound the load instead:
 * the work budget (`WorkShares`): among those, a replica is preferred only while
   the blocks it has been given, and the uncached ones, stay within
   ``work_balance`` x the mean plus one cache's worth (so the first requests of a
-  run are not scattered), the imbalance `analyze` reports.
+  run are not scattered), the imbalance `analyze` reports. Until the
+  `ReuseModel` has settled its first counts, a request that no replica holds
+  more of than another (a new tenant's first request, say) is preferred only
+  on replicas given at most the mean of uncached blocks: the eviction costs
+  are still the prior, so they would place it by a few free blocks or a
+  moment's queue, and where a new prefix lands decides where its later turns
+  go.
 
 Equal scores go to the replica whose would-be-evicted blocks are the least
 recently used (if nothing would be evicted, to the one left with the most free
@@ -77,15 +83,24 @@ class WorkShares:
         # cached), the `ReuseModel`'s time
         self.clock = 0
 
-    def within(self, runs: Sequence[int], length: int) -> list[bool] | None:
+    def within(self, runs: Sequence[int], length: int, evenly: bool = False) -> list[bool] | None:
         """Per replica, whether taking a request of `length` blocks (with that
-        cached run) keeps it within budget; None when there is no budget."""
+        cached run) keeps it within budget; None when there is no budget.
+        `evenly`: a request with the same run everywhere (it loses no hit
+        wherever it goes) fits only replicas given at most the mean of
+        uncached blocks so far."""
         balance = self.balance
         if balance is None:
             return None
         replicas = len(self.assigned)
         top_assigned = balance * (self.total_assigned + length) / replicas + self.slack_blocks
         top_uncached = balance * (self.clock + length) / replicas + self.slack_blocks
+        if evenly and max(runs) == min(runs):
+            mean_uncached = self.clock / replicas
+            return [
+                self.uncached[r] <= mean_uncached and self.assigned[r] + length <= top_assigned
+                for r in range(replicas)
+            ]
         return [
             self.assigned[r] + length <= top_assigned
             and self.uncached[r] + length - runs[r] <= top_uncached

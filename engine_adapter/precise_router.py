@@ -128,7 +128,7 @@ class RouterState:
             count, stamp = index.newest_evicted(replica, runs_all[replica], length, coming)
             return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
 
-        within = self.shares.within(runs_all, length)
+        within = self.shares.within(runs_all, length, reuse is not None and not reuse.informed)
         pick = choose_replica(
             runs,
             [self.queued_blocks[r] for r in alive],

@@ -17,6 +17,7 @@ cdef class ReuseModel:
     cdef public list _exposed
     cdef public list _rates
     cdef public double _forgotten_rate
+    cdef public bint informed
     cdef public double _age_step
     cdef public Py_ssize_t _age_steps
     cdef public Py_ssize_t _last_age

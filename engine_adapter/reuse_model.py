@@ -26,7 +26,8 @@ learns that from the traffic it routes, with no prior:
 
 Memory is bounded: prompts and block links older than `retention` are
 forgotten (a forgotten prompt is valued like the oldest age bucket of all
-classes together).
+classes together). `informed` turns true once a first count has settled (one
+`window` after the first prompt); until then every value is the prior.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class ReuseModel:
         prior = s.prior_hits / s.prior_count  # every value before any count
         self._rates = [prior] * (classes * s.age_steps)
         self._forgotten_rate = prior
+        # whether any count has settled: until then every value is the prior
+        self.informed = False
         # read for every eviction valuation and settle: plain attributes, not settings lookups
         self._age_step = s.age_step
         self._age_steps = s.age_steps
@@ -186,6 +189,8 @@ class ReuseModel:
                     rates[cell] = (continued[cell] + prior_hits) / (exposed[cell] + prior_count)
                 index += 1
             self._settled[step] = index
+        if not self.informed:
+            self.informed = any(exposed)
         hits = prior_hits
         count = prior_count
         for cell in range(self._last_age, len(exposed), steps):  # every class's last age

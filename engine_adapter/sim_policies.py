@@ -30,7 +30,8 @@ the simulated caches and load (`ReplicaCaches`, `LoadModel`) it was built with:
   inserted whatever the branch.
 * ``precise``: `precise_policy.choose_replica` over the true simulated caches,
   with the eviction cost of a `ReuseModel` learned as the replay goes and the
-  work budget of `WorkShares` (requests are numbered as the replay stamps
+  work budget of `WorkShares`, which spreads prefixes evenly while the model
+  has no evidence yet, as live (requests are numbered as the replay stamps
   their blocks: 0, 1, ...).
 """
 
@@ -362,7 +363,7 @@ class Precise:
             self._length = length
             self._clock = clock
             eviction = self._eviction
-        within = shares.within(runs, length)
+        within = shares.within(runs, length, reuse is not None and not reuse.informed)
         replica = choose_replica(
             runs, queued, load.inflight, self.params, self.requests, eviction, within
         )

@@ -52,6 +52,15 @@ def test_value_learns_how_often_prompts_come_back() -> None:
     assert returning.value(probe, clock) > 0.5 > one_shot.value(probe, clock)
 
 
+def test_the_model_is_informed_once_the_first_prompts_window_has_passed() -> None:
+    model = ReuseModel(SMALL)  # a window of 10
+    model.observe(1, [1, 2], 0.0)
+    model.observe(2, [3, 4], 9.0)
+    assert not model.informed
+    model.observe(3, [5, 6], 10.0)
+    assert model.informed
+
+
 def test_eviction_cost_is_the_evicted_blocks_times_their_prompts_value() -> None:
     model = ReuseModel(ReuseSettings(window=10.0, age_step=5.0, prior_hits=1.0, prior_count=4.0))
     model.observe(1, [1, 2], 0.0)

@@ -113,3 +113,30 @@ def test_blocks_coming_to_a_replica_take_its_room() -> None:
     assert first == 1
     # replica 1 will hold 16 once that request is computed: replica 0 has more room
     assert state.route(list(range(101, 117)))[0] == 0
+
+
+def _new_prefix(tenant: int) -> list[int]:
+    """A tenant's first request: 11 blocks no replica holds."""
+    return list(range(tenant * 100 + 1, tenant * 100 + 12))
+
+
+def test_before_the_model_has_evidence_a_new_prefix_goes_to_a_replica_given_less_work() -> None:
+    state = _router(2, capacity=64)
+    for tenant in range(3):  # in flight: 22 blocks coming to one replica, 11 to the other
+        state.route(_new_prefix(tenant))
+    light = min(range(2), key=lambda r: state.shares.uncached[r])
+    state.queued_blocks[light] = 20.0  # a moment's queue on it, and more room left there
+    assert state.reuse is not None and not state.reuse.informed
+    assert state.route(_new_prefix(3))[0] == light
+
+
+def test_once_the_model_has_evidence_a_new_prefix_may_go_to_a_replica_given_more_work() -> None:
+    state = _router(2, capacity=64)
+    for tenant in range(13):  # 143 blocks: past one window, the fleet's 128 blocks
+        prompt = _new_prefix(tenant)
+        replica, _ = state.route(prompt)
+        state.finished(replica, prompt)
+    assert state.reuse is not None and state.reuse.informed
+    light = min(range(2), key=lambda r: state.shares.uncached[r])
+    state.queued_blocks[light] = 20.0
+    assert state.route(_new_prefix(13))[0] == 1 - light

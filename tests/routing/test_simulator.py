@@ -450,6 +450,20 @@ def test_work_shares_allow_a_replica_one_cache_ahead_of_its_share() -> None:
     assert shares.clock == 20  # blocks newly cached: the reuse model's clock
 
 
+def test_work_shares_evenly_keep_a_prefix_held_nowhere_off_replicas_above_the_mean() -> None:
+    shares = WorkShares(2, 1.06, 64)
+    shares.record(0, 11, 0)
+    # the budget's slack of one cache allows either replica
+    assert shares.within([0, 0], 11) == [True, True]
+    assert shares.within([0, 0], 11, evenly=True) == [False, True]
+
+
+def test_work_shares_evenly_leave_a_request_with_a_longer_run_somewhere_to_the_budget() -> None:
+    shares = WorkShares(2, 1.06, 64)
+    shares.record(0, 11, 0)
+    assert shares.within([5, 0], 11, evenly=True) == [True, True]
+
+
 def test_work_shares_refuse_a_balance_below_one() -> None:
     with pytest.raises(ValueError, match=r"at least 1\.0"):
         WorkShares(2, 0.9, 0)
