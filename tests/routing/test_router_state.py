@@ -125,7 +125,8 @@ def test_before_the_model_has_evidence_a_new_prefix_goes_to_a_replica_given_less
     for tenant in range(3):  # in flight: 22 blocks coming to one replica, 11 to the other
         state.route(_new_prefix(tenant))
     light = min(range(2), key=lambda r: state.shares.uncached[r])
-    state.queued_blocks[light] = 20.0  # a moment's queue on it, and more room left there
+    # a moment's queue there puts its score 0.2 below the other's, room left aside
+    state.queued_blocks[light] = 20.0
     assert state.reuse is not None and not state.reuse.informed
     assert state.route(_new_prefix(3))[0] == light
 
