@@ -94,13 +94,13 @@ class WorkShares:
             return None
         replicas = len(self.assigned)
         top_assigned = balance * (self.total_assigned + length) / replicas + self.slack_blocks
-        top_uncached = balance * (self.clock + length) / replicas + self.slack_blocks
         if evenly and max(runs) == min(runs):
             mean_uncached = self.clock / replicas
             return [
                 self.uncached[r] <= mean_uncached and self.assigned[r] + length <= top_assigned
                 for r in range(replicas)
             ]
+        top_uncached = balance * (self.clock + length) / replicas + self.slack_blocks
         return [
             self.assigned[r] + length <= top_assigned
             and self.uncached[r] + length - runs[r] <= top_uncached
