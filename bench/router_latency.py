@@ -1,14 +1,17 @@
 """How long the precise router takes to pick a replica, in process, per request.
 
-    .venv/bin/python bench/router_latency.py [--requests 3000] [--capacity 500]
+    .venv/bin/python bench/router_latency.py [--requests 3000] [--capacity 500] [--in-flight 64]
 
 1. `RouterState.route` (the decision: cached runs from the block index, the
    eviction cost from the reuse model, the work budget, `choose_replica`) over
    the first N requests of the Mooncake conversation trace on 8 replicas, its
    hash ids standing in for block hashes. Each replica's engine is emulated
    from its KV events: the chosen replica stores the request's blocks and
-   removes its least recently used ones past `--capacity`. Side by side: the
-   same router without the replicas' capacity (no reuse model, no budget).
+   removes its least recently used ones past `--capacity` (a request's tail
+   before its head, as vLLM frees them). Side by side: the same router without
+   the replicas' capacity (no reuse model, no budget), and the same router with
+   `--in-flight` requests open at once (each ends that many requests after it
+   was routed; their blocks count as coming to their replica until then).
 2. Block hashing of one prompt (`event_block_hashes`, sha256_cbor, 32-token
    blocks, salted), the other per-request cost inside the router, at 1k, 4k and
    16k tokens. Side by side: the same chain hashed through ``cbor2.dumps`` (what
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,8 +54,32 @@ def _percentiles(samples_s: Sequence[float]) -> tuple[float, float]:
     return statistics.median(samples_s) * 1e6, percentile(samples_s, 0.99) * 1e6
 
 
-def route_latencies(blocks: Sequence[Sequence[int]], capacity: int | None) -> list[float]:
-    """Seconds per `route` call, engines emulated from KV events."""
+class EmulatedEngine:
+    """One replica's prefix cache as vLLM keeps it: an LRU of blocks in which a
+    request's blocks are most recent head first (its tail is evicted first)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.lru: OrderedDict[int, None] = OrderedDict()
+
+    def admit(self, hashes: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Cache a request's blocks: (the blocks newly stored, the blocks evicted)."""
+        lru = self.lru
+        stored = [h for h in hashes if h not in lru]
+        for block in reversed(hashes):
+            lru[block] = None
+            lru.move_to_end(block)
+        evicted = []
+        while len(lru) > self.capacity:
+            evicted.append(lru.popitem(last=False)[0])
+        return stored, evicted
+
+
+def route_latencies(
+    blocks: Sequence[Sequence[int]], capacity: int | None, in_flight: int = 0
+) -> list[float]:
+    """Seconds per `route` call, engines emulated from KV events, `in_flight`
+    requests open at once."""
     settings = RouterSettings(
         replica_urls=[f"http://127.0.0.1:{9000 + r}" for r in range(REPLICAS)],
         kv_endpoints=[f"tcp://127.0.0.1:{9100 + r}" for r in range(REPLICAS)],
@@ -59,19 +87,23 @@ def route_latencies(blocks: Sequence[Sequence[int]], capacity: int | None) -> li
     )
     state = RouterState(settings)
     index = state.index
-    limit = capacity if capacity is not None else 500
+    engines = [EmulatedEngine(capacity or 500) for _ in range(REPLICAS)]
+    open_requests: deque[tuple[int, Sequence[int]]] = deque()
     clock = time.perf_counter
     samples = []
     for hashes in blocks:
         started = clock()
         replica, _ = state.route(hashes)
         samples.append(clock() - started)
-        lru = index.lru[replica]
-        index.stored(replica, [h for h in hashes if h not in lru])
-        overflow = len(lru) - limit
-        if overflow > 0:
-            index.removed(replica, list(lru)[:overflow])
-        state.finished(replica, hashes)
+        state.inflight[replica] += 1
+        stored, evicted = engines[replica].admit(hashes)
+        index.stored(replica, stored)
+        index.removed(replica, evicted)
+        open_requests.append((replica, hashes))
+        if len(open_requests) > in_flight:
+            done, done_hashes = open_requests.popleft()
+            state.inflight[done] -= 1
+            state.index.finished(done, done_hashes)
     return samples
 
 
@@ -126,18 +158,26 @@ def main() -> int:
     parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--capacity", type=int, default=500, help="blocks per replica")
+    parser.add_argument(
+        "--in-flight", type=int, default=64, help="requests open at once in the third run"
+    )
     args = parser.parse_args()
     trace = load_trace(args.trace)
     blocks = trace.blocks[: args.requests]
 
     print(f"RouterState.route, {len(blocks)} Mooncake requests, {REPLICAS} replicas")
     medians = {}
-    for label, capacity in (("capacity known (reuse model)", args.capacity), ("unknown", None)):
-        p50, p99 = _percentiles(route_latencies(blocks, capacity))
+    for label, capacity, in_flight in (
+        ("capacity known (reuse model)", args.capacity, 0),
+        ("unknown", None, 0),
+        (f"known, {args.in_flight} in flight", args.capacity, args.in_flight),
+    ):
+        p50, p99 = _percentiles(route_latencies(blocks, capacity, in_flight))
         medians[label] = p50
         print(f"  {label:<30} median {p50:7.1f} us   p99 {p99:7.1f} us")
-    known, unknown = medians.values()
+    known, unknown, busy = medians.values()
     print(f"  reuse model and budget cost {known / unknown:.2f}x the decision without them")
+    print(f"  {args.in_flight} requests in flight cost {busy / known:.2f}x the decision with none")
 
     print("block hashes of one prompt (sha256_cbor, 32-token blocks, salted)")
     sample = [(11 * i) % 151_000 for i in range(4_000)]

@@ -87,8 +87,6 @@ class RouterState:
             self.index, settings.kv_endpoints, replay, settings.kv_topic
         )
         self.inflight = [0] * count
-        # block -> requests in flight to that replica carrying it
-        self.coming: list[dict[int, int]] = [{} for _ in range(count)]
         self.queued_blocks = [0.0] * count
         self.healthy = [True] * count
         self.turn = 0  # requests routed so far: the last one's number
@@ -111,7 +109,7 @@ class RouterState:
     def route(self, hashes: Sequence[int]) -> tuple[int, int]:
         """(replica, its cached run) for a request with these block hashes."""
         alive = [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
-        runs_all = self.runs(hashes)
+        runs_all = self.index.runs(hashes)
         runs = [runs_all[r] for r in alive]
         self.turn += 1
         request = self.turn
@@ -124,8 +122,7 @@ class RouterState:
 
         def eviction(pick: int) -> tuple[float, float]:
             replica = alive[pick]
-            coming = self._coming_unheld(replica)
-            count, stamp = index.newest_evicted(replica, runs_all[replica], length, coming)
+            count, stamp = index.newest_evicted(replica, runs_all[replica], length)
             return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
 
         within = self.shares.within(runs_all, length, reuse is not None and not reuse.informed)
@@ -139,49 +136,11 @@ class RouterState:
             None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]
-        self.index.touch(replica, hashes, request)
-        coming = self.coming[replica]
-        for block in hashes:
-            coming[block] = coming.get(block, 0) + 1
+        index.touch(replica, hashes, request)
+        index.sent(replica, hashes)
         self.shares.record(replica, length, runs[pick])
         self.routed[replica] += 1
         return replica, runs[pick]
-
-    def runs(self, hashes: Sequence[int]) -> list[int]:
-        """Each replica's cached run of `hashes`: the leading blocks it holds or
-        that a request in flight to it carries."""
-        runs = self.index.runs(hashes)
-        holders = self.index.holders
-        length = len(hashes)
-        for replica, coming in enumerate(self.coming):
-            if not coming:
-                continue
-            run = runs[replica]
-            bit = 1 << replica
-            while run < length and (hashes[run] in coming or holders.get(hashes[run], 0) & bit):
-                run += 1
-            runs[replica] = run
-        return runs
-
-    def _coming_unheld(self, replica: int) -> int:
-        """Blocks that requests in flight to `replica` will store and it does not hold yet."""
-        coming = self.coming[replica]
-        if not coming:
-            return 0
-        holders = self.index.holders
-        bit = 1 << replica
-        return sum(1 for block in coming if not holders.get(block, 0) & bit)
-
-    def finished(self, replica: int, hashes: Sequence[int]) -> None:
-        """A request routed to `replica` with `hashes` ended: from now on only
-        the engine's KV events tell which of its blocks the replica holds."""
-        coming = self.coming[replica]
-        for block in hashes:
-            left = coming[block] - 1
-            if left:
-                coming[block] = left
-            else:
-                del coming[block]
 
     def set_health(self, replica: int, healthy: bool) -> None:
         if self.healthy[replica] and not healthy:
@@ -307,7 +266,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         def finished() -> None:
             first_byte()
             state.inflight[replica] -= 1
-            state.finished(replica, hashes)
+            state.index.finished(replica, hashes)
 
         upstream_request = client.build_request(
             "POST",

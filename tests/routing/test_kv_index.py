@@ -3,6 +3,8 @@
 import math
 
 import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prefixkit.engine_adapter.block_index import BlockIndex
 from prefixkit.engine_adapter.kv_events import (
     AllCleared,
@@ -108,11 +110,13 @@ def test_blocks_coming_from_requests_in_flight_evict_first_and_are_not_counted()
     index.stored(0, [1, 2])
     index.touch(0, [3, 4], 6)
     index.stored(0, [3, 4])
-    # 1 block coming in flight takes the oldest (request 5's); this request's 2 new
-    # blocks evict the next two, the newest of them request 6's
-    assert index.newest_evicted(0, 0, 2, coming=1) == (2, 6.0)
     assert index.newest_evicted(0, 0, 2) == (2, 5.0)
-    assert index.newest_evicted(0, 0, 0, coming=2) == (0, 5.0)  # nothing of its own to store
+    index.sent(0, [3, 9])  # a request in flight: block 3 is held, block 9 is coming
+    # block 9 takes the oldest (request 5's); this request's 2 new blocks evict
+    # the next two, the newest of them request 6's
+    assert index.newest_evicted(0, 0, 2) == (2, 6.0)
+    index.sent(0, [8])
+    assert index.newest_evicted(0, 0, 0) == (0, 5.0)  # nothing of its own to store
 
 
 def test_blocks_stored_before_any_request_carry_stamp_zero() -> None:
@@ -132,3 +136,38 @@ def test_eviction_of_a_fitting_request_ranks_the_roomiest_replica_first() -> Non
     (count0, stamp0), (count1, stamp1) = (index.newest_evicted(r, 0, 10) for r in (0, 1))
     assert count0 == count1 == 0
     assert stamp1 < stamp0 < 0
+
+
+_blocks = st.lists(st.integers(0, 12), min_size=1, max_size=6, unique=True)
+_operations = st.lists(
+    st.tuples(st.sampled_from(["stored", "removed", "sent", "finished", "dropped"]), _blocks),
+    max_size=40,
+)
+
+
+@given(_operations)
+@settings(max_examples=200, deadline=None)
+def test_blocks_coming_and_not_held_stay_counted_through_any_events(operations) -> None:
+    index = BlockIndex(1, [64])
+    held: set[int] = set()
+    in_flight: list[list[int]] = []  # the blocks of each request still open
+    for operation, blocks in operations:
+        if operation == "stored":
+            index.stored(0, blocks)
+            held |= set(blocks)
+        elif operation == "removed":
+            index.removed(0, blocks)
+            held -= set(blocks)
+        elif operation == "sent":
+            index.sent(0, blocks)
+            in_flight.append(blocks)
+        elif operation == "finished" and in_flight:
+            index.finished(0, in_flight.pop(len(blocks) % len(in_flight)))
+        elif operation == "dropped":
+            index.drop_replica(0)
+            held.clear()
+        coming = {block for request in in_flight for block in request}
+        assert index.coming_unheld(0) == len(coming - held)
+        probe = list(range(13))
+        expected_run = next((i for i, b in enumerate(probe) if b not in held | coming), 13)
+        assert index.runs(probe) == [expected_run]

@@ -52,10 +52,10 @@ def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None
     prompt = list(range(1, 17))
     replica, _ = state.route(prompt)
     state.index.stored(replica, prompt[:8])  # the engine stored half, then the request ended
-    state.finished(replica, prompt)
+    state.index.finished(replica, prompt)
     expected = [0, 0]
     expected[replica] = 8
-    assert state.runs(prompt) == expected
+    assert state.index.runs(prompt) == expected
 
 
 def _full_blocks_only(trace: Trace) -> Trace:
@@ -86,7 +86,7 @@ def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
         after = _held(engines, replica)
         index.stored(replica, [b for b in blocks if b not in before])  # the engine's events
         index.removed(replica, (before | set(blocks)) - after)
-        state.finished(replica, blocks)  # the replay's requests end before the next arrives
+        state.index.finished(replica, blocks)  # the replay's requests end before the next arrives
         load.dispatch(replica, now, len(blocks) - run, output)
         assignments.append(replica)
     return assignments
@@ -136,7 +136,7 @@ def test_once_the_model_has_evidence_a_new_prefix_may_go_to_a_replica_given_more
     for tenant in range(13):  # 143 blocks: past one window, the fleet's 128 blocks
         prompt = _new_prefix(tenant)
         replica, _ = state.route(prompt)
-        state.finished(replica, prompt)
+        state.index.finished(replica, prompt)
     assert state.reuse is not None and state.reuse.informed
     light = min(range(2), key=lambda r: state.shares.uncached[r])
     state.queued_blocks[light] = 20.0
