@@ -24,6 +24,13 @@ Per request to ``/v1/chat/completions`` or ``/v1/completions``:
    router's own time before forwarding, in ms: ``tokenize`` for step 1, the
    round trip to the replica, and ``route`` for steps 2-3).
 
+With `RouterSettings.decision_log` set, every decision is appended to that
+file as one JSON line: the request's number and blocks, whether the reuse
+model is informed yet, the replica chosen and, per healthy replica, its cached
+run, in-flight requests, queued prefill blocks, whether it is within the work
+budget, and the blocks the request would evict there with their cost and
+last-use stamp (`prefixkit serve --router precise --decision-log`).
+
 A health loop polls every replica's ``/health``; a replica that fails it is left
 out of routing and its blocks are dropped (it will be replayed from scratch when
 it comes back, since a restarted engine starts with an empty cache).
@@ -35,9 +42,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -73,6 +82,7 @@ class RouterSettings:
     params: PreciseParams = field(default_factory=PreciseParams)
     health_interval_s: float = 1.0
     request_timeout_s: float = 600.0
+    decision_log: Path | None = None  # one JSON line per decision, appended
 
 
 class RouterState:
@@ -102,6 +112,8 @@ class RouterState:
         self.hash_memo = PrefixHashMemo(
             settings.block_size, algo=settings.hash_algo, seed=settings.hash_seed
         )
+        # given each decision's record (see `_decision`) when set
+        self.decision_sink: Callable[[dict[str, Any]], None] | None = None
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
         return self.hash_memo.hashes(token_ids, cache_salt)
@@ -136,11 +148,52 @@ class RouterState:
             None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]
+        if self.decision_sink is not None:
+            self.decision_sink(self._decision(request, length, alive, runs_all, within, replica))
         index.touch(replica, hashes, request)
         index.sent(replica, hashes)
         self.shares.record(replica, length, runs[pick])
         self.routed[replica] += 1
         return replica, runs[pick]
+
+    def _decision(
+        self,
+        request: int,
+        length: int,
+        alive: Sequence[int],
+        runs: Sequence[int],
+        within: Sequence[bool] | None,
+        replica: int,
+    ) -> dict[str, Any]:
+        """What request `request` was routed on, per healthy replica, before its
+        blocks count as coming to `replica`."""
+        reuse = self.reuse
+        clock = self.shares.clock
+        candidates = []
+        for r in alive:
+            evicts, stamp = self.index.newest_evicted(r, runs[r], length)
+            candidates.append(
+                {
+                    "replica": r,
+                    "run": runs[r],
+                    "inflight": self.inflight[r],
+                    "queued_blocks": self.queued_blocks[r],
+                    "within_budget": None if within is None else within[r],
+                    "evicts": evicts,
+                    "eviction_cost": (
+                        None if reuse is None else reuse.eviction_cost(evicts, stamp, clock)
+                    ),
+                    # the newest evicted block's last use; below 0: none evicted
+                    "eviction_stamp": stamp if math.isfinite(stamp) else None,
+                }
+            )
+        return {
+            "request": request,
+            "blocks": length,
+            "informed": None if reuse is None else reuse.informed,
+            "replica": replica,
+            "candidates": candidates,
+        }
 
     def set_health(self, replica: int, healthy: bool) -> None:
         if self.healthy[replica] and not healthy:
@@ -199,14 +252,23 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         holder["client"] = client
         await state.follower.start()
         health = asyncio.create_task(_health_loop(state, client))
-        try:
-            yield
-        finally:
-            health.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await health
-            await state.follower.stop()
-            await client.aclose()
+        with contextlib.ExitStack() as files:
+            if settings.decision_log is not None:
+                log_file = files.enter_context(settings.decision_log.open("a", buffering=1))
+
+                def write(record: dict[str, Any]) -> None:
+                    log_file.write(json.dumps(record, allow_nan=False) + "\n")
+
+                state.decision_sink = write
+            try:
+                yield
+            finally:
+                state.decision_sink = None
+                health.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await health
+                await state.follower.stop()
+                await client.aclose()
 
     async def health(request: Request) -> Response:
         return JSONResponse(

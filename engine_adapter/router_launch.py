@@ -4,11 +4,13 @@
         ...  # url is the router's OpenAI-compatible base URL
 
 * ``cache_aware`` (default): real SMG (`smg_launch`), its ``--max-tree-size``
-  derived from the replicas' KV capacity read from their ``/metrics``;
-  log in ``run_dir/router.log``.
+  derived from the replicas' KV capacity read from their ``/metrics`` at
+  ``smg_chars_per_token`` characters per token; log in ``run_dir/router.log``.
 * ``precise``: prefixkit's KV-event router (`precise_router`), served by uvicorn
   in a background thread; it reads the replicas' KV-event endpoints, block size,
   hash algorithm and seed from their configs, and their capacity from ``/metrics``.
+  With ``decision_log=True`` it appends every routing decision to
+  ``run_dir/decisions.jsonl``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import httpx
 
 from .errors import RouterUnavailableError
 from .metrics import fetch_cache_metrics
+from .smg_launch import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
     from .supervisor import ReplicaSet
@@ -49,11 +52,17 @@ def _wait_ready(url: str, timeout: float, alive: Callable[[], bool]) -> None:
 
 @contextlib.contextmanager
 def _smg(
-    replica_set: ReplicaSet, host: str, port: int, run_dir: Path, report: Report
+    replica_set: ReplicaSet,
+    host: str,
+    port: int,
+    run_dir: Path,
+    chars_per_token: float,
+    report: Report,
 ) -> Iterator[str]:
     from .smg_launch import SmgSettings, launch_smg, smg_max_tree_size, stop_smg
 
-    tree = smg_max_tree_size([fetch_cache_metrics(url) for url in replica_set.base_urls])
+    metrics = [fetch_cache_metrics(url) for url in replica_set.base_urls]
+    tree = smg_max_tree_size(metrics, chars_per_token)
     report(f"starting SMG cache_aware on {host}:{port} (max tree size {tree:,} characters)")
     process = launch_smg(
         SmgSettings(worker_urls=replica_set.base_urls, host=host, port=port, max_tree_size=tree),
@@ -67,7 +76,9 @@ def _smg(
 
 
 @contextlib.contextmanager
-def _precise(replica_set: ReplicaSet, host: str, port: int, report: Report) -> Iterator[str]:
+def _precise(
+    replica_set: ReplicaSet, host: str, port: int, decision_log: Path | None, report: Report
+) -> Iterator[str]:
     import uvicorn
     from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
 
@@ -92,8 +103,11 @@ def _precise(replica_set: ReplicaSet, host: str, port: int, report: Report) -> I
         hash_algo=first.prefix_caching_hash_algo,  # type: ignore[arg-type]
         hash_seed=first.hash_seed or DEFAULT_NONE_HASH_SEED,
         capacity_blocks=capacity,
+        decision_log=decision_log,
     )
     report(f"starting the precise router on {host}:{port} ({len(configs)} replicas)")
+    if decision_log is not None:
+        report(f"routing decisions are appended to {decision_log}")
     server = uvicorn.Server(
         uvicorn.Config(precise_router_app(settings), host=host, port=port, log_level="warning")
     )
@@ -109,14 +123,30 @@ def _precise(replica_set: ReplicaSet, host: str, port: int, report: Report) -> I
 
 @contextlib.contextmanager
 def launch_router(
-    replica_set: ReplicaSet, policy: str, host: str, port: int, run_dir: Path, report: Report
+    replica_set: ReplicaSet,
+    policy: str,
+    host: str,
+    port: int,
+    run_dir: Path,
+    report: Report,
+    *,
+    decision_log: bool = False,
+    smg_chars_per_token: float = CHARS_PER_TOKEN,
 ) -> Iterator[str]:
-    """Run the `policy` router ("cache_aware" or "precise") until the block exits."""
+    """Run the `policy` router ("cache_aware" or "precise") until the block exits;
+    `decision_log`: the precise router logs its decisions in the run directory;
+    `smg_chars_per_token`: the traffic's characters per token, which sizes SMG's tree."""
+    if decision_log and policy != "precise":
+        raise RouterUnavailableError(
+            f"only the precise router logs its decisions; {policy} does not: "
+            "add --router precise, or drop --decision-log"
+        )
     if policy == "cache_aware":
-        with _smg(replica_set, host, port, run_dir, report) as url:
+        with _smg(replica_set, host, port, run_dir, smg_chars_per_token, report) as url:
             yield url
     elif policy == "precise":
-        with _precise(replica_set, host, port, report) as url:
+        log = run_dir / "decisions.jsonl" if decision_log else None
+        with _precise(replica_set, host, port, log, report) as url:
             yield url
     else:
         raise RouterUnavailableError(f"unknown router {policy!r}: use cache_aware or precise")

@@ -93,6 +93,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--router", choices=["cache_aware", "precise"], default="cache_aware", help="for N > 1"
     )
     topology.add_argument("--router-port", type=int, default=8090)
+    topology.add_argument(
+        "--decision-log",
+        action="store_true",
+        help="--router precise: append every routing decision to RUN_DIR/decisions.jsonl",
+    )
+    topology.add_argument(
+        "--smg-chars-per-token",
+        type=float,
+        default=None,
+        help="--router cache_aware: your traffic's characters per token, which sizes "
+        "SMG's tree from the replicas' KV capacity (default 4)",
+    )
     topology.add_argument("--host", default="127.0.0.1", help="gateway address")
     topology.add_argument("--port", type=int, default=8000, help="gateway port")
     topology.add_argument("--tenants", type=Path, help="TOML file with [tenants] and secret")
@@ -130,6 +142,19 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
 
     if args.replicas < 1:
         raise EngineConfigError(f"--replicas {args.replicas}: give at least 1")
+    if args.decision_log and (args.replicas < 2 or args.router != "precise"):
+        raise EngineConfigError(
+            "--decision-log logs the precise router's decisions: "
+            "give --replicas 2 or more and --router precise, or drop --decision-log"
+        )
+    if args.smg_chars_per_token is not None and (
+        args.replicas < 2 or args.router != "cache_aware" or not args.smg_chars_per_token > 0
+    ):
+        raise EngineConfigError(
+            f"--smg-chars-per-token {args.smg_chars_per_token} sizes SMG's tree: give a "
+            "positive ratio (len(text) / tokens of your traffic) with --replicas 2 or more "
+            "and --router cache_aware, or drop it"
+        )
     if args.replicas > 1 and importlib.util.find_spec(ROUTER_MODULE) is None:
         raise RouterUnavailableError(
             f"--replicas {args.replicas} needs a router between the gateway and the replicas, "
@@ -154,9 +179,18 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
             upstream = replica_set.replicas[0].base_url
             if args.replicas > 1:
                 router = importlib.import_module(ROUTER_MODULE)
+                options: dict[str, Any] = {"decision_log": args.decision_log}
+                if args.smg_chars_per_token is not None:
+                    options["smg_chars_per_token"] = args.smg_chars_per_token
                 upstream = stack.enter_context(
                     router.launch_router(
-                        replica_set, args.router, "127.0.0.1", args.router_port, run_dir, report
+                        replica_set,
+                        args.router,
+                        "127.0.0.1",
+                        args.router_port,
+                        run_dir,
+                        report,
+                        **options,
                     )
                 )
         endpoint = upstream if args.no_gateway else f"http://{args.host}:{args.port}"

@@ -9,7 +9,8 @@ keep believing in blocks the engines evicted long ago. We derive it from the
 replicas' real KV capacity: ``num_gpu_blocks x block_size`` tokens of the
 largest replica (from ``vllm:cache_config_info``) in the unit SMG counts,
 characters for HTTP workers, at `CHARS_PER_TOKEN` = 4 characters per token
-(the usual figure for English BPE text). SMG's tree is one per model, but the
+(the usual figure for English BPE text) unless the traffic's own ratio is given
+(`prefixkit serve --smg-chars-per-token`). SMG's tree is one per model, but the
 limit is per worker: its `evict_tenant_by_size` trims each worker's share of
 the tree, least recently used leaves first, to `--max-tree-size`. Every port (router, Prometheus) is on loopback,
 and the shutdown grace period is short so `prefixkit serve` stops promptly.
@@ -37,7 +38,7 @@ __all__ = [
     "stop_smg",
 ]
 
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = 4.0
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,14 @@ class SmgSettings:
 
 
 def smg_max_tree_size(
-    replicas: Sequence[CacheMetrics], chars_per_token: int = CHARS_PER_TOKEN
+    replicas: Sequence[CacheMetrics], chars_per_token: float = CHARS_PER_TOKEN
 ) -> int:
     """SMG's per-worker tree budget (characters): the largest replica's KV capacity."""
+    if not chars_per_token > 0:
+        raise ValueError(
+            f"characters per token must be positive, got {chars_per_token}: "
+            "measure it as len(text) / tokens on a sample of your traffic"
+        )
     tokens = 0
     for metrics in replicas:
         if metrics.num_blocks is None or metrics.block_size is None:
@@ -64,7 +70,7 @@ def smg_max_tree_size(
                 "wait until it is healthy, or pass max_tree_size explicitly"
             )
         tokens = max(tokens, metrics.num_blocks * metrics.block_size)
-    return tokens * chars_per_token
+    return round(tokens * chars_per_token)
 
 
 def _smg_executable() -> str:

@@ -64,3 +64,24 @@ def test_gateway_port_colliding_with_the_router_metrics_port_is_named(
     assert _run([*argv, "--port", "18063", "--run-dir", str(tmp_path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "the gateway and the router metrics would both use port 18063" in err
+
+
+def test_a_decision_log_without_the_precise_router_says_what_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--decision-log"]
+    assert _run([*argv, "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "give --replicas 2 or more and --router precise, or drop --decision-log" in err
+
+
+@pytest.mark.parametrize(
+    ("router", "ratio"), [("precise", "5.7"), ("cache_aware", "0"), ("cache_aware", "-2")]
+)
+def test_smg_chars_per_token_needs_smg_and_a_positive_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], router: str, ratio: str
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--router", router]
+    assert _run([*argv, "--smg-chars-per-token", ratio, "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--smg-chars-per-token {float(ratio)} sizes SMG's tree" in err

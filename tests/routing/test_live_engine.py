@@ -3,6 +3,7 @@ events, and precise routing beats round-robin on a multi-tenant workload (engine
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,3 +164,57 @@ def test_precise_router_reports_its_time_before_forwarding(
     assert set(timings) == {"tokenize", "route"}
     assert timings["tokenize"] > 0 and timings["route"] > 0
     assert timings["tokenize"] + timings["route"] < elapsed_ms
+
+
+def test_the_precise_router_logs_each_decision_it_forwards(
+    live_replicas: LiveReplicas, tmp_path: Path
+) -> None:
+    chosen = []
+    with launch_router(
+        live_replicas.replica_set,
+        "precise",
+        "127.0.0.1",
+        ROUTER_PORT,
+        tmp_path,
+        print,
+        decision_log=True,
+    ) as url:
+        for tenant in (10, 11):
+            body = {
+                "model": live_replicas.model_name,
+                "messages": _tenant_messages(tenant, 0),
+                "max_tokens": 1,
+            }
+            response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+            response.raise_for_status()
+            chosen.append(int(response.headers["x-prefixkit-replica"]))
+    records = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert [record["replica"] for record in records] == chosen
+    assert all(len(record["candidates"]) == len(live_replicas.urls) for record in records)
+
+
+def test_smg_is_launched_with_its_tree_sized_to_the_replicas_kv(
+    live_replicas: LiveReplicas, tmp_path: Path
+) -> None:
+    reports: list[str] = []
+    with launch_router(
+        live_replicas.replica_set,
+        "cache_aware",
+        "127.0.0.1",
+        ROUTER_PORT,
+        tmp_path,
+        reports.append,
+        smg_chars_per_token=5.5,
+    ) as url:
+        body = {
+            "model": live_replicas.model_name,
+            "messages": _tenant_messages(12, 0),
+            "max_tokens": 1,
+        }
+        httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).raise_for_status()
+    tokens = max(
+        (m.num_blocks or 0) * (m.block_size or 0)
+        for m in (fetch_cache_metrics(u) for u in live_replicas.urls)
+    )
+    assert tokens > 0
+    assert f"(max tree size {round(tokens * 5.5):,} characters)" in " ".join(reports)

@@ -10,8 +10,10 @@ model the replay uses. Given the same requests, the two must pick the same
 replica every time.
 """
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches
@@ -56,6 +58,23 @@ def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None
     expected = [0, 0]
     expected[replica] = 8
     assert state.index.runs(prompt) == expected
+
+
+def test_a_decision_record_shows_what_each_replica_offered() -> None:
+    state = _router(2, capacity=20)
+    state.index.stored(0, range(1, 17))  # replica 0 holds the prompt's 16 blocks ...
+    state.index.stored(0, range(100, 104))  # ... and 4 others: it is full
+    state.inflight[1] = 3
+    records: list[dict[str, Any]] = []
+    state.decision_sink = records.append
+    replica, _ = state.route([*range(1, 17), 50, 51, 52])
+    (record,) = records
+    json.dumps(record, allow_nan=False)  # one JSON line as it is logged
+    assert (record["replica"], record["blocks"], record["informed"]) == (replica, 19, False)
+    offered = {c["replica"]: (c["run"], c["inflight"], c["evicts"]) for c in record["candidates"]}
+    # the 3 new blocks evict 3 on the full replica 0; the empty replica 1 has room
+    assert offered == {0: (16, 0, 3), 1: (0, 3, 0)}
+    assert record["candidates"][0]["eviction_cost"] > 0 == record["candidates"][1]["eviction_cost"]
 
 
 def _full_blocks_only(trace: Trace) -> Trace:

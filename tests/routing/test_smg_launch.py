@@ -22,6 +22,15 @@ def test_tree_size_is_one_workers_kv_tokens_in_characters() -> None:
     assert smg_max_tree_size([_metrics(100), _metrics(50)]) == 100 * 32 * 4
 
 
+def test_tree_size_follows_the_traffics_characters_per_token() -> None:
+    assert smg_max_tree_size([_metrics(100)], chars_per_token=5.7) == 100 * 32 * 5.7
+
+
+def test_a_ratio_that_is_not_positive_is_refused_saying_how_to_measure_it() -> None:
+    with pytest.raises(ValueError, match="len\\(text\\) / tokens"):
+        smg_max_tree_size([_metrics(100)], chars_per_token=0)
+
+
 def test_tree_size_needs_the_cache_config_metric() -> None:
     with pytest.raises(ValueError, match="num_gpu_blocks"):
         smg_max_tree_size([_metrics(None)])
