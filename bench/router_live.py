@@ -17,15 +17,16 @@ salts, so no phase reuses another's blocks:
 
 1. round-robin (the client alternates the replicas);
 2. real SMG ``cache_aware`` (`prefixkit serve`'s default router, its
-   ``--max-tree-size`` from the replicas' KV capacity);
+   ``--max-tree-size`` from the replicas' KV capacity at the workload's own
+   characters per token, measured through ``/tokenize``: what
+   ``--smg-chars-per-token`` gives it);
 3. ``precise`` (`prefixkit serve --router precise`).
 
 Prints per router: the engines' prefix-cache hit rate (their own counters, a
 difference over the phase), time to first token (median, p90); for precise,
 its own time before forwarding from its ``server-timing`` header (the
 ``/tokenize`` round trip to a replica, and hashing + the decision), median and
-p99; and the workload's characters per token, against the 4 that SMG's tree
-is sized with. The replicas share this machine's cores, so a busy engine also
+p99; and the workload's characters per token. The replicas share this machine's cores, so a busy engine also
 slows the ``/tokenize`` answers.
 """
 
@@ -49,7 +50,6 @@ from engine_ttft import filler_text
 from prefixkit.engine_adapter.embedded import prepare_embedded
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.router_launch import launch_router
-from prefixkit.engine_adapter.smg_launch import CHARS_PER_TOKEN
 from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
 from prefixkit.sdk.salt import tenant_salt
 from samples import percentile
@@ -191,7 +191,15 @@ def main() -> int:
         ]
         router_port = args.first_port + 2
         for name, policy in (("smg cache_aware", "cache_aware"), ("precise", "precise")):
-            with launch_router(replicas, policy, "127.0.0.1", router_port, run_dir, report) as url:
+            with launch_router(
+                replicas,
+                policy,
+                "127.0.0.1",
+                router_port,
+                run_dir,
+                report,
+                smg_chars_per_token=chars_per_token,
+            ) as url:
                 results.append(measure_phase(name, lambda url=url: url, urls, model, args.clients))
 
     requests = TENANTS * USERS * TURNS
@@ -206,10 +214,7 @@ def main() -> int:
             f"{statistics.median(result.timings.ttft_s) * 1e3:>10.0f} ms"
             f"{percentile(result.timings.ttft_s, 0.9) * 1e3:>7.0f} ms"
         )
-    print(
-        f"workload text: {chars_per_token:.1f} characters per token "
-        f"(SMG's tree is sized at {CHARS_PER_TOKEN})"
-    )
+    print(f"workload text: {chars_per_token:.1f} characters per token (SMG's tree is sized at it)")
     precise = results[-1].timings
     print(
         "precise router's own time before forwarding (server-timing), median / p99: "

@@ -5,12 +5,12 @@ Blocks are the 8-byte ints of KV events (`prefixkit.sdk.block_hash.event_block_h
 bracket a request in flight: an engine reports a block only once its prefill
 has computed it, so until the request ends its blocks count as *coming* to its
 replica (they continue the replica's cached run, and take its room first).
-`touch` records that a routed request used a replica's blocks, so each replica's blocks are kept in
-least-recently-used order, like the engine's own free queue. Each block is
-stamped with the id of the last request that used it (the router numbers them
-from 1): `touch` stamps the blocks a request reuses, `stored` the blocks an
-engine reports with the last request sent to that replica (the one that
-usually made them; 0 before any). From that order, `newest_evicted` tells how
+`touch` records that a routed request used a replica's blocks, so each
+replica's blocks are kept in least-recently-used order, like the engine's own
+free queue. Each block is stamped with the id of the last request that used it
+(the router numbers them from 1): `touch` stamps the blocks a request reuses,
+`stored` the blocks an engine reports with the last request sent to that
+replica (the one that usually made them; 0 before any). From that order, `newest_evicted` tells how
 many blocks, last used by which request, a request's new blocks would evict
 (the precise policy values them with its `ReuseModel`).
 """

@@ -286,11 +286,13 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         return JSONResponse({"error": {"message": "no healthy replica"}}, status_code=503)
 
     async def router_state(request: Request) -> Response:
+        replicas = range(len(settings.replica_urls))
         return JSONResponse(
             {
                 "routed": state.routed,
                 "inflight": state.inflight,
-                "held_blocks": [state.index.held(r) for r in range(len(settings.replica_urls))],
+                "held_blocks": [state.index.held(r) for r in replicas],
+                "coming_blocks": [state.index.coming_unheld(r) for r in replicas],
                 "healthy": state.healthy,
             }
         )

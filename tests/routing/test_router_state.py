@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
+from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState, precise_router_app
 from prefixkit.engine_adapter.replay import LoadParams, replay
 from prefixkit.engine_adapter.trace import Trace, load_trace
+from starlette.testclient import TestClient
 
 MOONCAKE = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
@@ -58,6 +59,16 @@ def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None
     expected = [0, 0]
     expected[replica] = 8
     assert state.index.runs(prompt) == expected
+
+
+def test_router_state_shows_the_blocks_coming_to_each_replica() -> None:
+    settings = _router(2).settings
+    app = precise_router_app(settings)
+    state: RouterState = app.state.router
+    state.index.stored(0, range(1, 5))
+    state.index.sent(0, list(range(1, 9)))  # in flight: 4 blocks held, 4 still coming
+    body = TestClient(app).get("/router/state").json()  # no lifespan: no sockets opened
+    assert (body["held_blocks"], body["coming_blocks"]) == ([4, 0], [4, 0])
 
 
 def test_a_decision_record_shows_what_each_replica_offered() -> None:
