@@ -49,6 +49,7 @@ import httpx
 from engine_ttft import filler_text
 from prefixkit.engine_adapter.embedded import prepare_embedded
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
+from prefixkit.engine_adapter.precise_router import parse_server_timing
 from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
 from prefixkit.sdk.salt import tenant_salt
@@ -101,20 +102,13 @@ def conversations() -> list[Conversation]:
     return result
 
 
-def _server_timing(header: str | None) -> dict[str, float]:
-    if not header:
-        return {}
-    parts = (part.split(";dur=") for part in header.split(","))
-    return {name.strip(): float(duration) for name, duration in parts}
-
-
 async def _stream(
     client: httpx.AsyncClient, url: str, body: dict[str, object], timings: Timings
 ) -> None:
     started = time.perf_counter()
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
         response.raise_for_status()
-        timing = _server_timing(response.headers.get("server-timing"))
+        timing = parse_server_timing(response.headers.get("server-timing"))
         first = None
         async for line in response.aiter_lines():
             if first is None and line.startswith("data: {") and json.loads(line[6:])["choices"]:

@@ -44,7 +44,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,13 @@ from .kv_events import KvEventFollower
 from .precise_policy import PreciseParams, WorkShares, choose_replica
 from .reuse_model import ReuseModel, ReuseSettings
 
-__all__ = ["RouterSettings", "RouterState", "precise_router_app"]
+__all__ = [
+    "RouterSettings",
+    "RouterState",
+    "parse_server_timing",
+    "precise_router_app",
+    "server_timing",
+]
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +206,20 @@ class RouterState:
             log.warning("replica %d failed its health check: dropping its blocks", replica)
             self.follower.forget(replica)
         self.healthy[replica] = healthy
+
+
+def server_timing(durations_ms: Mapping[str, float]) -> str:
+    """A ``server-timing`` header value for these durations, in ms."""
+    return ", ".join(f"{name};dur={ms:.3f}" for name, ms in durations_ms.items())
+
+
+def parse_server_timing(header: str | None) -> dict[str, float]:
+    """The durations (ms) by name in a ``server-timing`` header of this router
+    ({} when there is none, as from a replica answering directly)."""
+    if not header:
+        return {}
+    parts = (part.split(";dur=") for part in header.split(","))
+    return {name.strip(): float(duration) for name, duration in parts}
 
 
 async def _health_loop(state: RouterState, client: httpx.AsyncClient) -> None:
@@ -357,8 +377,9 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
 
         headers = {
             "x-prefixkit-replica": str(replica),
-            "server-timing": f"tokenize;dur={(tokenized - started) * 1e3:.3f}, "
-            f"route;dur={(routed - tokenized) * 1e3:.3f}",
+            "server-timing": server_timing(
+                {"tokenize": (tokenized - started) * 1e3, "route": (routed - tokenized) * 1e3}
+            ),
         }
         return StreamingResponse(
             relay(),

@@ -13,6 +13,7 @@ import pytest
 import zmq
 from prefixkit.engine_adapter.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
+from prefixkit.engine_adapter.precise_router import parse_server_timing
 from prefixkit.engine_adapter.router_launch import launch_router
 from prefixkit.sdk.block_hash import event_block_hashes
 from prefixkit.sdk.salt import tenant_salt
@@ -155,12 +156,7 @@ def test_precise_router_reports_its_time_before_forwarding(
         response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
         elapsed_ms = (time.perf_counter() - started) * 1e3
     response.raise_for_status()
-    timings = {
-        name.strip(): float(duration)
-        for name, duration in (
-            part.split(";dur=") for part in response.headers["server-timing"].split(",")
-        )
-    }
+    timings = parse_server_timing(response.headers["server-timing"])
     assert set(timings) == {"tokenize", "route"}
     assert timings["tokenize"] > 0 and timings["route"] > 0
     assert timings["tokenize"] + timings["route"] < elapsed_ms

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prefixkit.engine_adapter.cache_sim import ReplicaCaches
 from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState, precise_router_app
+from prefixkit.engine_adapter.precise_router import (
+    RouterSettings,
+    RouterState,
+    parse_server_timing,
+    precise_router_app,
+    server_timing,
+)
 from prefixkit.engine_adapter.replay import LoadParams, replay
 from prefixkit.engine_adapter.trace import Trace, load_trace
 from starlette.testclient import TestClient
@@ -59,6 +67,17 @@ def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None
     expected = [0, 0]
     expected[replica] = 8
     assert state.index.runs(prompt) == expected
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z][a-z_]{0,11}", fullmatch=True),
+        st.integers(0, 10**9).map(lambda micro: micro / 1000),
+        max_size=4,
+    )
+)
+def test_server_timing_reads_back_the_durations_it_was_given(durations: dict[str, float]) -> None:
+    assert parse_server_timing(server_timing(durations)) == durations
 
 
 def test_router_state_shows_the_blocks_coming_to_each_replica() -> None:
