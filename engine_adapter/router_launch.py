@@ -26,7 +26,7 @@ import httpx
 
 from .errors import RouterUnavailableError
 from .metrics import fetch_cache_metrics
-from .smg_launch import CHARS_PER_TOKEN
+from .smg_launch import CHARS_PER_TOKEN, SmgSettings, launch_smg, smg_max_tree_size, stop_smg
 
 if TYPE_CHECKING:
     from .supervisor import ReplicaSet
@@ -59,8 +59,6 @@ def _smg(
     chars_per_token: float,
     report: Report,
 ) -> Iterator[str]:
-    from .smg_launch import SmgSettings, launch_smg, smg_max_tree_size, stop_smg
-
     metrics = [fetch_cache_metrics(url) for url in replica_set.base_urls]
     tree = smg_max_tree_size(metrics, chars_per_token)
     report(f"starting SMG cache_aware on {host}:{port} (max tree size {tree:,} characters)")

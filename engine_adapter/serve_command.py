@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import importlib.util
 import json
+import math
 import secrets
 import signal
 import time
@@ -148,7 +149,9 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
             "give --replicas 2 or more and --router precise, or drop --decision-log"
         )
     if args.smg_chars_per_token is not None and (
-        args.replicas < 2 or args.router != "cache_aware" or not args.smg_chars_per_token > 0
+        args.replicas < 2
+        or args.router != "cache_aware"
+        or not 0 < args.smg_chars_per_token < math.inf
     ):
         raise EngineConfigError(
             f"--smg-chars-per-token {args.smg_chars_per_token} sizes SMG's tree: give a "

@@ -18,6 +18,7 @@ and the shutdown grace period is short so `prefixkit serve` stops promptly.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -57,9 +58,9 @@ def smg_max_tree_size(
     replicas: Sequence[CacheMetrics], chars_per_token: float = CHARS_PER_TOKEN
 ) -> int:
     """SMG's per-worker tree budget (characters): the largest replica's KV capacity."""
-    if not chars_per_token > 0:
+    if not 0 < chars_per_token < math.inf:
         raise ValueError(
-            f"characters per token must be positive, got {chars_per_token}: "
+            f"characters per token must be a positive number, got {chars_per_token}: "
             "measure it as len(text) / tokens on a sample of your traffic"
         )
     tokens = 0

@@ -76,7 +76,8 @@ def test_a_decision_log_without_the_precise_router_says_what_to_give(
 
 
 @pytest.mark.parametrize(
-    ("router", "ratio"), [("precise", "5.7"), ("cache_aware", "0"), ("cache_aware", "-2")]
+    ("router", "ratio"),
+    [("precise", "5.7"), ("cache_aware", "0"), ("cache_aware", "-2"), ("cache_aware", "inf")],
 )
 def test_smg_chars_per_token_needs_smg_and_a_positive_ratio(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], router: str, ratio: str
