@@ -222,11 +222,12 @@ def parse_server_timing(header: str | None) -> dict[str, float]:
     return {name.strip(): float(duration) for name, duration in parts}
 
 
-async def _health_loop(state: RouterState, client: httpx.AsyncClient) -> None:
+async def _health_loop(state: RouterState, clients: Sequence[httpx.AsyncClient]) -> None:
     while True:
         for replica, url in enumerate(state.settings.replica_urls):
             try:
-                ok = (await client.get(f"{url}/health", timeout=2.0)).status_code == 200
+                response = await clients[replica].get(f"{url}/health", timeout=2.0)
+                ok = response.status_code == 200
             except httpx.HTTPError:
                 ok = False
             state.set_health(replica, ok)
@@ -262,16 +263,21 @@ async def _token_ids(
 def precise_router_app(settings: RouterSettings) -> Starlette:
     """The Starlette app; its lifespan starts the KV-event follower and the health loop."""
     state = RouterState(settings)
-    holder: dict[str, Any] = {}
+    # one HTTP client per replica: httpx's connection pool walks all of its
+    # connections on every request, so one pool for the whole fleet costs
+    # milliseconds of CPU per request under load (encode/httpcore#1035)
+    clients: list[httpx.AsyncClient] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client = httpx.AsyncClient(
-            timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
-        )
-        holder["client"] = client
+        clients[:] = [
+            httpx.AsyncClient(
+                timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
+            )
+            for _ in settings.replica_urls
+        ]
         await state.follower.start()
-        health = asyncio.create_task(_health_loop(state, client))
+        health = asyncio.create_task(_health_loop(state, clients))
         with contextlib.ExitStack() as files:
             if settings.decision_log is not None:
                 log_file = files.enter_context(settings.decision_log.open("a", buffering=1))
@@ -288,7 +294,8 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 with contextlib.suppress(asyncio.CancelledError):
                     await health
                 await state.follower.stop()
-                await client.aclose()
+                for client in clients:
+                    await client.aclose()
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -296,10 +303,9 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         )
 
     async def models(request: Request) -> Response:
-        client: httpx.AsyncClient = holder["client"]
         for replica, url in enumerate(settings.replica_urls):
             if state.healthy[replica]:
-                upstream = await client.get(f"{url}/v1/models")
+                upstream = await clients[replica].get(f"{url}/v1/models")
                 return Response(
                     upstream.content, upstream.status_code, media_type="application/json"
                 )
@@ -318,17 +324,18 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         )
 
     async def proxy(request: Request) -> Response:
-        client: httpx.AsyncClient = holder["client"]
         raw = await request.body()
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:
             return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
         alive = [r for r, ok in enumerate(state.healthy) if ok] or [0]
-        tokenizer_url = settings.replica_urls[alive[state.turn % len(alive)]]
+        tokenizer = alive[state.turn % len(alive)]
         started = time.perf_counter()
         try:
-            tokens = await _token_ids(client, tokenizer_url, request.url.path, body)
+            tokens = await _token_ids(
+                clients[tokenizer], settings.replica_urls[tokenizer], request.url.path, body
+            )
         except httpx.HTTPStatusError as exc:
             return Response(
                 exc.response.content, exc.response.status_code, media_type="application/json"
@@ -352,6 +359,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             state.inflight[replica] -= 1
             state.index.finished(replica, hashes)
 
+        client = clients[replica]
         upstream_request = client.build_request(
             "POST",
             settings.replica_urls[replica] + request.url.path,
