@@ -1,6 +1,6 @@
 """The precise router under many requests at once: its CPU per request and what it adds.
 
-    .venv/bin/python bench/router_load.py [--clients 64] [--tenants 16]   # ports 18200-18210
+    .venv/bin/python bench/router_load.py [--clients 64] [--tenants 16]   # ports 18200-18212
 
 No GPU here, so the engines are emulated: `--engines` fake OpenAI-compatible
 workers (one process) that tokenize (`/tokenize`: 4 characters a token,
@@ -14,16 +14,19 @@ this process is the clients: `--tenants` tenants x 8 users x 4-turn
 conversations (a 1,000-token system prompt per tenant, every turn sending the
 whole history), at most `--clients` requests in flight.
 
-Side by side, the same requests:
+Side by side, the same requests (each phase with its own salts):
 
 1. straight to the workers, round-robin (what the clients and workers cost
    alone);
-2. through the precise router.
+2. through real SMG ``cache_aware`` (its tree sized at the workers' capacity,
+   4 characters a token as the fake tokenizer makes them);
+3. through the precise router.
 
 Prints per phase: requests per second, end-to-end latency (median, p99), the
-workers' prefix-cache hit rate; for the router, its CPU time per request (from
-``/proc``), the ``server-timing`` it reports (``/tokenize`` round trip, hashing
-+ decision: median, p99) and the latency it adds. Everything shares this
+workers' prefix-cache hit rate; for the routers, their CPU time per request
+(from ``/proc``, the router's processes together) and for precise the
+``server-timing`` it reports (``/tokenize`` round trip, hashing + decision:
+median, p99). Everything shares this
 machine's cores, so the requests per second are the machine's; the router's
 CPU per request says how many requests a second one core of router would serve.
 """
@@ -49,6 +52,7 @@ import httpx
 import msgpack
 from engine_ttft import filler_text
 from prefixkit.engine_adapter.precise_router import parse_server_timing
+from prefixkit.engine_adapter.smg_launch import SmgSettings, launch_smg, stop_smg
 from prefixkit.sdk.block_hash import event_block_hashes
 from router_latency import EmulatedEngine
 from samples import percentile
@@ -213,8 +217,18 @@ async def run_phase(
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of `pid` and every process below it."""
+    processes: dict[int, tuple[int, int]] = {}  # pid -> (parent, CPU ticks)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        processes[int(stat.parent.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree = {pid}
+    while grown := {p for p, (parent, _) in processes.items() if parent in tree} - tree:
+        tree |= grown
+    return sum(processes[p][1] for p in tree if p in processes) / os.sysconf("SC_CLK_TCK")
 
 
 def hit_rate(engines: int) -> tuple[int, int]:
@@ -223,12 +237,13 @@ def hit_rate(engines: int) -> tuple[int, int]:
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Wait until `url` answers /v1/models (workers and both routers do)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"{url}: the process exited ({process.returncode})")
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             time.sleep(0.2)
@@ -261,50 +276,69 @@ def main() -> int:
             *endpoints,
         ]
         script = [sys.executable, __file__]
+        worker_urls = [f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)]
         engines = subprocess.Popen([*script, "--role", "engines", *common])
-        router = subprocess.Popen([*script, "--role", "router", *common])
+        precise = subprocess.Popen([*script, "--role", "router", *common])
+        smg = launch_smg(
+            SmgSettings(
+                worker_urls,
+                port=FIRST_PORT + 11,
+                max_tree_size=args.capacity * BLOCK * 4,  # the fake tokenizer: 4 characters
+            ),
+            Path(run_dir) / "smg.log",
+        )
         try:
-            worker_urls = [f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)]
             for url in worker_urls:
                 wait_ready(url, engines)
-            router_url = f"http://127.0.0.1:{FIRST_PORT + 10}"
-            wait_ready(router_url, router)
+            precise_url = f"http://127.0.0.1:{FIRST_PORT + 10}"
+            smg_url = f"http://127.0.0.1:{FIRST_PORT + 11}"
+            wait_ready(precise_url, precise)
+            wait_ready(smg_url, smg)
             requests = args.tenants * USERS * TURNS
             print(
                 f"{requests} requests ({args.tenants} tenants x {USERS} users x {TURNS} turns), "
                 f"{args.clients} in flight, {args.engines} fake workers x {args.capacity} blocks"
             )
-            for name, urls in (
-                ("round-robin, direct", worker_urls),
-                ("precise router", [router_url]),
-            ):
-                hits, blocks = hit_rate(args.engines)
-                cpu = cpu_seconds(router.pid)
-                wall, latencies, timings = asyncio.run(
-                    run_phase(name, urls, args.tenants, args.clients)
-                )
-                cpu = cpu_seconds(router.pid) - cpu
-                hits_after, blocks_after = hit_rate(args.engines)
-                rate = (hits_after - hits) / max(1, blocks_after - blocks)
-                print(
-                    f"{name:<20} {len(latencies) / wall:7.1f} req/s   latency median "
-                    f"{statistics.median(latencies) * 1e3:6.1f} ms  p99 "
-                    f"{percentile(latencies, 0.99) * 1e3:6.1f} ms   hit rate {rate:.3f}"
-                )
-                if timings:
-                    tokenize = [t["tokenize"] for t in timings]
-                    route = [t["route"] for t in timings]
-                    print(
-                        f"  router CPU {cpu / len(latencies) * 1e3:.2f} ms per request; "
-                        f"/tokenize round trip median {statistics.median(tokenize):.2f} ms, "
-                        f"p99 {percentile(tokenize, 0.99):.2f} ms; hashing + decision median "
-                        f"{statistics.median(route):.3f} ms, p99 {percentile(route, 0.99):.3f} ms"
-                    )
+            phases = (
+                ("round-robin, direct", worker_urls, None),
+                ("SMG cache_aware", [smg_url], smg),
+                ("precise router", [precise_url], precise),
+            )
+            for name, urls, router in phases:
+                measure(name, urls, router, args)
         finally:
-            for process in (router, engines):
+            stop_smg(smg)
+            for process in (precise, engines):
                 process.terminate()
                 process.wait(10)
     return 0
+
+
+def measure(
+    name: str, urls: Sequence[str], router: subprocess.Popen[bytes] | None, args: Any
+) -> None:
+    """Send every conversation through `urls`; print what it cost."""
+    hits, blocks = hit_rate(args.engines)
+    cpu = 0.0 if router is None else cpu_seconds(router.pid)
+    wall, latencies, timings = asyncio.run(run_phase(name, urls, args.tenants, args.clients))
+    hits_after, blocks_after = hit_rate(args.engines)
+    rate = (hits_after - hits) / max(1, blocks_after - blocks)
+    print(
+        f"{name:<20} {len(latencies) / wall:7.1f} req/s   latency median "
+        f"{statistics.median(latencies) * 1e3:6.1f} ms  p99 "
+        f"{percentile(latencies, 0.99) * 1e3:6.1f} ms   hit rate {rate:.3f}"
+    )
+    if router is not None:
+        cpu = cpu_seconds(router.pid) - cpu
+        print(f"  router CPU {cpu / len(latencies) * 1e3:.2f} ms per request")
+    if timings:
+        tokenize = [t["tokenize"] for t in timings]
+        route = [t["route"] for t in timings]
+        print(
+            f"  /tokenize round trip median {statistics.median(tokenize):.2f} ms, "
+            f"p99 {percentile(tokenize, 0.99):.2f} ms; hashing + decision median "
+            f"{statistics.median(route):.3f} ms, p99 {percentile(route, 0.99):.3f} ms"
+        )
 
 
 if __name__ == "__main__":
