@@ -270,22 +270,22 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        clients[:] = [
-            httpx.AsyncClient(
-                timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
-            )
-            for _ in settings.replica_urls
-        ]
-        await state.follower.start()
-        health = asyncio.create_task(_health_loop(state, clients))
         with contextlib.ExitStack() as files:
-            if settings.decision_log is not None:
+            if settings.decision_log is not None:  # opened first: a bad path starts nothing
                 log_file = files.enter_context(settings.decision_log.open("a", buffering=1))
 
                 def write(record: dict[str, Any]) -> None:
                     log_file.write(json.dumps(record, allow_nan=False) + "\n")
 
                 state.decision_sink = write
+            clients[:] = [
+                httpx.AsyncClient(
+                    timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
+                )
+                for _ in settings.replica_urls
+            ]
+            await state.follower.start()
+            health = asyncio.create_task(_health_loop(state, clients))
             try:
                 yield
             finally:
