@@ -34,7 +34,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from prefixkit.engine_adapter.precise_router import RouterSettings, RouterState
+from prefixkit.engine_adapter.precise_router import Placement, RouterSettings, RouterState
 from prefixkit.engine_adapter.trace import load_trace
 from prefixkit.sdk.block_hash import (
     PrefixHashMemo,
@@ -88,22 +88,19 @@ def route_latencies(
     state = RouterState(settings)
     index = state.index
     engines = [EmulatedEngine(capacity or 500) for _ in range(REPLICAS)]
-    open_requests: deque[tuple[int, Sequence[int]]] = deque()
+    open_requests: deque[Placement] = deque()
     clock = time.perf_counter
     samples = []
     for hashes in blocks:
         started = clock()
-        replica, _ = state.route(hashes)
+        placement = state.route(hashes)
         samples.append(clock() - started)
-        state.inflight[replica] += 1
-        stored, evicted = engines[replica].admit(hashes)
-        index.stored(replica, stored)
-        index.removed(replica, evicted)
-        open_requests.append((replica, hashes))
+        stored, evicted = engines[placement.replica].admit(hashes)
+        index.stored(placement.replica, stored)
+        index.removed(placement.replica, evicted)
+        open_requests.append(placement)
         if len(open_requests) > in_flight:
-            done, done_hashes = open_requests.popleft()
-            state.inflight[done] -= 1
-            state.index.finished(done, done_hashes)
+            state.finished(open_requests.popleft())
     return samples
 
 

@@ -33,7 +33,12 @@ last-use stamp (`prefixkit serve --router precise --decision-log`).
 
 A health loop polls every replica's ``/health``; a replica that fails it is left
 out of routing and its blocks are dropped (it will be replayed from scratch when
-it comes back, since a restarted engine starts with an empty cache).
+it comes back, since a restarted engine starts with an empty cache). A replica
+that refuses a connection between two polls is marked the same way at once,
+and nothing is lost: its ``/tokenize`` is asked of the next healthy replica,
+and a request routed to it is placed again (the connection failed, so nothing
+reached the engine and nothing runs twice). Other failures answer 502 with
+the replica and the reason; a body that is not a JSON object, 400.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from .precise_policy import PreciseParams, WorkShares, choose_replica
 from .reuse_model import ReuseModel, ReuseSettings
 
 __all__ = [
+    "Placement",
     "RouterSettings",
     "RouterState",
     "parse_server_timing",
@@ -89,6 +95,18 @@ class RouterSettings:
     health_interval_s: float = 1.0
     request_timeout_s: float = 600.0
     decision_log: Path | None = None  # one JSON line per decision, appended
+
+
+@dataclass
+class Placement:
+    """A request in flight: its block hashes, the replica it went to, its cached
+    run there, and its number (the stamp of its blocks in the index)."""
+
+    hashes: Sequence[int]
+    replica: int
+    run: int
+    request: int
+    queued: bool = True  # its uncached blocks wait as the replica's prefill until a first byte
 
 
 class RouterState:
@@ -124,17 +142,47 @@ class RouterState:
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
         return self.hash_memo.hashes(token_ids, cache_salt)
 
-    def route(self, hashes: Sequence[int]) -> tuple[int, int]:
-        """(replica, its cached run) for a request with these block hashes."""
+    def route(self, hashes: Sequence[int]) -> Placement:
+        """Place a request with these block hashes on a healthy replica; from now
+        on it is in flight there (its blocks coming, its uncached blocks queued)
+        until `finished`."""
+        self.turn += 1
+        if self.reuse is not None:
+            self.reuse.observe(self.turn, hashes, self.shares.clock)
+        return self._place(hashes, self.turn)
+
+    def unreachable(self, placement: Placement) -> Placement | None:
+        """`placement`'s replica refused the connection (nothing was sent): it
+        ends there, the replica is marked unhealthy (its blocks dropped, as the
+        health loop would), and the same request is placed again on a healthy
+        replica; None when none is left. The placement stays in `routed` and in
+        the work tally: the router did give it to that replica."""
+        self.finished(placement)
+        self.set_health(placement.replica, False)
+        if not any(self.healthy):
+            return None
+        return self._place(placement.hashes, placement.request)
+
+    def started(self, placement: Placement) -> None:
+        """Its first byte came back: its prefill is done, nothing of it is queued."""
+        if placement.queued:
+            placement.queued = False
+            self.queued_blocks[placement.replica] -= len(placement.hashes) - placement.run
+
+    def finished(self, placement: Placement) -> None:
+        """It ended (or failed): from now on only the engine's events tell which
+        of its blocks the replica holds."""
+        self.started(placement)
+        self.inflight[placement.replica] -= 1
+        self.index.finished(placement.replica, placement.hashes)
+
+    def _place(self, hashes: Sequence[int], request: int) -> Placement:
+        """Request number `request` (its blocks' stamp) on the best healthy replica."""
         alive = [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
         runs_all = self.index.runs(hashes)
         runs = [runs_all[r] for r in alive]
-        self.turn += 1
-        request = self.turn
         clock = self.shares.clock
         reuse = self.reuse
-        if reuse is not None:
-            reuse.observe(request, hashes, clock)
         length = len(hashes)
         index = self.index
 
@@ -149,18 +197,21 @@ class RouterState:
             [self.queued_blocks[r] for r in alive],
             [self.inflight[r] for r in alive],
             self.settings.params,
-            self.turn,
+            request,
             eviction,
             None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]
+        run = runs[pick]
         if self.decision_sink is not None:
             self.decision_sink(self._decision(request, length, alive, runs_all, within, replica))
         index.touch(replica, hashes, request)
         index.sent(replica, hashes)
-        self.shares.record(replica, length, runs[pick])
+        self.shares.record(replica, length, run)
         self.routed[replica] += 1
-        return replica, runs[pick]
+        self.inflight[replica] += 1
+        self.queued_blocks[replica] += length - run
+        return Placement(hashes, replica, run, request)
 
     def _decision(
         self,
@@ -203,7 +254,10 @@ class RouterState:
 
     def set_health(self, replica: int, healthy: bool) -> None:
         if self.healthy[replica] and not healthy:
-            log.warning("replica %d failed its health check: dropping its blocks", replica)
+            log.warning(
+                "replica %d is down (health check or refused connection): dropping its blocks",
+                replica,
+            )
             self.follower.forget(replica)
         self.healthy[replica] = healthy
 
@@ -234,6 +288,18 @@ async def _health_loop(state: RouterState, clients: Sequence[httpx.AsyncClient])
         await asyncio.sleep(state.settings.health_interval_s)
 
 
+class _Answer(Exception):
+    """The proxy answers with `response` instead of forwarding the request."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message}}, status_code=status)
+
+
 async def _token_ids(
     client: httpx.AsyncClient, url: str, path: str, body: dict[str, Any]
 ) -> list[int]:
@@ -249,12 +315,15 @@ async def _token_ids(
                 query[key] = body[key]
     else:
         prompt = body.get("prompt", "")
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
-            return [int(t) for t in prompt]
-        query = {
-            "model": body.get("model"),
-            "prompt": prompt if isinstance(prompt, str) else prompt[0],
-        }
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            return prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+            prompt = prompt[0]  # a batch goes where its first prompt is cached
+        if not isinstance(prompt, str):
+            raise _Answer(
+                _error(400, "prompt must be a string, a list of strings or a list of token ids")
+            )
+        query = {"model": body.get("model"), "prompt": prompt}
     response = await client.post(f"{url}/tokenize", json=query, timeout=30.0)
     response.raise_for_status()
     return [int(t) for t in response.json()["tokens"]]
@@ -309,7 +378,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 return Response(
                     upstream.content, upstream.status_code, media_type="application/json"
                 )
-        return JSONResponse({"error": {"message": "no healthy replica"}}, status_code=503)
+        return _error(503, "no healthy replica")
 
     async def router_state(request: Request) -> Response:
         replicas = range(len(settings.replica_urls))
@@ -323,68 +392,84 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             }
         )
 
+    async def token_ids(path: str, body: dict[str, Any]) -> list[int]:
+        """The request's token ids from a replica's ``/tokenize``, the healthy
+        replicas asked in turn: one that refuses the connection is marked
+        unhealthy, one that fails otherwise is passed over."""
+        alive = [r for r, ok in enumerate(state.healthy) if ok] or list(range(len(state.healthy)))
+        first = state.turn % len(alive)
+        failures = []
+        for replica in alive[first:] + alive[:first]:
+            try:
+                return await _token_ids(
+                    clients[replica], settings.replica_urls[replica], path, body
+                )
+            except httpx.HTTPStatusError as exc:
+                raise _Answer(
+                    Response(
+                        exc.response.content,
+                        exc.response.status_code,
+                        media_type="application/json",
+                    )
+                ) from exc
+            except httpx.TransportError as exc:
+                failures.append(f"replica {replica}: {exc!r}")
+                if isinstance(exc, httpx.ConnectError):
+                    state.set_health(replica, False)
+        raise _Answer(_error(502, f"no replica could tokenize the request ({'; '.join(failures)})"))
+
     async def proxy(request: Request) -> Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:
-            return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
-        alive = [r for r, ok in enumerate(state.healthy) if ok] or [0]
-        tokenizer = alive[state.turn % len(alive)]
+            return _error(400, "request body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, f"request body must be a JSON object, got {type(body).__name__}")
         started = time.perf_counter()
         try:
-            tokens = await _token_ids(
-                clients[tokenizer], settings.replica_urls[tokenizer], request.url.path, body
-            )
-        except httpx.HTTPStatusError as exc:
-            return Response(
-                exc.response.content, exc.response.status_code, media_type="application/json"
-            )
+            tokens = await token_ids(request.url.path, body)
+        except _Answer as answer:
+            return answer.response
         tokenized = time.perf_counter()
-        hashes = state.hashes(tokens, body.get("cache_salt"))
-        replica, run = state.route(hashes)
+        placement = state.route(state.hashes(tokens, body.get("cache_salt")))
         routed = time.perf_counter()
-        uncached = float(len(hashes) - run)
-        state.inflight[replica] += 1
-        state.queued_blocks[replica] += uncached
-        pending = {"queued": True}
-
-        def first_byte() -> None:
-            if pending["queued"]:
-                pending["queued"] = False
-                state.queued_blocks[replica] -= uncached
-
-        def finished() -> None:
-            first_byte()
-            state.inflight[replica] -= 1
-            state.index.finished(replica, hashes)
-
-        client = clients[replica]
-        upstream_request = client.build_request(
-            "POST",
-            settings.replica_urls[replica] + request.url.path,
-            content=raw,
-            headers={"content-type": "application/json"},
-        )
-        try:
-            upstream = await client.send(upstream_request, stream=True)
-        except httpx.HTTPError as exc:
-            finished()
-            return JSONResponse(
-                {"error": {"message": f"replica {replica}: {exc}"}}, status_code=502
+        while True:
+            client = clients[placement.replica]
+            upstream_request = client.build_request(
+                "POST",
+                settings.replica_urls[placement.replica] + request.url.path,
+                content=raw,
+                headers={"content-type": "application/json"},
             )
+            try:
+                upstream = await client.send(upstream_request, stream=True)
+                break
+            except httpx.ConnectError as exc:  # nothing reached the replica
+                log.warning(
+                    "replica %d refused a request (%s): placing it again", placement.replica, exc
+                )
+                again = state.unreachable(placement)
+                if again is None:
+                    return _error(
+                        502, f"replica {placement.replica}: {exc}; no healthy replica left"
+                    )
+                placement = again
+            except httpx.HTTPError as exc:
+                state.finished(placement)
+                return _error(502, f"replica {placement.replica}: {exc}")
 
         async def relay() -> AsyncIterator[bytes]:
             async for chunk in upstream.aiter_raw():
-                first_byte()
+                state.started(placement)
                 yield chunk
 
         async def close() -> None:
             await upstream.aclose()
-            finished()
+            state.finished(placement)
 
         headers = {
-            "x-prefixkit-replica": str(replica),
+            "x-prefixkit-replica": str(placement.replica),
             "server-timing": server_timing(
                 {"tokenize": (tokenized - started) * 1e3, "route": (routed - tokenized) * 1e3}
             ),

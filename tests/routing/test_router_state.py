@@ -51,22 +51,35 @@ def _router(replicas: int, capacity: int | None = None) -> RouterState:
 def test_a_request_in_flight_counts_its_blocks_as_coming_to_its_replica() -> None:
     state = _router(2)
     prompt = list(range(1, 17))
-    first, run = state.route(prompt)
-    state.inflight[first] += 1  # as the proxy counts it
-    assert run == 0
+    first = state.route(prompt)
+    assert first.run == 0
     # no KV event yet: the engine has not computed the blocks
-    assert state.route([*prompt, 99]) == (first, 16)
+    second = state.route([*prompt, 99])
+    assert (second.replica, second.run) == (first.replica, 16)
 
 
 def test_a_finished_request_leaves_its_replica_what_the_kv_events_said() -> None:
     state = _router(2)
     prompt = list(range(1, 17))
-    replica, _ = state.route(prompt)
-    state.index.stored(replica, prompt[:8])  # the engine stored half, then the request ended
-    state.index.finished(replica, prompt)
+    placement = state.route(prompt)
+    state.index.stored(placement.replica, prompt[:8])  # the engine stored half, then it ended
+    state.finished(placement)
     expected = [0, 0]
-    expected[replica] = 8
+    expected[placement.replica] = 8
     assert state.index.runs(prompt) == expected
+
+
+def test_a_request_its_replica_refused_is_placed_again_as_the_same_request() -> None:
+    state = _router(2)
+    prompt = list(range(1, 17))
+    first = state.route(prompt)
+    again = state.unreachable(first)
+    assert again is not None
+    assert (again.replica, again.request) == (1 - first.replica, first.request)
+    assert state.healthy[first.replica] is False
+    assert state.inflight[first.replica] == 0 and state.queued_blocks[first.replica] == 0.0
+    assert state.index.runs(prompt)[first.replica] == 0  # nothing coming there any more
+    assert state.unreachable(again) is None  # no healthy replica left
 
 
 @given(
@@ -97,7 +110,7 @@ def test_a_decision_record_shows_what_each_replica_offered() -> None:
     state.inflight[1] = 3
     records: list[dict[str, Any]] = []
     state.decision_sink = records.append
-    replica, _ = state.route([*range(1, 17), 50, 51, 52])
+    replica = state.route([*range(1, 17), 50, 51, 52]).replica
     (record,) = records
     json.dumps(record, allow_nan=False)  # one JSON line as it is logged
     assert (record["replica"], record["blocks"], record["informed"]) == (replica, 19, False)
@@ -129,14 +142,15 @@ def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
         load.advance(now)
         state.inflight[:] = load.inflight
         state.queued_blocks[:] = [load.queued_blocks(r, now) for r in range(REPLICAS)]
-        replica, run = state.route(blocks)
+        placement = state.route(blocks)
+        replica = placement.replica
         before = _held(engines, replica)
         engines.admit(blocks, replica, state.turn)
         after = _held(engines, replica)
         index.stored(replica, [b for b in blocks if b not in before])  # the engine's events
         index.removed(replica, (before | set(blocks)) - after)
-        state.index.finished(replica, blocks)  # the replay's requests end before the next arrives
-        load.dispatch(replica, now, len(blocks) - run, output)
+        state.finished(placement)  # the replay's requests end before the next arrives
+        load.dispatch(replica, now, len(blocks) - placement.run, output)
         assignments.append(replica)
     return assignments
 
@@ -158,10 +172,15 @@ def test_the_live_router_picks_the_replica_the_replay_picks(capacity: int | None
 def test_blocks_coming_to_a_replica_take_its_room() -> None:
     state = _router(2, capacity=64)
     state.index.stored(0, range(1000, 1008))  # replica 0 holds 8 blocks, replica 1 none
-    first, _ = state.route(list(range(1, 17)))  # the roomiest replica, in flight
-    assert first == 1
-    # replica 1 will hold 16 once that request is computed: replica 0 has more room
-    assert state.route(list(range(101, 117)))[0] == 0
+    first = state.route(list(range(1, 17)))  # the roomiest replica, in flight
+    assert first.replica == 1
+    # replica 1 will hold 16 once that request is computed: replica 0 has more room.
+    # Load and work given alike (replica 0 was given 16 blocks before, 8 are left),
+    # so room alone decides
+    state.inflight[0] = state.inflight[1]
+    state.queued_blocks[:] = [0.0, 0.0]
+    state.shares.record(0, 16, 0)
+    assert state.route(list(range(101, 117))).replica == 0
 
 
 def _new_prefix(tenant: int) -> list[int]:
@@ -172,21 +191,21 @@ def _new_prefix(tenant: int) -> list[int]:
 def test_before_the_model_has_evidence_a_new_prefix_goes_to_a_replica_given_less_work() -> None:
     state = _router(2, capacity=64)
     for tenant in range(3):  # in flight: 22 blocks coming to one replica, 11 to the other
-        state.route(_new_prefix(tenant))
+        state.started(state.route(_new_prefix(tenant)))  # prefilled, still running
     light = min(range(2), key=lambda r: state.shares.uncached[r])
-    # a moment's queue there puts its score 0.2 below the other's, room left aside
+    assert sorted(state.inflight) == [1, 2] and state.inflight[light] == 1
+    # a moment's queue there (0.2) outweighs its one running request less (0.1):
+    # its score is 0.1 below the other's, room left aside
     state.queued_blocks[light] = 20.0
     assert state.reuse is not None and not state.reuse.informed
-    assert state.route(_new_prefix(3))[0] == light
+    assert state.route(_new_prefix(3)).replica == light
 
 
 def test_once_the_model_has_evidence_a_new_prefix_may_go_to_a_replica_given_more_work() -> None:
     state = _router(2, capacity=64)
     for tenant in range(13):  # 143 blocks: past one window, the fleet's 128 blocks
-        prompt = _new_prefix(tenant)
-        replica, _ = state.route(prompt)
-        state.index.finished(replica, prompt)
+        state.finished(state.route(_new_prefix(tenant)))
     assert state.reuse is not None and state.reuse.informed
     light = min(range(2), key=lambda r: state.shares.uncached[r])
     state.queued_blocks[light] = 20.0
-    assert state.route(_new_prefix(13))[0] == 1 - light
+    assert state.route(_new_prefix(13)).replica == 1 - light
