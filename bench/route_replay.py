@@ -23,10 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +33,7 @@ import uvicorn
 from prefixkit.engine_adapter import compiled
 from prefixkit.engine_adapter import replay as replay_module
 from prefixkit.engine_adapter.replay import LoadParams, analyze, replay
+from prefixkit.engine_adapter.smg_launch import SmgSettings, launch_smg, stop_smg
 from prefixkit.engine_adapter.trace import Trace, load_trace
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -119,24 +116,6 @@ async def wait_ready(url: str, timeout: float) -> None:
     raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
 
 
-def launch_smg(
-    worker_urls: list[str], port: int, prometheus_port: int, log: Path
-) -> subprocess.Popen[bytes]:
-    smg = shutil.which("smg") or str(Path(sys.executable).parent / "smg")
-    command = [
-        smg, "launch",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
-        "--policy", "cache_aware",
-        "--shutdown-grace-period-secs", "1",
-        "--log-level", "warn",
-        "--worker-urls", *worker_urls,
-    ]  # fmt: skip
-    return subprocess.Popen(
-        command, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-
-
 async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int]:
     worker_ports = [args.base_port + 10 + i for i in range(args.replicas)]
     urls = [f"http://127.0.0.1:{p}" for p in worker_ports]
@@ -149,7 +128,15 @@ async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int
         for i, p in enumerate(worker_ports)
     ]
     tasks = [asyncio.create_task(s.serve()) for s in servers]
-    smg = launch_smg(urls, args.base_port, args.base_port + 1, Path(args.smg_log))
+    smg = launch_smg(
+        SmgSettings(
+            worker_urls=urls,
+            port=args.base_port,
+            prometheus_port=args.base_port + 1,
+            shutdown_grace_s=1,
+        ),
+        Path(args.smg_log),
+    )
     try:
         for url in urls:
             await wait_ready(url + "/health", 20)
@@ -189,12 +176,7 @@ async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int
         )
         return [c for c in chosen if c is not None]
     finally:
-        os.killpg(smg.pid, signal.SIGTERM)
-        try:
-            smg.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(smg.pid, signal.SIGKILL)
-            smg.wait()
+        stop_smg(smg)
         for server in servers:
             server.should_exit = True
         await asyncio.gather(*tasks)
