@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from chats import filler_text
 from prefixkit.engine_adapter.embedded import prepare_embedded
 from prefixkit.engine_adapter.gateway import gateway_in_thread
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics
@@ -37,13 +38,6 @@ from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}
-_VOCABULARY = (
-    "account invoice refund shipment order customer ticket policy warranty return label "
-    "carrier delivery address payment card balance credit plan upgrade downgrade seat user "
-    "admin export report dashboard alert threshold region language timezone currency tax "
-    "the a of to and in for on with by is are be must may should never always within days"
-)
-WORDS = _VOCABULARY.split()
 
 
 @dataclass(frozen=True)
@@ -51,16 +45,6 @@ class Request:
     tenant: str
     key: str
     messages: list[dict[str, str]]
-
-
-def filler_text(seed: str, words: int) -> str:
-    rng = random.Random(seed)
-    sentences = []
-    while words > 0:
-        n = min(words, rng.randint(8, 15))
-        sentences.append(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".")
-        words -= n
-    return " ".join(sentences)
 
 
 def workload() -> list[Request]:

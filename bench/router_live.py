@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from engine_ttft import filler_text
+from chats import Conversation, conversations
 from prefixkit.engine_adapter.embedded import prepare_embedded
 from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.precise_router import parse_server_timing
@@ -59,12 +59,6 @@ TENANTS = 6
 USERS = 2
 TURNS = 4
 SECRET = "router-live-bench-secret"
-
-
-@dataclass(frozen=True)
-class Conversation:
-    tenant: int
-    turns: list[list[dict[str, str]]]  # the messages sent at each turn
 
 
 @dataclass
@@ -83,23 +77,8 @@ class PhaseResult:
     timings: Timings
 
 
-def conversations() -> list[Conversation]:
-    """Tenant-interleaved: tenant 0's users, tenant 1's, ... each a growing history."""
-    result = []
-    for user, tenant in itertools.product(range(USERS), range(TENANTS)):
-        system = f"You are the assistant of tenant {tenant}. " + filler_text(
-            f"system-{tenant}", 290
-        )
-        history = [{"role": "system", "content": system}]
-        turns = []
-        for turn in range(TURNS):
-            question = filler_text(f"q-{tenant}-{user}-{turn}", 20)
-            history = [*history, {"role": "user", "content": question}]
-            turns.append(history)
-            answer = filler_text(f"a-{tenant}-{user}-{turn}", 35)
-            history = [*history, {"role": "assistant", "content": answer}]
-        result.append(Conversation(tenant, turns))
-    return result
+def workload() -> list[Conversation]:
+    return conversations(TENANTS, USERS, TURNS, (290, 20, 35))
 
 
 async def _stream(
@@ -142,7 +121,7 @@ async def _send_all(
                 await _stream(client, pick_url(), body, timings)
 
     async with httpx.AsyncClient(timeout=600) as client:
-        await asyncio.gather(*(converse(client, c) for c in conversations()))
+        await asyncio.gather(*(converse(client, c) for c in workload()))
 
 
 def measure_phase(
@@ -174,7 +153,7 @@ def main() -> int:
         replicas = stack.enter_context(ReplicaSet(configs, run_dir, report=report))
         urls = replicas.base_urls
         model = base.name
-        system = conversations()[0].turns[0][0]["content"]
+        system = workload()[0].turns[0][0]["content"]
         tokens = httpx.post(f"{urls[0]}/tokenize", json={"model": model, "prompt": system})
         chars_per_token = len(system) / tokens.raise_for_status().json()["count"]
         turn = itertools.count()

@@ -50,7 +50,7 @@ from typing import Any
 
 import httpx
 import msgpack
-from engine_ttft import filler_text
+from chats import Conversation, conversations
 from prefixkit.engine_adapter.precise_router import parse_server_timing
 from prefixkit.engine_adapter.smg_launch import SmgSettings, launch_smg, stop_smg
 from prefixkit.sdk.block_hash import event_block_hashes
@@ -168,23 +168,6 @@ def serve_router(args: argparse.Namespace) -> None:
     )
 
 
-def conversations(tenants: int, phase: str) -> list[tuple[str, list[list[dict[str, str]]]]]:
-    """(salt, the messages of each turn) per conversation, tenants interleaved;
-    each phase has its own salts, so no phase reuses another's blocks."""
-    result = []
-    for user, tenant in itertools.product(range(USERS), range(tenants)):
-        system = f"You are tenant {tenant}'s assistant. " + filler_text(f"system-{tenant}", 750)
-        history = [{"role": "system", "content": system}]
-        turns = []
-        for turn in range(TURNS):
-            history = [*history, {"role": "user", "content": filler_text(f"q{user}{turn}", 40)}]
-            turns.append(history)
-            answer = {"role": "assistant", "content": filler_text(f"a{user}{turn}", 60)}
-            history = [*history, answer]
-        result.append((f"{phase}:tenant-{tenant}", turns))
-    return result
-
-
 async def run_phase(
     phase: str, urls: Sequence[str], tenants: int, clients: int
 ) -> tuple[float, list[float], list[dict[str, float]]]:
@@ -194,8 +177,10 @@ async def run_phase(
     timings: list[dict[str, float]] = []
     turn = itertools.count()
 
-    async def converse(client: httpx.AsyncClient, salt: str, turns: list[Any]) -> None:
-        for messages in turns:
+    async def converse(client: httpx.AsyncClient, conversation: Conversation) -> None:
+        # each phase has its own salts, so no phase reuses another's blocks
+        salt = f"{phase}:tenant-{conversation.tenant}"
+        for messages in conversation.turns:
             body = {"model": MODEL, "messages": messages, "stream": True, "cache_salt": salt}
             async with gate:
                 url = urls[next(turn) % len(urls)]
@@ -212,7 +197,8 @@ async def run_phase(
     limits = httpx.Limits(max_connections=clients + 8)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         started = time.perf_counter()
-        await asyncio.gather(*(converse(client, s, t) for s, t in conversations(tenants, phase)))
+        workload = conversations(tenants, USERS, TURNS, (750, 40, 60))
+        await asyncio.gather(*(converse(client, c) for c in workload))
         return time.perf_counter() - started, latencies, timings
 
 
