@@ -1,7 +1,7 @@
 """The precise router: an OpenAI-compatible async proxy that routes by what the engines cached.
 
     app = precise_router_app(RouterSettings(replica_urls=[...], kv_endpoints=[...], ...))
-    uvicorn.run(app, host="127.0.0.1", port=18190)
+    uvicorn.run(app, host="127.0.0.1", port=18190, timeout_keep_alive=SERVED_IDLE_S)
 
 Per request to ``/v1/chat/completions`` or ``/v1/completions``:
 
@@ -63,6 +63,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .block_index import BlockIndex
+from .keepalive import UPSTREAM_IDLE_S
 from .kv_events import KvEventFollower
 from .precise_policy import PreciseParams, WorkShares, choose_replica
 from .reuse_model import ReuseModel, ReuseSettings
@@ -349,7 +350,8 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 state.decision_sink = write
             clients[:] = [
                 httpx.AsyncClient(
-                    timeout=settings.request_timeout_s, limits=httpx.Limits(max_connections=256)
+                    timeout=settings.request_timeout_s,
+                    limits=httpx.Limits(max_connections=256, keepalive_expiry=UPSTREAM_IDLE_S),
                 )
                 for _ in settings.replica_urls
             ]

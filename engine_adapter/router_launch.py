@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from .errors import RouterUnavailableError
+from .keepalive import SERVED_IDLE_S
 from .metrics import fetch_cache_metrics
 from .smg_launch import CHARS_PER_TOKEN, SmgSettings, launch_smg, smg_max_tree_size, stop_smg
 
@@ -107,7 +108,13 @@ def _precise(
     if decision_log is not None:
         report(f"routing decisions are appended to {decision_log}")
     server = uvicorn.Server(
-        uvicorn.Config(precise_router_app(settings), host=host, port=port, log_level="warning")
+        uvicorn.Config(
+            precise_router_app(settings),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_keep_alive=SERVED_IDLE_S,
+        )
     )
     thread = threading.Thread(target=server.run, name="prefixkit-precise-router", daemon=True)
     thread.start()

@@ -292,9 +292,10 @@ def _run_gateway(upstream: str, tenants: dict[str, str], secret: str, host: str,
     import uvicorn
 
     from .gateway import create_gateway
+    from .keepalive import SERVED_IDLE_S
 
     app = create_gateway(upstream, tenants, secret)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S)
 
 
 def _announce(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 # --- engine (issue 5): the embedded vLLM CPU engine, started once per session ---
+import http.client
 import json
 import sys
+import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,3 +156,30 @@ def hf_tokenizer(hf_tokenizer_dir: Path) -> HFTokenizer:
 
 
 # --- /tokenizer ---
+
+
+# --- keep-alive: how long prefixkit's servers keep an idle client connection ---
+IdleGap = Callable[[str, str, float], tuple[int, int]]
+
+
+@pytest.fixture(scope="session")
+def statuses_across_idle_gap() -> IdleGap:
+    """Two GETs of a path on one kept-alive connection, `idle_s` apart: their
+    statuses (the second raises if the server closed the idle connection)."""
+
+    def statuses(url: str, path: str, idle_s: float) -> tuple[int, int]:
+        parts = urllib.parse.urlsplit(url)
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+        try:
+            connection.request("GET", path)
+            first = connection.getresponse()
+            first.read()
+            time.sleep(idle_s)
+            connection.request("GET", path)
+            second = connection.getresponse()
+            second.read()
+            return first.status, second.status
+        finally:
+            connection.close()
+
+    return statuses

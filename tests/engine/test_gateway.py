@@ -14,7 +14,7 @@ from prefixkit.sdk import tenant_salt
 from .conftest import cached_tokens, complete
 
 if TYPE_CHECKING:
-    from tests.conftest import EmbeddedEngine
+    from tests.conftest import EmbeddedEngine, IdleGap
 
 pytestmark = pytest.mark.engine
 
@@ -103,3 +103,11 @@ def test_streaming_is_relayed_as_it_is_generated(gateway: str, engine: EmbeddedE
     assert len(arrivals) >= 48
     # a buffering proxy would deliver every event at the end, all at once
     assert arrivals[0] < arrivals[-1] / 2, (arrivals[0], arrivals[-1])
+
+
+def test_a_client_connection_idle_past_the_clients_own_expiry_is_still_served(
+    gateway: str, statuses_across_idle_gap: IdleGap
+) -> None:
+    # httpx (and the SDKs on it) reuse an idle connection for up to 5 s; a
+    # server closing it at the same moment resets the next request
+    assert statuses_across_idle_gap(gateway, "/health", 6.0) == (200, 200)

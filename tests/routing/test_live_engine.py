@@ -21,6 +21,8 @@ from prefixkit.sdk.salt import tenant_salt
 if TYPE_CHECKING:
     from conftest import LiveReplicas
 
+    from tests.conftest import IdleGap
+
 pytestmark = pytest.mark.engine
 
 ROUTER_PORT = 18150
@@ -160,6 +162,15 @@ def test_precise_router_reports_its_time_before_forwarding(
     assert set(timings) == {"tokenize", "route"}
     assert timings["tokenize"] > 0 and timings["route"] > 0
     assert timings["tokenize"] + timings["route"] < elapsed_ms
+
+
+def test_the_precise_router_keeps_an_idle_client_connection_past_five_seconds(
+    live_replicas: LiveReplicas, tmp_path: Path, statuses_across_idle_gap: IdleGap
+) -> None:
+    with launch_router(
+        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
+    ) as url:
+        assert statuses_across_idle_gap(url, "/health", 6.0) == (200, 200)
 
 
 def test_the_precise_router_logs_each_decision_it_forwards(

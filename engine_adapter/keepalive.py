@@ -1,0 +1,24 @@
+"""How long prefixkit's HTTP hops keep an idle connection open (client ->
+gateway or precise router -> engines).
+
+A request written on a pooled connection just as its server closes that
+connection for idleness fails with a reset (httpx: ``ReadError``) although the
+server was healthy. uvicorn closes idle connections after 5 s, vLLM's API
+server too (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``), and httpx, the transport of the
+OpenAI and Anthropic SDKs, expires them after 5 s: every hop where both ends
+keep their defaults races (Kludex/uvicorn#824 and its kin; it failed one
+`bench/router_load.py` run in three here). A client must give up an idle
+connection before its server does, so:
+
+* our servers (the tenant gateway, the precise router) keep an idle client
+  connection `SERVED_IDLE_S` (75 s, nginx's default), far past the clients' 5 s;
+* our clients of the engines drop an idle connection after `UPSTREAM_IDLE_S`
+  (2 s), well before the engines' 5 s.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S"]
+
+SERVED_IDLE_S = 75
+UPSTREAM_IDLE_S = 2.0
