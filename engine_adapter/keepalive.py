@@ -6,8 +6,8 @@ connection for idleness fails with a reset (httpx: ``ReadError``) although the
 server was healthy. uvicorn closes idle connections after 5 s, vLLM's API
 server too (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``), and httpx, the transport of the
 OpenAI and Anthropic SDKs, expires them after 5 s: every hop where both ends
-keep their defaults races (Kludex/uvicorn#824 and its kin; it failed three
-of fifteen `bench/router_load.py` runs here). A client must give up an idle
+keep their defaults races (Kludex/uvicorn#824 and its kin; three of fifteen
+`bench/router_load.py` runs here failed that way). A client must give up an idle
 connection before its server does, so:
 
 * our servers (the tenant gateway, the precise router) keep an idle client
