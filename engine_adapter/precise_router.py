@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
 from starlette.applications import Starlette
@@ -108,6 +109,7 @@ class Placement:
     run: int
     request: int
     queued: bool = True  # its uncached blocks wait as the replica's prefill until a first byte
+    ended: bool = False
 
 
 class RouterState:
@@ -172,7 +174,10 @@ class RouterState:
 
     def finished(self, placement: Placement) -> None:
         """It ended (or failed): from now on only the engine's events tell which
-        of its blocks the replica holds."""
+        of its blocks the replica holds. Once per placement; later calls do nothing."""
+        if placement.ended:
+            return
+        placement.ended = True
         self.started(placement)
         self.inflight[placement.replica] -= 1
         self.index.finished(placement.replica, placement.hashes)
@@ -462,13 +467,18 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 return _error(502, f"replica {placement.replica}: {exc}")
 
         async def relay() -> AsyncIterator[bytes]:
-            async for chunk in upstream.aiter_raw():
-                state.started(placement)
-                yield chunk
+            try:
+                async for chunk in upstream.aiter_raw():
+                    state.started(placement)
+                    yield chunk
+            finally:  # a stream the replica breaks off skips the background task
+                state.finished(placement)
+                with anyio.CancelScope(shield=True):
+                    await upstream.aclose()
 
-        async def close() -> None:
-            await upstream.aclose()
+        async def close() -> None:  # a client gone before the first chunk skips the finally
             state.finished(placement)
+            await upstream.aclose()
 
         headers = {
             "x-prefixkit-replica": str(placement.replica),

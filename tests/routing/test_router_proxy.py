@@ -13,14 +13,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 import uvicorn
 from prefixkit.engine_adapter.precise_router import RouterSettings, precise_router_app
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
@@ -29,6 +30,12 @@ def _free_port() -> int:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         return int(listener.getsockname()[1])
+
+
+async def _broken_stream() -> AsyncIterator[bytes]:
+    """A stream that breaks off after its first event (the replica's connection drops)."""
+    yield b'data: {"choices": [{"index": 0, "text": "ok"}]}\n\n'
+    raise RuntimeError("the replica failed mid-stream")
 
 
 class FakeReplica:
@@ -42,7 +49,9 @@ class FakeReplica:
             body = await request.json()
             return JSONResponse({"tokens": list(body["prompt"].encode())})
 
-        async def completions(request: Request) -> JSONResponse:
+        async def completions(request: Request) -> Response:
+            if (await request.json()).get("stream"):
+                return StreamingResponse(_broken_stream(), media_type="text/event-stream")
             return JSONResponse({"object": "text_completion", "served_by": name})
 
         app = Starlette(
@@ -150,3 +159,18 @@ def test_a_body_the_router_cannot_read_is_refused_with_400(
     response = router.post("/v1/completions", json=payload)
     assert response.status_code == 400
     assert reason in response.json()["error"]["message"]
+
+
+def test_a_stream_the_replica_breaks_off_still_ends_the_request_in_the_router(
+    router: TestClient,
+) -> None:
+    state = router.app.state.router  # type: ignore[attr-defined]
+    body = {"model": "m", "prompt": "a new conversation " * 8, "stream": True}
+    with (
+        pytest.raises(httpx.RemoteProtocolError),  # the client sees the stream break too
+        router.stream("POST", "/v1/completions", json=body) as response,
+    ):
+        for _ in response.iter_raw():
+            pass
+    assert state.inflight == [0, 0]
+    assert [state.index.coming_unheld(r) for r in range(2)] == [0, 0]
