@@ -6,7 +6,8 @@
 Per request to ``/v1/chat/completions`` or ``/v1/completions``:
 
 1. token ids exactly as the engine will see them, from a replica's own
-   ``/tokenize`` (same tokenizer and chat template as the engine, no drift);
+   ``/tokenize`` (same tokenizer and chat template as the engine, no drift),
+   the one with the fewest requests in flight;
 2. block hashes with `prefixkit.sdk.block_hash` (block size, hash algorithm
    and seed of the replicas; ``cache_salt`` in the first block's extra keys);
 3. each replica's cached run from the `BlockIndex` that `KvEventFollower`
@@ -400,13 +401,15 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         )
 
     async def token_ids(path: str, body: dict[str, Any]) -> list[int]:
-        """The request's token ids from a replica's ``/tokenize``, the healthy
-        replicas asked in turn: one that refuses the connection is marked
-        unhealthy, one that fails otherwise is passed over."""
+        """The request's token ids from a replica's ``/tokenize``: the healthy
+        replicas with the fewest requests in flight first (in turn among
+        equals); one that refuses the connection is marked unhealthy, one that
+        fails otherwise is passed over."""
         alive = [r for r, ok in enumerate(state.healthy) if ok] or list(range(len(state.healthy)))
         first = state.turn % len(alive)
+        order = sorted(alive[first:] + alive[:first], key=state.inflight.__getitem__)
         failures = []
-        for replica in alive[first:] + alive[:first]:
+        for replica in order:
             try:
                 return await _token_ids(
                     clients[replica], settings.replica_urls[replica], path, body

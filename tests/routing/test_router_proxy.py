@@ -46,6 +46,7 @@ class FakeReplica:
             return JSONResponse({})
 
         async def tokenize(request: Request) -> JSONResponse:
+            self.tokenized += 1
             body = await request.json()
             return JSONResponse({"tokens": list(body["prompt"].encode())})
 
@@ -61,6 +62,7 @@ class FakeReplica:
                 Route("/v1/completions", completions, methods=["POST"]),
             ]
         )
+        self.tokenized = 0  # /tokenize calls answered
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(
@@ -107,6 +109,16 @@ def router(replicas: list[FakeReplica]) -> Iterator[TestClient]:
 def _complete(router: TestClient, prompt: str) -> tuple[int, dict[str, object], str | None]:
     response = router.post("/v1/completions", json={"model": "m", "prompt": prompt})
     return response.status_code, response.json(), response.headers.get("x-prefixkit-replica")
+
+
+def test_the_replica_with_the_fewest_requests_in_flight_tokenizes(
+    replicas: list[FakeReplica], router: TestClient
+) -> None:
+    state = router.app.state.router  # type: ignore[attr-defined]
+    state.inflight[0] = 3  # replica 0's turn, but it is busier
+    status, _, _ = _complete(router, "a new conversation " * 8)
+    assert status == 200
+    assert [r.tokenized for r in replicas] == [0, 1]
 
 
 def test_a_tokenize_refused_by_a_stopped_replica_is_asked_of_the_next(
