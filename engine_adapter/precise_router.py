@@ -381,11 +381,15 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
 
     async def models(request: Request) -> Response:
         for replica, url in enumerate(settings.replica_urls):
-            if state.healthy[replica]:
+            if not state.healthy[replica]:
+                continue
+            try:
                 upstream = await clients[replica].get(f"{url}/v1/models")
-                return Response(
-                    upstream.content, upstream.status_code, media_type="application/json"
-                )
+            except httpx.TransportError as exc:
+                if isinstance(exc, httpx.ConnectError):
+                    state.set_health(replica, False)
+                continue
+            return Response(upstream.content, upstream.status_code, media_type="application/json")
         return _error(503, "no healthy replica")
 
     async def router_state(request: Request) -> Response:

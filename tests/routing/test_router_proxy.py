@@ -50,6 +50,9 @@ class FakeReplica:
             body = await request.json()
             return JSONResponse({"tokens": list(body["prompt"].encode())})
 
+        async def models(request: Request) -> JSONResponse:
+            return JSONResponse({"object": "list", "data": [{"id": "m", "served_by": name}]})
+
         async def completions(request: Request) -> Response:
             if (await request.json()).get("stream"):
                 return StreamingResponse(_broken_stream(), media_type="text/event-stream")
@@ -58,6 +61,7 @@ class FakeReplica:
         app = Starlette(
             routes=[
                 Route("/health", health),
+                Route("/v1/models", models),
                 Route("/tokenize", tokenize, methods=["POST"]),
                 Route("/v1/completions", completions, methods=["POST"]),
             ]
@@ -143,6 +147,16 @@ def test_a_request_routed_to_a_stopped_replica_is_placed_again(
     assert state.inflight == [0, 0]  # the failed placement ended, the retried one too
     assert state.index.coming_unheld(0) == 0
     assert state.queued_blocks[0] == 0.0
+
+
+def test_the_model_list_comes_from_a_replica_that_answers(
+    replicas: list[FakeReplica], router: TestClient
+) -> None:
+    replicas[0].stop()
+    response = router.get("/v1/models")
+    assert response.status_code == 200
+    assert response.json()["data"][0]["served_by"] == "b"
+    assert router.get("/health").json()["healthy"] == [False, True]
 
 
 def test_with_every_replica_stopped_the_proxy_answers_502_naming_them(
