@@ -39,7 +39,8 @@ that refuses a connection between two polls is marked the same way at once,
 and nothing is lost: its ``/tokenize`` is asked of the next healthy replica,
 and a request routed to it is placed again (the connection failed, so nothing
 reached the engine and nothing runs twice). Other failures answer 502 with
-the replica and the reason; a body that is not a JSON object, 400.
+the replica and the reason; a body the router cannot read (not a JSON
+object, a prompt neither text nor token ids, a ``cache_salt`` not a string), 400.
 """
 
 from __future__ import annotations
@@ -440,13 +441,16 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             return _error(400, "request body is not JSON")
         if not isinstance(body, dict):
             return _error(400, f"request body must be a JSON object, got {type(body).__name__}")
+        salt = body.get("cache_salt")
+        if salt is not None and not isinstance(salt, str):
+            return _error(400, f"cache_salt must be a string, got {type(salt).__name__}")
         started = time.perf_counter()
         try:
             tokens = await token_ids(request.url.path, body)
         except _Answer as answer:
             return answer.response
         tokenized = time.perf_counter()
-        placement = state.route(state.hashes(tokens, body.get("cache_salt")))
+        placement = state.route(state.hashes(tokens, salt))
         routed = time.perf_counter()
         while True:
             client = clients[placement.replica]

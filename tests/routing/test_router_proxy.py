@@ -177,6 +177,7 @@ def test_with_every_replica_stopped_the_proxy_answers_502_naming_them(
         ([1, 2, 3], "must be a JSON object, got list"),
         ({"model": "m", "prompt": 42}, "prompt must be a string"),
         ({"model": "m", "prompt": []}, "prompt must be a string"),
+        ({"model": "m", "prompt": "hi", "cache_salt": 7}, "cache_salt must be a string, got int"),
     ],
 )
 def test_a_body_the_router_cannot_read_is_refused_with_400(
