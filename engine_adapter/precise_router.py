@@ -184,9 +184,18 @@ class RouterState:
         self.inflight[placement.replica] -= 1
         self.index.finished(placement.replica, placement.hashes)
 
+    def alive(self) -> list[int]:
+        """The healthy replicas; every replica when none is (a try beats a refusal)."""
+        return [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
+
+    def call_failed(self, replica: int, error: httpx.TransportError) -> None:
+        """A call to `replica` failed on the way; one that refused the connection is down."""
+        if isinstance(error, httpx.ConnectError):
+            self.set_health(replica, False)
+
     def _place(self, hashes: Sequence[int], request: int) -> Placement:
         """Request number `request` (its blocks' stamp) on the best healthy replica."""
-        alive = [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
+        alive = self.alive()
         runs_all = self.index.runs(hashes)
         runs = [runs_all[r] for r in alive]
         clock = self.shares.clock
@@ -387,8 +396,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
             try:
                 upstream = await clients[replica].get(f"{url}/v1/models")
             except httpx.TransportError as exc:
-                if isinstance(exc, httpx.ConnectError):
-                    state.set_health(replica, False)
+                state.call_failed(replica, exc)
                 continue
             return Response(upstream.content, upstream.status_code, media_type="application/json")
         return _error(503, "no healthy replica")
@@ -410,7 +418,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
         replicas with the fewest requests in flight first (in turn among
         equals); one that refuses the connection is marked unhealthy, one that
         fails otherwise is passed over."""
-        alive = [r for r, ok in enumerate(state.healthy) if ok] or list(range(len(state.healthy)))
+        alive = state.alive()
         first = state.turn % len(alive)
         order = sorted(alive[first:] + alive[:first], key=state.inflight.__getitem__)
         failures = []
@@ -429,8 +437,7 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 ) from exc
             except httpx.TransportError as exc:
                 failures.append(f"replica {replica}: {exc!r}")
-                if isinstance(exc, httpx.ConnectError):
-                    state.set_health(replica, False)
+                state.call_failed(replica, exc)
         raise _Answer(_error(502, f"no replica could tokenize the request ({'; '.join(failures)})"))
 
     async def proxy(request: Request) -> Response:
