@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -60,10 +61,10 @@ import anyio
 import httpx
 from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .block_index import BlockIndex
 from .keepalive import UPSTREAM_IDLE_S
@@ -313,6 +314,43 @@ class _Answer(Exception):
         self.response = response
 
 
+class _Relay(StreamingResponse):
+    """A replica's answer passed through as it comes; `ended` runs, and the
+    replica's response is closed (so it stops generating), however the relay
+    ends: answered, broken off by the replica, or the client hung up, before
+    or after the first chunk. (A background task would not do: Starlette skips
+    it when the stream raises, and under ASGI 2.4 when the client is gone.)"""
+
+    def __init__(
+        self,
+        upstream: httpx.Response,
+        started: Callable[[], None],
+        ended: Callable[[], None],
+        headers: Mapping[str, str],
+    ) -> None:
+        async def chunks() -> AsyncIterator[bytes]:
+            async for chunk in upstream.aiter_raw():
+                started()
+                yield chunk
+
+        super().__init__(
+            chunks(),
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type"),
+            headers=headers,
+        )
+        self.upstream = upstream
+        self.ended = ended
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.ended()
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message}}, status_code=status)
 
@@ -484,32 +522,17 @@ def precise_router_app(settings: RouterSettings) -> Starlette:
                 state.finished(placement)
                 return _error(502, f"replica {placement.replica}: {exc}")
 
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in upstream.aiter_raw():
-                    state.started(placement)
-                    yield chunk
-            finally:  # a stream the replica breaks off skips the background task
-                state.finished(placement)
-                with anyio.CancelScope(shield=True):
-                    await upstream.aclose()
-
-        async def close() -> None:  # a client gone before the first chunk skips the finally
-            state.finished(placement)
-            await upstream.aclose()
-
         headers = {
             "x-prefixkit-replica": str(placement.replica),
             "server-timing": server_timing(
                 {"tokenize": (tokenized - started) * 1e3, "route": (routed - tokenized) * 1e3}
             ),
         }
-        return StreamingResponse(
-            relay(),
-            status_code=upstream.status_code,
-            media_type=upstream.headers.get("content-type"),
-            headers=headers,
-            background=BackgroundTask(close),
+        return _Relay(
+            upstream,
+            functools.partial(state.started, placement),
+            functools.partial(state.finished, placement),
+            headers,
         )
 
     app = Starlette(

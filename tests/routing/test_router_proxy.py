@@ -1,4 +1,5 @@
-"""The precise router's proxy when a replica goes away between two health checks.
+"""The precise router's proxy when a replica goes away between two health
+checks, when a stream breaks off, and when a client hangs up.
 
 Two fake replicas (real uvicorn servers on loopback: ``/health``,
 ``/tokenize`` answering a prompt's bytes as its tokens, ``/v1/completions``
@@ -10,6 +11,8 @@ healthy when the requests come: the proxy finds out by the refused connection.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -24,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def _free_port() -> int:
@@ -38,8 +42,33 @@ async def _broken_stream() -> AsyncIterator[bytes]:
     raise RuntimeError("the replica failed mid-stream")
 
 
-class FakeReplica:
-    """An OpenAI-compatible replica in a thread, stoppable mid-test."""
+class Served:
+    """An ASGI app served by uvicorn on loopback in a thread, stoppable mid-test."""
+
+    def __init__(self, app: ASGIApp, name: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+class FakeReplica(Served):
+    """An OpenAI-compatible replica. A streamed completion breaks off after its
+    first event; one asked for ``"slow": "headers"`` answers after a second and
+    a half, one asked for ``"slow": "chunk"`` sends its first chunk after that
+    long, and counts itself in `streams_cancelled` if it is cancelled meanwhile."""
 
     def __init__(self, name: str) -> None:
         async def health(request: Request) -> JSONResponse:
@@ -53,8 +82,21 @@ class FakeReplica:
         async def models(request: Request) -> JSONResponse:
             return JSONResponse({"object": "list", "data": [{"id": "m", "served_by": name}]})
 
+        async def slow_stream() -> AsyncIterator[bytes]:
+            try:
+                await asyncio.sleep(1.5)
+            except asyncio.CancelledError:
+                self.streams_cancelled += 1
+                raise
+            yield b'data: {"choices": [{"index": 0, "text": "late"}]}\n\n'
+
         async def completions(request: Request) -> Response:
-            if (await request.json()).get("stream"):
+            body = await request.json()
+            if body.get("slow") == "headers":
+                await asyncio.sleep(1.5)
+            if body.get("slow") == "chunk":
+                return StreamingResponse(slow_stream(), media_type="text/event-stream")
+            if body.get("stream"):
                 return StreamingResponse(_broken_stream(), media_type="text/event-stream")
             return JSONResponse({"object": "text_completion", "served_by": name})
 
@@ -67,22 +109,8 @@ class FakeReplica:
             ]
         )
         self.tokenized = 0  # /tokenize calls answered
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fake replica {name} did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.streams_cancelled = 0
+        super().__init__(app, f"fake replica {name}")
 
 
 @pytest.fixture
@@ -93,14 +121,17 @@ def replicas() -> Iterator[list[FakeReplica]]:
         replica.stop()
 
 
-@pytest.fixture
-def router(replicas: list[FakeReplica]) -> Iterator[TestClient]:
-    settings = RouterSettings(
+def _settings(replicas: list[FakeReplica]) -> RouterSettings:
+    return RouterSettings(
         replica_urls=[r.url for r in replicas],
         kv_endpoints=[f"tcp://127.0.0.1:{_free_port()}" for _ in replicas],  # no events
         health_interval_s=60.0,
     )
-    with TestClient(precise_router_app(settings)) as client:
+
+
+@pytest.fixture
+def router(replicas: list[FakeReplica]) -> Iterator[TestClient]:
+    with TestClient(precise_router_app(_settings(replicas))) as client:
         state = client.app.state.router  # type: ignore[attr-defined]
         deadline = time.monotonic() + 10
         while client.get("/health").json()["healthy"] != [True, True]:
@@ -201,3 +232,86 @@ def test_a_stream_the_replica_breaks_off_still_ends_the_request_in_the_router(
             pass
     assert state.inflight == [0, 0]
     assert [state.index.coming_unheld(r) for r in range(2)] == [0, 0]
+
+
+def _gone_at_start_under_asgi_2_4(app: ASGIApp) -> ASGIApp:
+    """`app` as an ASGI 2.4 server runs it, for a client gone before the
+    response starts: sending the start raises OSError (Starlette then streams
+    nothing and skips a background task)."""
+
+    async def served(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or "gone" not in scope["path"]:
+            return await app(scope, receive, send)
+
+        async def send_to_nobody(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                raise OSError("the client is gone")
+            await send(message)
+
+        scope = {
+            **scope,
+            "path": scope["path"].replace("/gone", ""),
+            "asgi": {"spec_version": "2.4"},
+        }
+        with contextlib.suppress(Exception):
+            await app(scope, receive, send_to_nobody)
+        await send({"type": "http.response.start", "status": 499, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return served
+
+
+@pytest.fixture
+def served_router(replicas: list[FakeReplica]) -> Iterator[httpx.Client]:
+    """The router served by uvicorn (TestClient cannot hang up mid-request);
+    under /gone/..., as if the client had gone before the response started."""
+    app = _gone_at_start_under_asgi_2_4(precise_router_app(_settings(replicas)))
+    served = Served(app, "the router")
+    with httpx.Client(base_url=served.url) as client:
+        yield client
+    served.stop()
+
+
+def _wait_until_ended(router: httpx.Client, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while router.get("/router/state").json()["inflight"] != [0, 0]:
+        assert time.monotonic() < deadline, "the request stayed in flight"
+        time.sleep(0.05)
+    assert router.get("/router/state").json()["coming_blocks"] == [0, 0]
+
+
+def test_a_client_that_hangs_up_before_the_first_chunk_ends_its_request_and_the_replicas(
+    replicas: list[FakeReplica], served_router: httpx.Client
+) -> None:
+    body = {"model": "m", "prompt": "a new conversation " * 8, "stream": True, "slow": "chunk"}
+    with served_router.stream("POST", "/v1/completions", json=body) as response:
+        replica = int(response.headers["x-prefixkit-replica"])
+        assert served_router.get("/router/state").json()["inflight"][replica] == 1
+    # leaving the block closed the connection; the replica's first chunk is 1.5 s away
+    _wait_until_ended(served_router, within_s=1.0)
+    deadline = time.monotonic() + 1.0
+    while replicas[replica].streams_cancelled == 0:
+        assert time.monotonic() < deadline, "the replica went on generating"
+        time.sleep(0.05)
+
+
+def test_a_client_that_hangs_up_before_the_replica_answers_ends_its_request(
+    served_router: httpx.Client,
+) -> None:
+    body = {"model": "m", "prompt": "a new conversation " * 8, "stream": True, "slow": "headers"}
+    with pytest.raises(httpx.ReadTimeout):  # hangs up after 0.3 s; the replica answers at 1.5 s
+        served_router.post("/v1/completions", json=body, timeout=0.3)
+    assert served_router.get("/router/state").json()["inflight"] != [0, 0]
+    _wait_until_ended(served_router, within_s=3.0)
+
+
+def test_a_client_gone_before_the_response_starts_ends_its_request_and_the_replicas(
+    replicas: list[FakeReplica], served_router: httpx.Client
+) -> None:
+    body = {"model": "m", "prompt": "a new conversation " * 8, "stream": True, "slow": "chunk"}
+    assert served_router.post("/gone/v1/completions", json=body).status_code == 499
+    _wait_until_ended(served_router, within_s=1.0)
+    deadline = time.monotonic() + 1.0  # the replica's first chunk is 1.5 s away
+    while sum(r.streams_cancelled for r in replicas) == 0:
+        assert time.monotonic() < deadline, "the replica went on generating"
+        time.sleep(0.05)
