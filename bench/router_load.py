@@ -155,8 +155,7 @@ async def serve_engines(args: argparse.Namespace) -> None:
 
 
 def serve_router(args: argparse.Namespace) -> None:
-    import uvicorn
-    from prefixkit.engine_adapter.keepalive import SERVED_IDLE_S
+    from prefixkit.engine_adapter.keepalive import served
     from prefixkit.engine_adapter.precise_router import RouterSettings, precise_router_app
 
     settings = RouterSettings(
@@ -164,13 +163,7 @@ def serve_router(args: argparse.Namespace) -> None:
         kv_endpoints=args.kv_endpoints,
         capacity_blocks=[args.capacity] * args.engines,
     )
-    uvicorn.run(
-        precise_router_app(settings),
-        host="127.0.0.1",
-        port=FIRST_PORT + 10,
-        log_level="warning",
-        timeout_keep_alive=SERVED_IDLE_S,  # as `prefixkit serve` runs it
-    )
+    served(precise_router_app(settings), "127.0.0.1", FIRST_PORT + 10).run()  # as `prefixkit serve`
 
 
 async def run_phase(

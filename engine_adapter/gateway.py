@@ -1,7 +1,7 @@
 """The tenant gateway: authenticate by API key, enforce the tenant's cache salt, proxy to vLLM.
 
     app = create_gateway("http://127.0.0.1:18000", {"key-acme": "acme"}, secret="s3cret")
-    uvicorn.run(app, host="127.0.0.1", port=18090, timeout_keep_alive=SERVED_IDLE_S)
+    served(app, "127.0.0.1", 18090).run()  # from prefixkit.engine_adapter.keepalive
 
 An ASGI app (starlette) in front of one replica or of the router. Every request except
 `GET /health` needs a known key (`Authorization: Bearer KEY` or `x-api-key: KEY`); an
@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .errors import GatewayConfigError
-from .keepalive import SERVED_IDLE_S, UPSTREAM_IDLE_S
+from .keepalive import UPSTREAM_IDLE_S, served
 
 __all__ = [
     "SALTED_PATHS",
@@ -182,14 +182,7 @@ def gateway_in_thread(
     import threading
     import time
 
-    import uvicorn
-
-    app = create_gateway(upstream_url, tenants, secret)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S
-        )
-    )
+    server = served(create_gateway(upstream_url, tenants, secret), host, port)
     thread = threading.Thread(target=server.run, name="prefixkit-gateway", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30.0

@@ -14,11 +14,32 @@ connection before its server does, so:
   connection `SERVED_IDLE_S` (75 s, nginx's default), far past the clients' 5 s;
 * our clients of the engines drop an idle connection after `UPSTREAM_IDLE_S`
   (2 s), well before the engines' 5 s.
+
+`served` is the uvicorn server every one of our servers runs as.
 """
 
 from __future__ import annotations
 
-__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S", "served"]
 
 SERVED_IDLE_S = 75
 UPSTREAM_IDLE_S = 2.0
+
+
+def served(app: ASGIApp, host: str, port: int) -> uvicorn.Server:
+    """A uvicorn server for `app` on `host`:`port` as prefixkit runs its HTTP hops:
+    idle client connections kept `SERVED_IDLE_S`, warnings and errors logged.
+    `.run()` it, or run it in a thread and set `should_exit` to stop it."""
+    import uvicorn
+
+    return uvicorn.Server(
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S
+        )
+    )

@@ -1,7 +1,7 @@
 """The precise router: an OpenAI-compatible async proxy that routes by what the engines cached.
 
     app = precise_router_app(RouterSettings(replica_urls=[...], kv_endpoints=[...], ...))
-    uvicorn.run(app, host="127.0.0.1", port=18190, timeout_keep_alive=SERVED_IDLE_S)
+    served(app, "127.0.0.1", 18190).run()  # from prefixkit.engine_adapter.keepalive
 
 Per request to ``/v1/chat/completions`` or ``/v1/completions``:
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from .errors import RouterUnavailableError
-from .keepalive import SERVED_IDLE_S
+from .keepalive import served
 from .metrics import fetch_cache_metrics
 from .smg_launch import CHARS_PER_TOKEN, SmgSettings, launch_smg, smg_max_tree_size, stop_smg
 
@@ -78,7 +78,6 @@ def _smg(
 def _precise(
     replica_set: ReplicaSet, host: str, port: int, decision_log: Path | None, report: Report
 ) -> Iterator[str]:
-    import uvicorn
     from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
 
     from .precise_router import RouterSettings, precise_router_app
@@ -107,15 +106,7 @@ def _precise(
     report(f"starting the precise router on {host}:{port} ({len(configs)} replicas)")
     if decision_log is not None:
         report(f"routing decisions are appended to {decision_log}")
-    server = uvicorn.Server(
-        uvicorn.Config(
-            precise_router_app(settings),
-            host=host,
-            port=port,
-            log_level="warning",
-            timeout_keep_alive=SERVED_IDLE_S,
-        )
-    )
+    server = served(precise_router_app(settings), host, port)
     thread = threading.Thread(target=server.run, name="prefixkit-precise-router", daemon=True)
     thread.start()
     try:

@@ -289,13 +289,10 @@ def _tenants(
 
 
 def _run_gateway(upstream: str, tenants: dict[str, str], secret: str, host: str, port: int) -> None:
-    import uvicorn
-
     from .gateway import create_gateway
-    from .keepalive import SERVED_IDLE_S
+    from .keepalive import served
 
-    app = create_gateway(upstream, tenants, secret)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S)
+    served(create_gateway(upstream, tenants, secret), host, port).run()
 
 
 def _announce(
