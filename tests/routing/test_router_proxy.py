@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-import uvicorn
+from prefixkit.engine_adapter.keepalive import served
 from prefixkit.engine_adapter.precise_router import RouterSettings, precise_router_app
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,14 +43,13 @@ async def _broken_stream() -> AsyncIterator[bytes]:
 
 
 class Served:
-    """An ASGI app served by uvicorn on loopback in a thread, stoppable mid-test."""
+    """An ASGI app served on loopback in a thread as prefixkit serves its own
+    (`served`), stoppable mid-test."""
 
     def __init__(self, app: ASGIApp, name: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
+        self.server = served(app, "127.0.0.1", self.port)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10
