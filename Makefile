@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 .PHONY: demo test lint typecheck pytest clean
 
 # The install also compiles the replay's hot modules (setup.py): rebuild when they change.
-$(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*.py engine_adapter/*.pxd)
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*/*.py engine_adapter/*/*.pxd)
 	@echo "==> creating $(VENV) and installing prefixkit with its dev tools (compiling the replay)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --progress-bar on -q -U pip
@@ -31,4 +31,4 @@ pytest: $(BIN)/.installed
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info engine_adapter/*.so engine_adapter/compiled_from.json .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info engine_adapter/*/*.so engine_adapter/*/compiled_from.json .pytest_cache .mypy_cache .ruff_cache

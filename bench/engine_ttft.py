@@ -31,10 +31,10 @@ from pathlib import Path
 
 import httpx
 from chats import filler_text
-from prefixkit.engine_adapter.embedded import prepare_embedded
-from prefixkit.engine_adapter.gateway import gateway_in_thread
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}

@@ -39,11 +39,16 @@ import itertools
 import sys
 from collections.abc import Container, Sequence
 
-from prefixkit.engine_adapter.cache_sim import ReplicaCaches, cached_runs, oracle_hits
-from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_policy import PreciseParams, WorkShares, choose_replica
-from prefixkit.engine_adapter.replay import LoadParams, analyze, replay, token_hit_rate
-from prefixkit.engine_adapter.trace import Trace, load_trace
+from prefixkit.engine_adapter.replay.cache_sim import ReplicaCaches, oracle_hits
+from prefixkit.engine_adapter.replay.replay import LoadParams, analyze, replay, token_hit_rate
+from prefixkit.engine_adapter.replay.replica_load import ReplicaLoad
+from prefixkit.engine_adapter.replay.trace import Trace, load_trace
+from prefixkit.engine_adapter.routing.policy import (
+    PreciseParams,
+    WorkShares,
+    cached_runs,
+    choose_replica,
+)
 from traces import MOONCAKE_TRACE
 
 NEVER = sys.maxsize
@@ -165,7 +170,7 @@ class Fleet:
         self.trace = trace
         self.replicas = replicas
         self.caches = ReplicaCaches(replicas, capacity)
-        self.load = LoadModel(replicas, 0.001, 0.0)
+        self.load = ReplicaLoad(replicas, 0.001, 0.0)
         self.shares = WorkShares(replicas, balance, slack_blocks)
         self.runs: list[int] = []
 

@@ -36,10 +36,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 from prefixkit.engine_adapter import compiled
-from prefixkit.engine_adapter import replay as replay_module
-from prefixkit.engine_adapter.replay import LoadParams, analyze, replay
-from prefixkit.engine_adapter.smg_launch import SmgSettings, launch_smg, stop_smg
-from prefixkit.engine_adapter.trace import Trace, load_trace
+from prefixkit.engine_adapter.replay import replay as replay_module
+from prefixkit.engine_adapter.replay.replay import LoadParams, analyze, replay
+from prefixkit.engine_adapter.replay.trace import Trace, load_trace
+from prefixkit.engine_adapter.serving.smg import SmgSettings, launch_smg, stop_smg
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from prefixkit.engine_adapter.replay import LoadParams, replay
-from prefixkit.engine_adapter.trace import Trace, load_trace
+from prefixkit.engine_adapter.replay.replay import LoadParams, replay
+from prefixkit.engine_adapter.replay.trace import Trace, load_trace
 from traces import MOONCAKE_TRACE
 
 LOAD = LoadParams(0.001, 0.0, 25.0)

@@ -34,8 +34,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from prefixkit.engine_adapter.precise_router import Placement, RouterSettings, RouterState
-from prefixkit.engine_adapter.trace import load_trace
+from prefixkit.engine_adapter.replay.trace import load_trace
+from prefixkit.engine_adapter.routing.router import Placement, RouterSettings, RouterState
 from prefixkit.sdk.block_hash import (
     PrefixHashMemo,
     event_block_hash,

@@ -47,11 +47,11 @@ from pathlib import Path
 
 import httpx
 from chats import Conversation, conversations
-from prefixkit.engine_adapter.embedded import prepare_embedded
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
-from prefixkit.engine_adapter.precise_router import parse_server_timing
-from prefixkit.engine_adapter.router_launch import launch_router
-from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.routing.router import parse_server_timing
+from prefixkit.engine_adapter.serving.router_launch import launch_router
 from prefixkit.sdk.salt import tenant_salt
 from samples import percentile
 

@@ -51,8 +51,8 @@ from typing import Any
 import httpx
 import msgpack
 from chats import Conversation, conversations
-from prefixkit.engine_adapter.precise_router import parse_server_timing
-from prefixkit.engine_adapter.smg_launch import SmgSettings, launch_smg, stop_smg
+from prefixkit.engine_adapter.routing.router import parse_server_timing
+from prefixkit.engine_adapter.serving.smg import SmgSettings, launch_smg, stop_smg
 from prefixkit.sdk.block_hash import event_block_hashes
 from router_latency import EmulatedEngine
 from samples import percentile
@@ -155,8 +155,8 @@ async def serve_engines(args: argparse.Namespace) -> None:
 
 
 def serve_router(args: argparse.Namespace) -> None:
-    from prefixkit.engine_adapter.keepalive import served
-    from prefixkit.engine_adapter.precise_router import RouterSettings, precise_router_app
+    from prefixkit.engine_adapter.routing.router import RouterSettings, precise_router_app
+    from prefixkit.engine_adapter.serving.keepalive import served
 
     settings = RouterSettings(
         replica_urls=[f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)],

@@ -17,11 +17,11 @@ __all__ = ["COMMANDS", "main"]
 
 # subcommand -> (module implementing configure(parser) and run(args), one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "lock": ("prefixkit.sdk.lock_command", "pin prompt files in prefixkit.lock, or --check them"),
-    "lint": ("prefixkit.linter.command", "find code and prompt files that break prompt caching"),
-    "serve": ("prefixkit.engine_adapter.serve_command", "run vLLM with prefix caching"),
+    "lock": ("prefixkit.cli.lock", "pin prompt files in prefixkit.lock, or --check them"),
+    "lint": ("prefixkit.cli.lint", "find code and prompt files that break prompt caching"),
+    "serve": ("prefixkit.cli.serve", "run vLLM with prefix caching"),
     "analyze": (
-        "prefixkit.engine_adapter.analyze_command",
+        "prefixkit.cli.analyze",
         "replay a trace: sharing, oracle bounds, routing policies",
     ),
 }

@@ -1,13 +1,15 @@
-"""The compiled replay: which modules `setup.py` built with Cython, and a guard against stale builds.
+"""The compiled routing decision and replay: which modules `setup.py` built with Cython,
+and a guard against stale builds.
 
-Installing prefixkit (``make`` runs ``pip install -e .``) compiles the trace
-replay's hot modules (cache_sim, load_model, reuse_model, precise_policy,
-sim_policies, replay) from their own .py files, typed by the .pxd beside
-each, and writes ``compiled_from.json``: the sha256 of every source it
-compiled. Python imports an extension module before a .py of the same name, so
-a source edited after the build would leave its old compiled module in
-charge. Importing `prefixkit.engine_adapter` therefore compares the digests
-and refuses to go on with a stale build, naming the modules and the rebuild.
+Installing prefixkit (``make`` runs ``pip install -e .``) compiles the hot modules of
+`prefixkit.engine_adapter.routing` (policy, reuse) and `prefixkit.engine_adapter.replay`
+(cache_sim, replica_load, policies, replay) from their own .py files, typed by the
+.pxd beside each, and writes ``compiled_from.json`` into each of the two packages: the
+sha256 of every source it compiled there. Python imports an extension module before a
+.py of the same name, so a source edited after the build would leave its old compiled
+module in charge. Importing either package therefore compares the digests
+(`check_build`) and refuses to go on with a stale build, naming the modules and the
+rebuild.
 """
 
 from __future__ import annotations
@@ -21,21 +23,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = [
-    "MANIFEST",
-    "StaleBuildError",
-    "check_build",
-    "is_compiled",
-    "python_replay",
-    "stale_modules",
-]
+from .errors import StaleBuildError
+
+__all__ = ["COMPILED_PACKAGES", "MANIFEST", "check_build", "is_compiled", "python_replay"]
 
 MANIFEST = "compiled_from.json"
-PACKAGE = Path(__file__).parent
-
-
-class StaleBuildError(ImportError):
-    """A compiled module was built from a source that has changed since."""
+ROOT = Path(__file__).parent
+COMPILED_PACKAGES = ("routing", "replay")
 
 
 def _digest(path: Path) -> str | None:
@@ -45,7 +39,7 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def stale_modules(package: Path = PACKAGE) -> list[str]:
+def stale_modules(package: Path) -> list[str]:
     """Compiled modules in `package` whose .py no longer matches what was compiled
     (none when nothing was compiled there)."""
     try:
@@ -57,16 +51,17 @@ def stale_modules(package: Path = PACKAGE) -> list[str]:
     )
 
 
-def check_build(package: Path = PACKAGE) -> None:
-    """Raise `StaleBuildError` if any compiled module in `package` is stale."""
+def check_build(package: Path) -> None:
+    """Raise `StaleBuildError` if any compiled module in the package folder `package`
+    is stale."""
     stale = stale_modules(package)
     if stale:
         names = ", ".join(f"{name}.py" for name in stale)
         raise StaleBuildError(
-            f"prefixkit.engine_adapter: {names} changed after it was compiled, so the old "
-            f"compiled module would run instead. Rebuild with `make` (or `pip install -e .`), "
-            f"or delete the compiled modules (*.so) and {MANIFEST} in {package} to run the "
-            f"Python sources."
+            f"prefixkit.engine_adapter.{package.name}: {names} changed after it was compiled, "
+            f"so the old compiled module would run instead. Rebuild with `make` (or `pip "
+            f"install -e .`), or delete the compiled modules (*.so) and {MANIFEST} in "
+            f"{package} to run the Python sources."
         )
 
 
@@ -79,14 +74,19 @@ def is_compiled(module_file: str | None) -> bool:
 
 def python_replay(workdir: Path, package: str = "replay_sources") -> ModuleType:
     """The replay module run from the .py sources alone, whatever is compiled: the
-    engine adapter's .py files copied to `workdir`/`package` and imported from
-    there (to check and time the compiled build against them)."""
+    engine adapter's routing and replay sources copied to `workdir`/`package` (with
+    the modules they import) and imported from there, to check and time the compiled
+    build against them."""
     target = workdir / package
     target.mkdir(parents=True)
-    for source in PACKAGE.glob("*.py"):
+    for source in ROOT.glob("*.py"):
         shutil.copy(source, target / source.name)
+    for name in COMPILED_PACKAGES:
+        (target / name).mkdir()
+        for source in (ROOT / name).glob("*.py"):
+            shutil.copy(source, target / name / source.name)
     sys.path.insert(0, str(workdir))
     try:
-        return importlib.import_module(f"{package}.replay")
+        return importlib.import_module(f"{package}.replay.replay")
     finally:
         sys.path.remove(str(workdir))

@@ -1,16 +1,9 @@
-"""Errors raised by the engine adapter (all under `prefixkit.sdk.errors.PrefixkitError`).
+"""Errors raised by the engine adapter; the whole tree of prefixkit's errors is drawn
+in `prefixkit.sdk.errors`.
 
-    PrefixkitError
-    ├── EngineConfigError (ValueError)     an EngineConfig combination vLLM would reject or
-    │                                      that cannot work (odd CPU block size, GPU-only
-    │                                      option on CPU, port in use, missing model)
-    ├── EngineInstallError (RuntimeError)  installing or verifying the embedded vLLM failed
-    ├── ModelPrepareError (RuntimeError)   preparing the embedded model failed
-    ├── ReplicaStartError (RuntimeError)   a replica exited or stayed unhealthy during start-up
-    ├── GatewayConfigError (ValueError)    tenant keys or the salt secret are missing or malformed
-    └── RouterUnavailableError (RuntimeError)  more than one replica asked for, no router module
-
-Every message names the offending value and says what to change.
+Configuration errors (`ValueError`: fix the input and run again, exit code 2 from the
+command line) and runtime failures (`RuntimeError`: something failed while running,
+exit code 3). Every message names the offending value and says what to change.
 """
 
 from __future__ import annotations
@@ -18,17 +11,35 @@ from __future__ import annotations
 from prefixkit.sdk.errors import PrefixkitError
 
 __all__ = [
+    "DeploymentConfigError",
     "EngineConfigError",
     "EngineInstallError",
     "GatewayConfigError",
     "ModelPrepareError",
+    "PortInUseError",
     "ReplicaStartError",
-    "RouterUnavailableError",
+    "RouterStartError",
+    "StaleBuildError",
+    "TraceError",
 ]
 
 
 class EngineConfigError(PrefixkitError, ValueError):
-    """An engine configuration that would fail at launch, caught before launching."""
+    """An engine configuration that would fail at launch, caught before launching (odd
+    CPU block size, GPU-only option on CPU, missing model or interpreter)."""
+
+
+class DeploymentConfigError(PrefixkitError, ValueError):
+    """A deployment whose parts do not fit together (ports that collide, a router option
+    without that router, the precise router without KV events or a reproducible hash)."""
+
+
+class GatewayConfigError(PrefixkitError, ValueError):
+    """Tenant API keys or the salt secret are missing or malformed."""
+
+
+class TraceError(PrefixkitError, ValueError):
+    """A trace file cannot be read: wrong shape, missing field, or no tokenizer."""
 
 
 class EngineInstallError(PrefixkitError, RuntimeError):
@@ -43,9 +54,13 @@ class ReplicaStartError(PrefixkitError, RuntimeError):
     """A replica exited, or did not answer /health in time; the message ends with its log tail."""
 
 
-class GatewayConfigError(PrefixkitError, ValueError):
-    """Tenant API keys or the salt secret are missing or malformed."""
+class PortInUseError(PrefixkitError, RuntimeError):
+    """A port the deployment needs is taken by another process."""
 
 
-class RouterUnavailableError(PrefixkitError, RuntimeError):
-    """Several replicas were requested but no router module is available to put in front."""
+class RouterStartError(PrefixkitError, RuntimeError):
+    """The router (SMG) exited or did not become ready during start-up."""
+
+
+class StaleBuildError(PrefixkitError, ImportError):
+    """A compiled module was built from a source that has changed since: rebuild."""

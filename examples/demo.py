@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefixkit.engine_adapter.embedded import prepare_embedded
-from prefixkit.engine_adapter.gateway import gateway_in_thread
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
 from prefixkit.sdk import HFTokenizer, Prompt, VLLMClient, render_vllm
 from rich.console import Console
 from rich.table import Table

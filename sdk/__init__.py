@@ -35,7 +35,7 @@ from .errors import (
     UncachedPrefixWarning,
     UnknownModelWarning,
 )
-from .models import ModelInfo, Pricing, model_info
+from .model_facts import ModelInfo, Pricing, model_info
 from .prompt import Prompt
 from .registry import Drift, PromptRegistry, check_prompt_files, read_lock, write_lock
 from .render_anthropic import render_anthropic

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import RenderError
-from .models import Pricing, Provider, model_info
+from .model_facts import Pricing, Provider, model_info
 
 __all__ = ["BreakEven", "break_even"]
 

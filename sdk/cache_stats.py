@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .models import Pricing, Provider, model_info, provider_limits
+from .model_facts import Pricing, Provider, model_info, provider_limits
 
 __all__ = ["CacheStats", "UsageShape"]
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .errors import RenderError, UncachedPrefixWarning, UnknownModelWarning
-from .models import ModelInfo, model_info, provider_limits
+from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .segment import Segment, Stability
 from .tokenizer import AnthropicTokenCounter, Tokenizer

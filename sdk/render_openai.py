@@ -40,7 +40,7 @@ from typing import Any, Literal
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
 from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
-from .models import ModelInfo, model_info, provider_limits
+from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .salt import tenant_salt
 from .segment import Segment

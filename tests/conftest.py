@@ -5,6 +5,8 @@ from __future__ import annotations
 # --- engine (issue 5): the embedded vLLM CPU engine, started once per session ---
 import http.client
 import json
+import random
+import shutil
 import sys
 import time
 import urllib.parse
@@ -13,12 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.embedded import prepare_embedded
-from prefixkit.engine_adapter.engine_config import EngineConfig
-from prefixkit.engine_adapter.supervisor import ReplicaSet, replica_configs
+from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.sdk import HFTokenizer
 
 ENGINE_PORT = 18000
+# the Mooncake conversation trace (Apache-2.0), shipped with the examples
+MOONCAKE_TRACE = (
+    Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake_conversation.jsonl.gz"
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,38 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEngine]
 # --- /engine ---
 
 
+# --- documents for the engine tests: deterministic plain English ---
+# a plain-English vocabulary: SmolLM2's tokenizer spends about 1.1 tokens per word on it
+_VOCABULARY = (
+    "the of and to in is that for it as with was on be by this are or from at which an have "
+    "not they but one all were there been has more when will would their what about if can "
+    "so into time only some could them other than then now its also after two first well way "
+    "even new because any these give day most us river garden market table window letter "
+    "morning history picture village engine station mountain island weather harbour bridge "
+    "lantern orchard meadow kitchen library journey summer winter autumn spring silver copper "
+    "quiet bright narrow gentle careful sudden distant ancient modern simple steady warm cold"
+)
+WORDS = _VOCABULARY.split()
+
+
+@pytest.fixture(scope="session")
+def make_document() -> Callable[[int, str], str]:
+    """`make_document(words, seed)`: deterministic text, different for every seed."""
+
+    def make(words: int, seed: str) -> str:
+        rng = random.Random(seed)
+        sentences = []
+        remaining = words
+        while remaining > 0:
+            length = min(remaining, rng.randint(8, 16))
+            sentence = " ".join(rng.choice(WORDS) for _ in range(length))
+            sentences.append(sentence.capitalize() + ".")
+            remaining -= length
+        return f"Document {seed}. " + " ".join(sentences)
+
+    return make
+
+
 # --- a real Hugging Face tokenizer trained here (no hub): byte-level BPE + ChatML template ---
 SDK_PROMPTS = Path(__file__).parent / "sdk" / "fixtures" / "prompts"
 
@@ -105,6 +143,14 @@ list, show the arithmetic, and never invent a limit or a command.
 """
 # The indented, blank-line-heavy code above makes the BPE learn merged runs of
 # spaces and newlines, so padding has to cope with whitespace that merges.
+
+
+@pytest.fixture
+def prompt_root(tmp_path: Path) -> Path:
+    """A writable copy of the fixture prompt set: tmp/prompts (lock goes to tmp/prefixkit.lock)."""
+    root = tmp_path / "prompts"
+    shutil.copytree(SDK_PROMPTS, root)
+    return root
 
 
 def _training_text() -> list[str]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.engine_adapter import serve_command
+from prefixkit.cli import serve as serve_command
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet
 from prefixkit.engine_adapter.errors import EngineConfigError, ReplicaStartError
-from prefixkit.engine_adapter.supervisor import ReplicaSet
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

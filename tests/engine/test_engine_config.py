@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.engine_config import SERVER_MODULE, EngineConfig
+from prefixkit.engine_adapter.engine.config import SERVER_MODULE, EngineConfig
 from prefixkit.engine_adapter.errors import EngineConfigError
 from prefixkit.sdk.errors import PrefixkitError
 

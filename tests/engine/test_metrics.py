@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.metrics import CacheMetrics, fleet_interval, parse_cache_metrics
+from prefixkit.engine_adapter.engine.metrics import (
+    CacheMetrics,
+    fleet_interval,
+    parse_cache_metrics,
+)
 
 # the shape vLLM 0.32 (CPU) serves on /metrics, trimmed to the families we read
 EXPOSITION = """\

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics
+from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
 
-from .conftest import cached_tokens, complete
+from tests.engine_calls import cached_tokens, complete
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

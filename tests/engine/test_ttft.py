@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import stream_ttft, token_count
+from tests.engine_calls import stream_ttft, token_count
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

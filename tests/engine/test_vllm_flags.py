@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter import engine_config
-from prefixkit.engine_adapter.engine_config import EngineConfig
-from prefixkit.engine_adapter.engine_install import ensure_engine
+from prefixkit.engine_adapter.engine import config as engine_config
+from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter.engine.install import ensure_engine
 
 pytestmark = pytest.mark.engine
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.engine_adapter.gateway import gateway_in_thread
+from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

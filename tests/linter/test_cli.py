@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from prefixkit.cli import lint as command
 from prefixkit.cli.main import main
-from prefixkit.linter import command, formats
+from prefixkit.linter import formats
 
 BAD = (
     "import json\n"

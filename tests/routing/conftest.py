@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.engine_config import EngineConfig
-from prefixkit.engine_adapter.local_model import ensure_smollm2
+from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter.engine.smollm2 import ensure_smollm2
 
 # 40 blocks of 32 tokens per replica: two tenants fit, four do not
 KV_BLOCKS = 40

@@ -5,8 +5,8 @@ import math
 import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.block_index import BlockIndex
-from prefixkit.engine_adapter.kv_events import (
+from prefixkit.engine_adapter.routing.block_index import BlockIndex
+from prefixkit.engine_adapter.routing.kv_events import (
     AllCleared,
     KvEventFollower,
     Removed,

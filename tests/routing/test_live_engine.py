@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 import zmq
-from prefixkit.engine_adapter.kv_events import Stored, decode_batch
-from prefixkit.engine_adapter.metrics import fetch_cache_metrics, fleet_interval
-from prefixkit.engine_adapter.precise_router import parse_server_timing
-from prefixkit.engine_adapter.router_launch import launch_router
+from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
+from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
+from prefixkit.engine_adapter.routing.router import parse_server_timing
+from prefixkit.engine_adapter.serving.router_launch import launch_router
 from prefixkit.sdk.block_hash import event_block_hashes
 from prefixkit.sdk.salt import tenant_salt
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.precise_policy import PreciseParams, load_bound
-from prefixkit.engine_adapter.router_launch import launch_router
+from prefixkit.engine_adapter.routing.policy import PreciseParams, load_bound
+from prefixkit.engine_adapter.serving.router_launch import launch_router
 from prefixkit.sdk.salt import tenant_salt
 
 if TYPE_CHECKING:

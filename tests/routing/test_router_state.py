@@ -12,28 +12,26 @@ replica every time.
 
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.cache_sim import ReplicaCaches
-from prefixkit.engine_adapter.load_model import LoadModel
-from prefixkit.engine_adapter.precise_router import (
+from prefixkit.engine_adapter.replay.cache_sim import ReplicaCaches
+from prefixkit.engine_adapter.replay.replay import LoadParams, replay
+from prefixkit.engine_adapter.replay.replica_load import ReplicaLoad
+from prefixkit.engine_adapter.replay.trace import Trace, load_trace
+from prefixkit.engine_adapter.routing.router import (
     RouterSettings,
     RouterState,
     parse_server_timing,
     precise_router_app,
     server_timing,
 )
-from prefixkit.engine_adapter.replay import LoadParams, replay
-from prefixkit.engine_adapter.trace import Trace, load_trace
 from starlette.testclient import TestClient
 
-MOONCAKE = (
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
-) / "mooncake_conversation.jsonl"
+from tests.conftest import MOONCAKE_TRACE
+
 REPLICAS = 8
 LOAD = LoadParams(0.001, 0.0, 25.0)  # bench/route_replay.py's load model
 
@@ -133,7 +131,7 @@ def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
     state = _router(REPLICAS, capacity)
     index = state.index
     engines = ReplicaCaches(REPLICAS, capacity)
-    load = LoadModel(REPLICAS, LOAD.prefill_s_per_block, LOAD.decode_s_per_token)
+    load = ReplicaLoad(REPLICAS, LOAD.prefill_s_per_block, LOAD.decode_s_per_token)
     assignments = []
     for arrival_ms, blocks, output in zip(
         trace.timestamps_ms, trace.blocks, trace.output_lengths, strict=True
@@ -157,7 +155,7 @@ def _live_assignments(trace: Trace, capacity: int | None) -> list[int]:
 
 @pytest.mark.parametrize("capacity", [None, 500, 100])
 def test_the_live_router_picks_the_replica_the_replay_picks(capacity: int | None) -> None:
-    trace = _full_blocks_only(load_trace(str(MOONCAKE), limit=1500))
+    trace = _full_blocks_only(load_trace(MOONCAKE_TRACE, limit=1500))
     simulated = replay(trace, "precise", REPLICAS, capacity, LOAD).assignments
     live = _live_assignments(trace, capacity)
     first_difference = next(

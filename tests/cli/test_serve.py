@@ -1,0 +1,88 @@
+"""`prefixkit serve` topology checks and `prefixkit serve status` against the session engine."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from prefixkit.cli import serve as serve_command
+
+if TYPE_CHECKING:
+    from tests.conftest import EmbeddedEngine
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="prefixkit serve")
+    serve_command.configure(parser)
+    return serve_command.run(parser.parse_args(argv))
+
+
+def test_several_replicas_without_a_router_module_fail_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(serve_command, "ROUTER_MODULE", "prefixkit.engine_adapter.no_router_here")
+    code = _run(["--model", str(tmp_path), "--replicas", "2", "--run-dir", str(tmp_path)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert "--replicas 2 needs a router" in err
+    assert "prefixkit.engine_adapter.no_router_here" in err
+
+
+def test_no_model_and_no_embedded_says_what_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["--run-dir", str(tmp_path)]) == 2
+    assert "give --model DIR" in " ".join(capsys.readouterr().err.split())
+
+
+def test_status_without_a_running_serve_explains_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["status", "--run-dir", str(tmp_path)]) == 1
+    assert "(no replicas.json)" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.engine
+def test_status_shows_health_block_size_and_hit_rate(
+    engine: EmbeddedEngine, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert _run(["status", "--run-dir", str(engine.run_dir)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if engine.base_url in line)
+    cells = [cell.strip() for cell in row.split("│") if cell.strip()]
+    assert cells[3:7] == ["healthy", "ok", "0", "32"]
+    assert cells[8].endswith("%")
+
+
+def test_gateway_port_colliding_with_the_router_metrics_port_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--router-port", "18062"]
+    assert _run([*argv, "--port", "18063", "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the gateway and the router metrics would both use port 18063" in err
+
+
+def test_a_decision_log_without_the_precise_router_says_what_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--decision-log"]
+    assert _run([*argv, "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "give --replicas 2 or more and --router precise, or drop --decision-log" in err
+
+
+@pytest.mark.parametrize(
+    ("router", "ratio"),
+    [("precise", "5.7"), ("cache_aware", "0"), ("cache_aware", "-2"), ("cache_aware", "inf")],
+)
+def test_smg_chars_per_token_needs_smg_and_a_positive_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], router: str, ratio: str
+) -> None:
+    argv = ["--model", str(tmp_path), "--replicas", "2", "--router", router]
+    assert _run([*argv, "--smg-chars-per-token", ratio, "--run-dir", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--smg-chars-per-token {float(ratio)} sizes SMG's tree" in err

@@ -1,0 +1,218 @@
+"""prefixkit.sdk.block_hash reproduces vLLM's prefix-cache block hashes bit for bit.
+
+The golden digests were produced by vLLM 0.32's own `hash_block_tokens` and
+`init_none_hash` (engine virtualenv) for tokens 100..169 and block size 32; the
+live engine comparison is in test_live_engine.py.
+"""
+
+import cbor2
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.engine_adapter.routing.router import RouterSettings, RouterState
+from prefixkit.sdk.block_hash import (
+    PrefixHashMemo,
+    block_hashes,
+    cbor_block,
+    event_block_hash,
+    event_block_hashes,
+    hash_block,
+    none_hash,
+    none_hash_seed,
+)
+
+TOKENS = list(range(100, 170))
+
+GOLDEN = {
+    # (algo, seed, salt) -> first two block digests
+    ("sha256", "vllm-none-hash", None): (
+        "27f308b699f9642a8f04847a9480fe7ee10e3dae48d940af09c0b288d76be092",
+        "b344171dbf8ba4d4543ea5e079ef700ed994e88544028734b0a138d72097ab61",
+    ),
+    ("sha256", "vllm-none-hash", "tenant-a"): (
+        "49f9337cb9a682349ce58832393e989647d83232dd4318d6fc758b898732daf1",
+        "75da23b738b1d53e5f70a370f56ee85ea501520e2b03ff881725d4e98c2bf0ff",
+    ),
+    ("sha256_cbor", "vllm-none-hash", None): (
+        "9853ace2f5ec228bfb96972af6345f03032352673b1cc8c52f4f3613eeec46ae",
+        "f9b83812895875b6e349bb6a50a4d44090f9aea9d094b33cd6442232da5a36b8",
+    ),
+    ("sha256_cbor", "vllm-none-hash", "tenant-a"): (
+        "04c469f68072fc6371e2ae8c23c4311f085d8cc55281c0d0b3cdaacdc6de90f0",
+        "7c3cc75e4883126ec486fecfb23a46f01316b65d3e26d31ae02ecde239a02332",
+    ),
+    ("sha256", "7", None): (
+        "b8036947f22888d8d4fb03d4aa7fb263cfbb26da3979a80023625968ab73b682",
+        "116a57c4b6a3b6ad0af509d247975f6cd9bf2a0be4433b7645882be7ebe59baf",
+    ),
+    ("sha256_cbor", "7", "tenant-a"): (
+        "d72127e7c6afca6131b104e26c4577dd83756bb7f9554331e253472cfa58f0d4",
+        "b4a2ded032a7e6aa5334fe3532a46c3cb358775e174ddb301d79e679a80b4827",
+    ),
+}
+
+
+@pytest.mark.parametrize(("algo", "seed", "salt"), list(GOLDEN))
+def test_block_hashes_match_vllm_golden_digests(algo, seed, salt) -> None:
+    hashes = block_hashes(TOKENS, 32, algo=algo, cache_salt=salt, seed=seed)
+    assert [h.hex() for h in hashes] == list(GOLDEN[(algo, seed, salt)])
+
+
+def test_event_form_is_last_eight_bytes_big_endian() -> None:
+    digest = bytes.fromhex(GOLDEN[("sha256", "vllm-none-hash", None)][0])
+    assert event_block_hash(digest) == 702757842669265042
+
+
+def test_event_block_hashes_are_event_form_of_block_hashes() -> None:
+    digests = block_hashes(TOKENS, 32, seed="vllm-none-hash")
+    assert event_block_hashes(TOKENS, 32, seed="vllm-none-hash") == [
+        event_block_hash(d) for d in digests
+    ]
+
+
+def test_seed_comes_from_pythonhashseed_else_default() -> None:
+    assert none_hash_seed({"PYTHONHASHSEED": "7"}) == "7"
+    assert none_hash_seed({}) == "vllm-none-hash"
+
+
+def test_empty_salt_counts_as_no_salt() -> None:
+    assert block_hashes(TOKENS, 32, cache_salt="", seed="s") == block_hashes(TOKENS, 32, seed="s")
+
+
+def test_unsupported_algorithm_is_refused_with_the_alternatives() -> None:
+    with pytest.raises(ValueError, match="sha256_cbor"):
+        block_hashes(TOKENS, 32, algo="xxhash", seed="s")  # type: ignore[arg-type]
+
+
+def test_non_positive_block_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="block_size"):
+        block_hashes(TOKENS, 0)
+
+
+tokens_st = st.lists(st.integers(min_value=0, max_value=200_000), max_size=80)
+
+
+@given(tokens_st, st.integers(min_value=1, max_value=16))
+def test_only_full_blocks_are_hashed(tokens: list[int], block_size: int) -> None:
+    assert len(block_hashes(tokens, block_size, seed="s")) == len(tokens) // block_size
+
+
+@given(tokens_st, tokens_st, st.sampled_from(["sha256", "sha256_cbor"]))
+def test_hash_of_a_prefix_is_a_prefix_of_the_hashes(
+    head: list[int], tail: list[int], algo: str
+) -> None:
+    short = block_hashes(head, 4, algo=algo, seed="s")  # type: ignore[arg-type]
+    long = block_hashes(head + tail, 4, algo=algo, seed="s")  # type: ignore[arg-type]
+    assert long[: len(short)] == short
+
+
+@given(st.lists(st.integers(min_value=0, max_value=1000), min_size=8, max_size=40))
+def test_salt_changes_every_block_hash(tokens: list[int]) -> None:
+    plain = block_hashes(tokens, 4, seed="s")
+    salted = block_hashes(tokens, 4, cache_salt="tenant", seed="s")
+    assert not set(plain) & set(salted)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=1000), min_size=8, max_size=40))
+def test_chain_is_hash_block_applied_block_by_block(tokens: list[int]) -> None:
+    parent = None
+    expected = []
+    for start in range(0, len(tokens) - 3, 4):
+        extra = (("cache_salt", "t"),) if start == 0 else None
+        parent = hash_block(parent, tokens[start : start + 4], extra, seed="s")
+        expected.append(parent)
+    assert block_hashes(tokens, 4, cache_salt="t", seed="s") == expected
+
+
+def test_none_hash_depends_on_seed_and_algorithm() -> None:
+    assert none_hash("sha256", "a") != none_hash("sha256", "b")
+    assert none_hash("sha256", "a") != none_hash("sha256_cbor", "a")
+
+
+# every head width of CBOR: 1 byte (< 24), then 1, 2, 4 and 8 bytes of argument
+cbor_ints = st.one_of(
+    st.sampled_from([0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1]),
+    st.sampled_from([-1, -24, -25, -256, -257, -(2**64)]),
+    st.integers(min_value=-(2**64), max_value=2**64 - 1),
+)
+extra_keys = st.one_of(
+    st.none(),
+    st.text(max_size=40).map(lambda salt: (("cache_salt", salt),)),
+)
+
+
+@given(st.binary(max_size=300), st.lists(cbor_ints, max_size=300), extra_keys)
+def test_cbor_block_is_byte_for_byte_canonical_cbor(
+    parent: bytes, tokens: list[int], extra: object
+) -> None:
+    assert cbor_block(parent, tokens, extra) == cbor2.dumps(
+        (parent, tuple(tokens), extra), canonical=True
+    )
+
+
+@pytest.mark.parametrize("length", [65535, 65536])
+def test_cbor_block_encodes_long_parents_and_blocks(length: int) -> None:
+    parent, tokens = bytes(length), [7] * length
+    assert cbor_block(parent, tokens, None) == cbor2.dumps(
+        (parent, tuple(tokens), None), canonical=True
+    )
+
+
+def test_cbor_block_refuses_integers_beyond_64_bits_by_name() -> None:
+    with pytest.raises(ValueError, match="64 bits"):
+        cbor_block(bytes(32), [2**64], None)
+
+
+# conversations: (shared system prompt length, turns of (conversation, added tokens), salt)
+_turns = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 40), st.sampled_from([None, "", "a", "b"])),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(_turns, st.sampled_from(["sha256", "sha256_cbor"]), st.integers(1, 6))
+def test_prefix_memo_gives_the_hashes_of_every_prompt(turns, algo, limit) -> None:
+    # prompts that repeat and extend each other, salted or not, through a memo
+    # small enough to forget: every answer equals hashing from scratch
+    memo = PrefixHashMemo(4, algo=algo, seed="s", limit=limit)
+    prompts: dict[int, list[int]] = {}
+    for conversation, added, salt in turns:
+        prompt = prompts.setdefault(conversation, list(range(conversation, conversation + 8)))
+        prompt.extend((conversation * 7 + k) % 50 for k in range(added))
+        expected = event_block_hashes(prompt, 4, algo=algo, cache_salt=salt, seed="s")
+        assert memo.hashes(prompt, salt) == expected
+        assert len(memo) <= limit
+
+
+def test_prefix_memo_hashes_only_the_blocks_a_next_turn_adds() -> None:
+    memo = PrefixHashMemo(4, algo="sha256_cbor")
+    first_turn = list(range(40))  # 10 blocks
+    memo.hashes(first_turn, "tenant")
+    assert len(memo) == 10
+    memo.hashes([*first_turn, *range(100, 108)], "tenant")  # 2 blocks more
+    assert len(memo) == 12
+    memo.hashes(first_turn, "other tenant")  # another salt: a chain of its own
+    assert len(memo) == 22
+
+
+def test_prefix_memo_refuses_an_empty_limit() -> None:
+    with pytest.raises(ValueError, match="at least one hash"):
+        PrefixHashMemo(4, limit=0)
+
+
+def test_the_router_hashes_like_the_engine_turn_after_turn() -> None:
+    settings = RouterSettings(
+        replica_urls=["http://127.0.0.1:9000"],
+        kv_endpoints=["tcp://127.0.0.1:9100"],
+        block_size=4,
+        hash_algo="sha256_cbor",
+        hash_seed="engine-seed",
+    )
+    state = RouterState(settings)
+    turn = list(range(30))
+    for salt in ("tenant-a", "tenant-a", None, "tenant-b"):
+        turn = [*turn, *range(len(turn), len(turn) + 9)]
+        assert state.hashes(turn, salt) == event_block_hashes(
+            turn, 4, algo="sha256_cbor", cache_salt=salt, seed="engine-seed"
+        )
