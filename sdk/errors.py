@@ -1,23 +1,44 @@
-"""The exception tree of prefixkit.
+"""The exception tree of prefixkit: every error it raises on purpose, in every part.
 
-    PrefixkitError
-    ├── LayoutError (ValueError)          segments out of stability order
-    ├── CanonicalError (ValueError)       content that cannot be made canonical
-    ├── PromptNotFoundError (LookupError) no such prompt or version in the registry
-    ├── LockfileError (ValueError)        prefixkit.lock is malformed
-    ├── PromptDriftError (ValueError)     a prompt's hash differs from the lock
-    ├── StaticPrefixChangedError (RuntimeError)  runtime drift guard
-    ├── TokenizerError (RuntimeError)     a tokenizer cannot be loaded or used
-    ├── AlignmentError (ValueError)       block alignment impossible within budget
-    ├── SaltError (ValueError)            tenant salt misuse (empty secret or tenant)
-    └── RenderError (ValueError)          a prompt cannot be rendered for a provider
+    PrefixkitError                              exit code of `prefixkit ...`
+    ├── LayoutError (ValueError)                segments out of stability order        2
+    ├── CanonicalError (ValueError)             content that cannot be made canonical  2
+    ├── PromptNotFoundError (LookupError)       no such prompt or version              2
+    ├── LockfileError (ValueError)              prefixkit.lock is malformed or missing 2
+    ├── PromptDriftError (ValueError)           a prompt's hash differs from the lock  2
+    ├── StaticPrefixChangedError (RuntimeError) runtime drift guard
+    ├── TokenizerError (RuntimeError)           a tokenizer cannot be loaded or used   3
+    ├── AlignmentError (ValueError)             block alignment impossible in budget
+    ├── SaltError (ValueError)                  tenant salt misuse (empty secret/tenant)
+    ├── RenderError (ValueError)                a prompt cannot be rendered for a provider
+    ├── MissingExtraError (ImportError)         a part used without its extra           2
+    │                                           (pip install 'prefixkit[lint]', ...)
+    ├── LintConfigError (ValueError)            prefixkit.linter.config: bad
+    │                                           [tool.prefixkit.lint] settings         2
+    └── prefixkit.engine_adapter.errors:
+        ├── EngineConfigError (ValueError)      an engine configuration vLLM would
+        │                                       reject (odd CPU block size, ...)       2
+        ├── DeploymentConfigError (ValueError)  deployment parts that do not fit
+        │                                       (ports collide, router options)        2
+        ├── GatewayConfigError (ValueError)     tenant keys or salt secret malformed   2
+        ├── TraceError (ValueError)             a trace file cannot be read            2
+        ├── EngineInstallError (RuntimeError)   installing or verifying vLLM failed    3
+        ├── ModelPrepareError (RuntimeError)    preparing the embedded model failed   3
+        ├── ReplicaStartError (RuntimeError)    a replica exited or stayed unhealthy   3
+        ├── PortInUseError (RuntimeError)       a port is taken by another process     3
+        ├── RouterStartError (RuntimeError)     the router did not start               3
+        └── StaleBuildError (ImportError)       a compiled module older than its source 2
 
-    PrefixkitWarning (UserWarning)        root of the warnings prefixkit issues
-    ├── UncachedPrefixWarning             a prefix is below the model's minimum cacheable length
-    ├── UnknownModelWarning               a model is missing from prefixkit's data tables
-    └── StaticPrefixChangedWarning        runtime drift guard in "warn" mode
+    PrefixkitWarning (UserWarning)              root of the warnings prefixkit issues
+    ├── UncachedPrefixWarning                   a prefix is below the model's minimum cacheable length
+    ├── UnknownModelWarning                     a model is missing from prefixkit's data tables
+    └── StaticPrefixChangedWarning              runtime drift guard in "warn" mode
 
-Every message names the offending segment, file or value and says how to fix it.
+Each error also derives from the builtin in brackets, so ``except ValueError`` keeps
+working. The command line maps them to exit codes: a `ValueError`, `LookupError` or
+`ImportError` (wrong input, configuration or installation: fix it and run again) exits 2,
+a `RuntimeError` (something failed while running) exits 3. Every message names the
+offending segment, file or value and says how to fix it.
 """
 
 from __future__ import annotations
@@ -27,6 +48,7 @@ __all__ = [
     "CanonicalError",
     "LayoutError",
     "LockfileError",
+    "MissingExtraError",
     "PrefixkitError",
     "PrefixkitWarning",
     "PromptDriftError",
@@ -83,6 +105,10 @@ class SaltError(PrefixkitError, ValueError):
 
 class RenderError(PrefixkitError, ValueError):
     """A prompt cannot be rendered for the requested provider or model."""
+
+
+class MissingExtraError(PrefixkitError, ImportError):
+    """An optional part of prefixkit is used without the extra that installs it."""
 
 
 class PrefixkitWarning(UserWarning):

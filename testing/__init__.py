@@ -1,0 +1,9 @@
+"""prefixkit.testing: test doubles for code that uses prefixkit (``pip install
+'prefixkit[testing]'``).
+
+* `prefixkit.testing.providers`: a recording mock transport for the official
+  ``anthropic`` and ``openai`` clients that answers like the provider APIs, with
+  realistic usage payloads and the providers' documented prompt caching.
+* `prefixkit.testing.fake_vllm`: a fake OpenAI-compatible vLLM replica, served on
+  loopback, with a prefix cache of whole blocks, vLLM's block hashes and KV events.
+"""
