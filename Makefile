@@ -1,6 +1,6 @@
 # Two commands for a fresh machine:
 #   make demo   the whole story on the embedded vLLM CPU engine
-#   make test   ruff, mypy (strict) on sdk/, and the whole pytest suite
+#   make test   ruff, mypy (strict) on every package, and the whole pytest suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -22,8 +22,16 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy finds modules by name and does not follow the editable install: stage the prefixkit.*
+# namespace as pyproject.toml maps it (links to the source folders), and print real paths.
 typecheck: $(BIN)/.installed
-	cd sdk && ../$(BIN)/mypy --strict .
+	@mkdir -p build/typecheck/prefixkit
+	@for package in sdk linter engine_adapter cli testing; do \
+		ln -sfn ../../../$$package build/typecheck/prefixkit/$$package; done
+	MYPYPATH=build/typecheck $(BIN)/mypy --strict -p prefixkit.sdk -p prefixkit.linter \
+		-p prefixkit.engine_adapter -p prefixkit.cli -p prefixkit.testing \
+		>build/typecheck/mypy.out; status=$$?; \
+		sed 's|^build/typecheck/prefixkit/||' build/typecheck/mypy.out; exit $$status
 
 pytest: $(BIN)/.installed
 	$(BIN)/pytest
