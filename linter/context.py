@@ -12,11 +12,13 @@ only when something is reported.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import (
+    CodeRange,
     MetadataWrapper,
     PositionProvider,
     ScopeProvider,
@@ -98,12 +100,12 @@ class LintContext:
         ]
 
     @functools.cached_property
-    def _positions(self) -> object:
+    def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
         return self.wrapper.resolve(PositionProvider)
 
     def span(self, node: cst.CSTNode) -> tuple[Position, Position]:
         """Start and end (1-based row and column) of `node` in the source."""
-        code_range = self._positions[node]  # type: ignore[index]
+        code_range = self._positions[node]
         return (
             Position(code_range.start.line, code_range.start.column + 1),
             Position(code_range.end.line, code_range.end.column + 1),

@@ -122,7 +122,7 @@ def _wanted(path: Path, config: LintConfig) -> bool:
     return path.suffix in PYTHON_SUFFIXES or is_prompt_file(relative, config)
 
 
-def _gitignore(folder: Path) -> pathspec.PathSpec | None:
+def _gitignore(folder: Path) -> pathspec.GitIgnoreSpec | None:
     try:
         lines = (folder / ".gitignore").read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -131,7 +131,7 @@ def _gitignore(folder: Path) -> pathspec.PathSpec | None:
 
 
 def _walk(top: Path, config: LintConfig) -> Iterator[Path]:
-    specs: list[tuple[Path, pathspec.PathSpec]] = []
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     for folder, dirnames, filenames in os.walk(top):
         here = Path(folder)
         spec = _gitignore(here)

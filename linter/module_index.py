@@ -17,7 +17,14 @@ import libcst as cst
 
 from .catalog import CACHE_MARKER_KEYS
 
-__all__ = ["FunctionNode", "ModuleIndex", "SiteCandidate", "ValueSource", "string_value"]
+__all__ = [
+    "FunctionNode",
+    "ModuleIndex",
+    "Mutation",
+    "SiteCandidate",
+    "ValueSource",
+    "string_value",
+]
 
 FunctionNode = cst.FunctionDef | cst.Lambda
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
@@ -29,10 +36,7 @@ _REQUEST_KEYWORDS = frozenset({"messages", "system", "tools"})
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
     """The value of a plain string literal (no f-string), else None."""
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -63,6 +67,14 @@ class SiteCandidate:
     function: FunctionNode | None
 
 
+@dataclass(frozen=True)
+class Mutation:
+    """`receiver.method(...)` with `method` one of append/extend/insert/add/update."""
+
+    method: str
+    call: cst.Call
+
+
 @dataclass
 class ModuleIndex:
     """Lookup tables for one module (build with `ModuleIndex.build`)."""
@@ -76,7 +88,7 @@ class ModuleIndex:
     class_attrs: dict[int, dict[str, list[tuple[cst.BaseExpression, FunctionNode | None]]]] = field(
         default_factory=dict
     )
-    mutations: dict[int, list[cst.Call]] = field(default_factory=dict)
+    mutations: dict[int, list[Mutation]] = field(default_factory=dict)
     sites: list[SiteCandidate] = field(default_factory=list)
 
     @property
@@ -257,9 +269,10 @@ class _Indexer(cst.CSTVisitor):
         if (
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
-            and tail in _MUTATORS
+            and func.attr.value in _MUTATORS
         ):
-            self.index.mutations.setdefault(id(func.value), []).append(node)
+            mutation = Mutation(func.attr.value, node)
+            self.index.mutations.setdefault(id(func.value), []).append(mutation)
         keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
         if keywords & _REQUEST_KEYWORDS:
             self.index.requests.append((node, self.function))

@@ -23,7 +23,7 @@ metadata and never changes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -226,7 +226,7 @@ class TaintAnalysis:
             self._cache[key] = result
         return result
 
-    def _union(self, nodes: Iterator[cst.CSTNode] | list[cst.CSTNode], env: Env) -> set[Taint]:
+    def _union(self, nodes: Iterable[cst.CSTNode], env: Env) -> set[Taint]:
         result: set[Taint] = set()
         for node in nodes:
             result |= self.taints(node, env)
@@ -292,8 +292,8 @@ class TaintAnalysis:
                     if source.kind == "iter" and self.is_set(source.value, env):
                         result.add(Taint("set", source.value, "iterates over a set"))
                 for access in getattr(assignment, "references", ()):
-                    for call in self.index.mutations.get(id(access.node), []):
-                        result |= self._union([arg.value for arg in call.args], env)
+                    for mutation in self.index.mutations.get(id(access.node), []):
+                        result |= self._union([arg.value for arg in mutation.call.args], env)
         return result
 
     def _param(self, param: cst.Param, use: cst.Name, env: Env) -> set[Taint]:
@@ -514,12 +514,12 @@ class TaintAnalysis:
         if isinstance(node, cst.Name):
             for assignment in self._assignments(node):
                 for access in getattr(assignment, "references", ()):
-                    for call in self.index.mutations.get(id(access.node), []):
-                        method = call.func.attr.value  # type: ignore[attr-defined]
-                        if method == "append" and call.args:
-                            found.append((call.args[0].value, env, False))
-                        elif method == "extend" and call.args:
-                            self._elements(call.args[0].value, env, found, depth + 1)
+                    for mutation in self.index.mutations.get(id(access.node), []):
+                        args = mutation.call.args
+                        if mutation.method == "append" and args:
+                            found.append((args[0].value, env, False))
+                        elif mutation.method == "extend" and args:
+                            self._elements(args[0].value, env, found, depth + 1)
         for value, value_env in self._resolve(node, env, 0):
             if isinstance(value, (cst.List, cst.Tuple)):
                 for element in value.elements:
