@@ -237,12 +237,12 @@ def _combination_problems(config: EngineConfig) -> list[str]:
                 "on CPU run more replicas instead (tensor_parallel_size=1)"
             )
     else:
-        for name, value in (
+        for name, setting in (
             ("kv_cache_space_gib", config.kv_cache_space_gib),
             ("cpu_omp_threads_bind", config.cpu_omp_threads_bind),
             ("cpu_reserved_cores", config.cpu_reserved_cores),
         ):
-            if value is not None:
+            if setting is not None:
                 problems.append(
                     f"{name} is CPU-only: drop it for device='gpu' "
                     "(size the GPU KV cache with gpu_memory_utilization)"

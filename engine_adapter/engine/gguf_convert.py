@@ -24,7 +24,6 @@ def convert(gguf_dir: str, gguf_file: str, out_dir: str) -> None:
     import importlib.util
     import os
 
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not os.path.isdir(gguf_dir):
@@ -34,7 +33,9 @@ def convert(gguf_dir: str, gguf_file: str, out_dir: str) -> None:
         gguf_dir = next(iter(spec.submodule_search_locations))
 
     tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file, dtype=torch.float32)
+    # dtype by name (transformers looks it up in torch): no torch import, so prefixkit's own
+    # environment, which has no torch, type-checks this script
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file, dtype="float32")
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     model.save_pretrained(out_dir)
