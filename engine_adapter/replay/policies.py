@@ -372,8 +372,10 @@ class Precise:
 
     def _eviction(self, replica: int) -> tuple[float, float]:
         """The current request's (eviction cost, eviction stamp) on `replica`."""
+        reuse = self.reuse
+        assert reuse is not None, "choose() passes _eviction only when caches are bounded"
         count, stamp = self.caches.newest_evicted(replica, self._runs[replica], self._length)
-        return self.reuse.eviction_cost(count, stamp, self._clock), stamp
+        return reuse.eviction_cost(count, stamp, self._clock), stamp
 
 
 def make_policy(
