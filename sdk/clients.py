@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cache_stats import CacheStats, UsageShape
+from .extras import require_extra
 from .prompt import Prompt
 from .render_anthropic import render_anthropic
 from .render_openai import render_openai_chat, render_openai_responses
@@ -125,6 +126,7 @@ class AnthropicClient:
 
     def __init__(self, client: anthropic.Anthropic | None = None, **client_options: Any) -> None:
         if client is None:
+            require_extra("anthropic", "AnthropicClient", "anthropic")
             import anthropic
 
             client = anthropic.Anthropic(**client_options)
@@ -160,6 +162,7 @@ class AsyncAnthropicClient:
         self, client: anthropic.AsyncAnthropic | None = None, **client_options: Any
     ) -> None:
         if client is None:
+            require_extra("anthropic", "AsyncAnthropicClient", "anthropic")
             import anthropic
 
             client = anthropic.AsyncAnthropic(**client_options)
@@ -196,6 +199,7 @@ class OpenAIClient:
 
     def __init__(self, client: openai.OpenAI | None = None, **client_options: Any) -> None:
         if client is None:
+            require_extra("openai", "OpenAIClient", "openai")
             import openai
 
             client = openai.OpenAI(**client_options)
@@ -242,6 +246,7 @@ class AsyncOpenAIClient:
 
     def __init__(self, client: openai.AsyncOpenAI | None = None, **client_options: Any) -> None:
         if client is None:
+            require_extra("openai", "AsyncOpenAIClient", "openai")
             import openai
 
             client = openai.AsyncOpenAI(**client_options)
@@ -321,6 +326,7 @@ class VLLMClient(_VllmPrompts):
         api_key: str = "EMPTY",
     ) -> None:
         if client is None:
+            require_extra("openai", "VLLMClient", "openai")
             import openai
 
             client = openai.OpenAI(base_url=base_url, api_key=api_key)
@@ -366,6 +372,7 @@ class AsyncVLLMClient(_VllmPrompts):
         api_key: str = "EMPTY",
     ) -> None:
         if client is None:
+            require_extra("openai", "AsyncVLLMClient", "openai")
             import openai
 
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import TokenizerError
+from .extras import require_extra
 
 __all__ = [
     "AnthropicTokenCounter",
@@ -209,6 +210,7 @@ class HFTokenizer:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        require_extra("hf", "HFTokenizer", "transformers")
         folder = Path(path)
         if not folder.is_dir():
             raise TokenizerError(
