@@ -112,6 +112,11 @@ def _plot(analysis: object, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from prefixkit.sdk.extras import require_extra
+
+    require_extra("analyze", "prefixkit analyze", "rich")
+    if args.plot is not None:  # checked now, not after the replay
+        require_extra("analyze", "prefixkit analyze --plot", "matplotlib")
     from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
     from prefixkit.engine_adapter.replay.replay import LoadParams, analyze
     from prefixkit.engine_adapter.replay.trace import TraceError, load_trace

@@ -7,3 +7,17 @@
 * `prefixkit.testing.fake_vllm`: a fake OpenAI-compatible vLLM replica, served on
   loopback, with a prefix cache of whole blocks, vLLM's block hashes and KV events.
 """
+
+from prefixkit.sdk.extras import require_extra
+
+require_extra(
+    "testing",
+    "prefixkit.testing",
+    "anthropic",
+    "openai",
+    "httpx",
+    "starlette",
+    "uvicorn",
+    "zmq",
+    "msgpack",
+)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from prefixkit.sdk.block_hash import HashAlgo, event_block_hashes
+from prefixkit.sdk.extras import require_extra
 
 from ..errors import TraceError
 
@@ -127,6 +128,7 @@ def _tokenize_with(tokenizer_dir: str | None) -> Callable[[dict[str, Any]], list
             "this trace has prompts, not token ids: pass --tokenizer DIR (a local "
             "Hugging Face tokenizer directory, e.g. the served model's)"
         )
+    require_extra("hf", "a trace of prompts or messages (--tokenizer)", "transformers")
     from transformers import AutoTokenizer  # heavy: only for raw-prompt traces
 
     try:
