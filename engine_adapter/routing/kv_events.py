@@ -25,13 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 from prefixkit.sdk.block_hash import event_block_hash
-from prefixkit.sdk.extras import require_extra
 
 from .block_index import BlockIndex
-
-require_extra("serve", "prefixkit.engine_adapter.routing.kv_events", "zmq", "msgpack")
-import msgpack  # noqa: E402 - after the check, so that a missing extra is named
 
 __all__ = ["AllCleared", "KvEvent", "KvEventFollower", "Removed", "Stored", "decode_batch"]
 
@@ -196,7 +193,8 @@ class KvEventFollower:
                 seq = int.from_bytes(seq_bytes, "big", signed=True)
                 if not self._accept(replica, seq, payload):
                     await self._replay(replica)
-                    if self.last_seq[replica] is None or seq > self.last_seq[replica] + 1:
+                    last = self.last_seq[replica]
+                    if last is None or seq > last + 1:
                         self.last_seq[replica] = seq - 1  # the publisher no longer buffers the gap
                     self._accept(replica, seq, payload)
         finally:
