@@ -25,10 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 from prefixkit.sdk.block_hash import event_block_hash
+from prefixkit.sdk.extras import require_extra
 
 from .block_index import BlockIndex
+
+require_extra("serve", "prefixkit.engine_adapter.routing.kv_events", "zmq", "msgpack")
+import msgpack  # noqa: E402 - after the check, so that a missing extra is named
 
 __all__ = ["AllCleared", "KvEvent", "KvEventFollower", "Removed", "Stored", "decode_batch"]
 
