@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.sdk import CacheStats, Pricing
-
-from .wire import ANTHROPIC_USAGE, CHAT_USAGE, RESPONSES_USAGE
+from prefixkit.testing.providers import ANTHROPIC_USAGE, CHAT_USAGE, RESPONSES_USAGE
 
 
 def test_anthropic_usage_counts_reads_writes_and_uncached_separately() -> None:

@@ -15,30 +15,31 @@ from prefixkit.sdk import (
     VLLMClient,
     tenant_salt,
 )
+from prefixkit.testing.providers import MockProvider
 
-from .wire import Wire, support_prompt
+from .prompts import support_prompt
 
 SECRET = "test-salt-secret"
 
 
 def test_anthropic_create_returns_message_and_stats(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     client = AnthropicClient(anthropic_client)
     message, stats = client.create(support_prompt(), model="claude-opus-4-1", max_tokens=64)
     assert message.content[0].type == "text"
-    assert "cache_control" in wire.body["system"][0]
+    assert "cache_control" in api.body["system"][0]
     assert (stats.cached_tokens, stats.uncached_tokens) == (3584, 21)
     assert stats.savings_usd is not None and stats.savings_usd > 0
 
 
 def test_anthropic_stream_measures_ttft_and_reads_usage_from_message_start(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     result = AnthropicClient(anthropic_client).stream(
         support_prompt(), model="claude-opus-4-1", max_tokens=64
     )
-    assert wire.body["stream"] is True
+    assert api.body["stream"] is True
     assert result.text == "Egress costs $0.09/GB."
     assert result.ttft_seconds is not None and 0 <= result.ttft_seconds <= result.total_seconds
     assert result.stats.cached_tokens == 3584
@@ -46,7 +47,7 @@ def test_anthropic_stream_measures_ttft_and_reads_usage_from_message_start(
 
 
 async def test_async_anthropic_create_and_stream(
-    async_anthropic_client: anthropic.AsyncAnthropic, wire: Wire
+    async_anthropic_client: anthropic.AsyncAnthropic, api: MockProvider
 ) -> None:
     client = AsyncAnthropicClient(async_anthropic_client)
     _, stats = await client.create(support_prompt(), model="claude-opus-4-1", max_tokens=64)
@@ -56,33 +57,35 @@ async def test_async_anthropic_create_and_stream(
 
 
 def test_openai_chat_sends_the_cache_key_and_returns_stats(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     completion, stats = OpenAIClient(openai_client).chat(
         support_prompt(), model="gpt-4o", tenant="acme", salt_secret=SECRET, temperature=0
     )
     assert completion.choices[0].message.content == "Egress costs $0.09/GB."
-    assert wire.body["prompt_cache_key"].startswith("pk-")
-    assert wire.body["temperature"] == 0
+    assert api.body["prompt_cache_key"].startswith("pk-")
+    assert api.body["temperature"] == 0
     assert (stats.cached_tokens, stats.uncached_tokens) == (1920, 86)
     assert stats.cost_usd is not None
 
 
 def test_openai_stream_chat_asks_for_usage_and_measures_ttft(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     result = OpenAIClient(openai_client).stream_chat(support_prompt(), model="gpt-4o")
-    assert wire.body["stream_options"] == {"include_usage": True}
+    assert api.body["stream_options"] == {"include_usage": True}
     assert result.text == "Egress costs $0.09/GB."
     assert result.ttft_seconds is not None
     assert result.stats.cached_tokens == 1920
 
 
-def test_openai_responses_and_stream_responses(openai_client: openai.OpenAI, wire: Wire) -> None:
+def test_openai_responses_and_stream_responses(
+    openai_client: openai.OpenAI, api: MockProvider
+) -> None:
     client = OpenAIClient(openai_client)
     response, stats = client.responses(support_prompt(), model="gpt-5.6-sol")
-    assert wire.paths[-1] == "/v1/responses"
-    assert wire.body["prompt_cache_options"] == {"mode": "explicit"}
+    assert api.paths[-1] == "/v1/responses"
+    assert api.body["prompt_cache_options"] == {"mode": "explicit"}
     assert response.output_text == "Egress costs $0.09/GB."
     assert (stats.cached_tokens, stats.written_tokens) == (1792, 128)
     streamed = client.stream_responses(support_prompt(), model="gpt-5.6-sol")
@@ -92,7 +95,7 @@ def test_openai_responses_and_stream_responses(openai_client: openai.OpenAI, wir
 
 
 async def test_async_openai_chat_responses_and_stream(
-    async_openai_client: openai.AsyncOpenAI, wire: Wire
+    async_openai_client: openai.AsyncOpenAI, api: MockProvider
 ) -> None:
     client = AsyncOpenAIClient(async_openai_client)
     _, chat_stats = await client.chat(support_prompt(), model="gpt-4o")
@@ -104,35 +107,30 @@ async def test_async_openai_chat_responses_and_stream(
 
 
 def test_vllm_client_salts_chat_and_token_id_requests(
-    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, api: MockProvider, hf_tokenizer: HFTokenizer
 ) -> None:
     client = VLLMClient(
         tokenizer=hf_tokenizer, block_size=32, salt_secret=SECRET, client=vllm_openai_client
     )
     _, stats = client.chat(support_prompt(), model="smollm2", tenant="acme", max_tokens=8)
-    assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
+    assert api.body["cache_salt"] == tenant_salt("acme", SECRET)
     assert stats.cached_tokens == 1920 and stats.cost_usd is None
     client.complete(support_prompt(), model="smollm2", tenant="acme", max_tokens=8)
-    assert wire.paths[-1] == "/v1/completions"
-    assert all(isinstance(token, int) for token in wire.body["prompt"])
+    assert api.paths[-1] == "/v1/completions"
+    assert all(isinstance(token, int) for token in api.body["prompt"])
     streamed = client.stream_chat(support_prompt(), model="smollm2", tenant="acme")
     assert streamed.stats.cached_tokens == 1920 and streamed.ttft_seconds is not None
 
 
-async def test_async_vllm_client(wire: Wire, hf_tokenizer: HFTokenizer) -> None:
-    import httpx2
-
-    http = httpx2.AsyncClient(transport=httpx2.MockTransport(wire.handle))
-    official = openai.AsyncOpenAI(
-        base_url="http://127.0.0.1:8011/v1", api_key="EMPTY", http_client=http, max_retries=0
-    )
+async def test_async_vllm_client(api: MockProvider, hf_tokenizer: HFTokenizer) -> None:
+    official = api.async_vllm_client("http://127.0.0.1:8011/v1")
     client = AsyncVLLMClient(
         tokenizer=hf_tokenizer, block_size=32, salt_secret=SECRET, client=official
     )
     _, stats = await client.chat(support_prompt(), model="smollm2", tenant="globex")
-    assert wire.body["cache_salt"] == tenant_salt("globex", SECRET)
+    assert api.body["cache_salt"] == tenant_salt("globex", SECRET)
     await client.complete(support_prompt(), model="smollm2")
-    assert "cache_salt" not in wire.body
+    assert "cache_salt" not in api.body
     streamed = await client.stream_chat(support_prompt(), model="smollm2")
     assert stats.cached_tokens == streamed.stats.cached_tokens
 
@@ -146,7 +144,10 @@ def test_wrappers_build_their_own_official_client() -> None:
 
 @pytest.mark.parametrize("shape", ["anthropic", "openai"])
 def test_render_errors_surface_before_any_request(
-    shape: str, anthropic_client: anthropic.Anthropic, openai_client: openai.OpenAI, wire: Wire
+    shape: str,
+    anthropic_client: anthropic.Anthropic,
+    openai_client: openai.OpenAI,
+    api: MockProvider,
 ) -> None:
     from prefixkit.sdk import Prompt, RenderError
 
@@ -155,4 +156,4 @@ def test_render_errors_surface_before_any_request(
             AnthropicClient(anthropic_client).create(Prompt(system="x"), model="m", max_tokens=1)
         else:
             OpenAIClient(openai_client).chat(Prompt(system="x"), model="gpt-4o")
-    assert wire.bodies == []
+    assert api.bodies == []

@@ -17,8 +17,9 @@ from prefixkit.sdk import (
     UnknownModelWarning,
     render_anthropic,
 )
+from prefixkit.testing.providers import MockProvider
 
-from .wire import LONG_INSTRUCTIONS, Wire, support_prompt
+from .prompts import LONG_INSTRUCTIONS, support_prompt
 
 MODEL = "claude-sonnet-5"
 
@@ -39,15 +40,17 @@ def marked_blocks(body: dict[str, Any]) -> list[tuple[str, str, str]]:
     return found
 
 
-def send(client: anthropic.Anthropic, wire: Wire, prompt: Prompt, **options: Any) -> dict[str, Any]:
+def send(
+    client: anthropic.Anthropic, api: MockProvider, prompt: Prompt, **options: Any
+) -> dict[str, Any]:
     client.messages.create(**render_anthropic(prompt, model=MODEL, max_tokens=256, **options))
-    return wire.body
+    return api.body
 
 
 def test_wire_order_is_tools_system_then_messages_with_context_first(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, support_prompt())
+    body = send(anthropic_client, api, support_prompt())
     assert [tool["name"] for tool in body["tools"]] == ["lookup_invoice"]
     assert body["tools"][0]["input_schema"]["required"] == ["invoice_id"]
     assert [block["text"][:12] for block in body["system"]] == ["You are the ", "Refund polic"]
@@ -57,9 +60,9 @@ def test_wire_order_is_tools_system_then_messages_with_context_first(
 
 
 def test_breakpoints_end_static_and_versioned_tiers_with_1h_and_rolling_5m(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, support_prompt())
+    body = send(anthropic_client, api, support_prompt())
     assert marked_blocks(body) == [
         ("system", LONG_INSTRUCTIONS[:30], "1h"),
         ("system", "Refund policy: refunds within ", "1h"),
@@ -68,24 +71,24 @@ def test_breakpoints_end_static_and_versioned_tiers_with_1h_and_rolling_5m(
 
 
 def test_dynamic_question_is_never_marked(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, support_prompt("What is my invoice total?"))
+    body = send(anthropic_client, api, support_prompt("What is my invoice total?"))
     assert all("What is my" not in text for _, text, _ in marked_blocks(body))
 
 
 def test_rolling_breakpoint_moves_to_the_latest_turn(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     second = support_prompt().next_turn("It is $45.", "And 1 TB?")
-    body = send(anthropic_client, wire, second)
+    body = send(anthropic_client, api, second)
     assert marked_blocks(body)[-1] == ("assistant", "It is $45.", "5m")
 
 
 def test_automatic_mode_sets_top_level_marker_and_drops_the_rolling_one(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, support_prompt(), automatic=True)
+    body = send(anthropic_client, api, support_prompt(), automatic=True)
     assert body["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
     assert [where for where, _, _ in marked_blocks(body)] == ["system", "system"]
 
@@ -101,9 +104,9 @@ def long_conversation(turns: int) -> Prompt:
 
 
 def test_long_conversation_gets_a_checkpoint_within_the_20_block_lookback(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, long_conversation(15))
+    body = send(anthropic_client, api, long_conversation(15))
     flat = [block for message in body["messages"] for block in message["content"]]
     marked = [i for i, block in enumerate(flat) if "cache_control" in block]
     assert len(marked) >= 2
@@ -113,10 +116,10 @@ def test_long_conversation_gets_a_checkpoint_within_the_20_block_lookback(
 
 
 def test_checkpoints_stay_put_as_the_conversation_grows(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     def checkpoints(turns: int) -> set[str]:
-        body = send(anthropic_client, wire, long_conversation(turns))
+        body = send(anthropic_client, api, long_conversation(turns))
         blocks = [b for m in body["messages"] for b in m["content"]][:-2]
         return {b["text"] for b in blocks if "cache_control" in b}
 
@@ -124,14 +127,14 @@ def test_checkpoints_stay_put_as_the_conversation_grows(
 
 
 def test_short_conversation_needs_no_checkpoint(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
-    body = send(anthropic_client, wire, long_conversation(3))
+    body = send(anthropic_client, api, long_conversation(3))
     assert len(marked_blocks(body)) == 2  # static system end + rolling
 
 
 def test_caller_markers_are_kept_and_counted(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     prompt = Prompt(
         system=[
@@ -145,7 +148,7 @@ def test_caller_markers_are_kept_and_counted(
             Segment.dynamic("question"),
         ],
     )
-    body = send(anthropic_client, wire, prompt)
+    body = send(anthropic_client, api, prompt)
     assert marked_blocks(body) == [
         ("system", LONG_INSTRUCTIONS[:30], "1h"),
         ("system", "Be exact.", "1h"),
@@ -200,7 +203,7 @@ def test_automatic_1h_after_caller_5m_raises() -> None:
 
 
 def test_own_markers_before_a_caller_1h_marker_become_1h(
-    anthropic_client: anthropic.Anthropic, wire: Wire
+    anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     prompt = Prompt(
         system=LONG_INSTRUCTIONS,
@@ -210,7 +213,7 @@ def test_own_markers_before_a_caller_1h_marker_become_1h(
         ],
     )
     body = send(
-        anthropic_client, wire, prompt, ttl={Stability.STATIC: "5m", Stability.VERSIONED: "5m"}
+        anthropic_client, api, prompt, ttl={Stability.STATIC: "5m", Stability.VERSIONED: "5m"}
     )
     assert [ttl for _, _, ttl in marked_blocks(body)] == ["1h", "1h"]
 

@@ -21,22 +21,27 @@ from prefixkit.sdk import (
     render_openai_chat,
     render_openai_responses,
 )
+from prefixkit.testing.providers import MockProvider
 
-from .wire import LONG_INSTRUCTIONS, Wire, support_prompt
+from .prompts import LONG_INSTRUCTIONS, support_prompt
 
 EXPLICIT = "gpt-5.6-sol"
 IMPLICIT = "gpt-4.1"
 SECRET = "test-salt-secret"
 
 
-def chat(client: openai.OpenAI, wire: Wire, prompt: Prompt, **options: Any) -> dict[str, Any]:
+def chat(
+    client: openai.OpenAI, api: MockProvider, prompt: Prompt, **options: Any
+) -> dict[str, Any]:
     client.chat.completions.create(**render_openai_chat(prompt, **options))
-    return wire.body
+    return api.body
 
 
-def responses(client: openai.OpenAI, wire: Wire, prompt: Prompt, **options: Any) -> dict[str, Any]:
+def responses(
+    client: openai.OpenAI, api: MockProvider, prompt: Prompt, **options: Any
+) -> dict[str, Any]:
     client.responses.create(**render_openai_responses(prompt, **options))
-    return wire.body
+    return api.body
 
 
 def breakpoints(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -51,9 +56,9 @@ def breakpoints(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def test_chat_wire_is_static_first_with_tools_and_context_before_the_conversation(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
-    body = chat(openai_client, wire, support_prompt(), model=IMPLICIT)
+    body = chat(openai_client, api, support_prompt(), model=IMPLICIT)
     assert body["tools"] == [
         {
             "type": "function",
@@ -74,18 +79,18 @@ def test_chat_wire_is_static_first_with_tools_and_context_before_the_conversatio
 
 
 def test_implicit_model_gets_no_breakpoints_and_no_cache_options(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
-    body = chat(openai_client, wire, support_prompt(), model=IMPLICIT)
+    body = chat(openai_client, api, support_prompt(), model=IMPLICIT)
     assert "prompt_cache_breakpoint" not in json.dumps(body)
     assert "prompt_cache_options" not in body
     assert body["prompt_cache_key"].startswith("pk-")
 
 
 def test_explicit_model_marks_tier_ends_in_explicit_mode(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
-    body = chat(openai_client, wire, support_prompt(), model=EXPLICIT)
+    body = chat(openai_client, api, support_prompt(), model=EXPLICIT)
     assert body["prompt_cache_options"] == {"mode": "explicit"}
     assert breakpoints(body["messages"]) == [
         ("system", LONG_INSTRUCTIONS[:20]),
@@ -100,10 +105,10 @@ def test_explicit_model_marks_tier_ends_in_explicit_mode(
 
 
 def test_implicit_mode_leaves_the_moving_end_to_the_implicit_breakpoint(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     second = support_prompt().next_turn("It is $45.", "And 1 TB?")
-    body = chat(openai_client, wire, second, model=EXPLICIT, cache_mode="implicit", cache_ttl="30m")
+    body = chat(openai_client, api, second, model=EXPLICIT, cache_mode="implicit", cache_ttl="30m")
     assert body["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m"}
     assert breakpoints(body["messages"]) == [
         ("system", LONG_INSTRUCTIONS[:20]),
@@ -112,23 +117,23 @@ def test_implicit_mode_leaves_the_moving_end_to_the_implicit_breakpoint(
 
 
 def test_prompt_cache_key_is_stable_for_a_shared_prefix_and_differs_across_tenants(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     a1 = chat(
-        openai_client, wire, support_prompt("q1"), model=IMPLICIT, tenant="acme", salt_secret=SECRET
+        openai_client, api, support_prompt("q1"), model=IMPLICIT, tenant="acme", salt_secret=SECRET
     )
     a2 = chat(
-        openai_client, wire, support_prompt("q2"), model=IMPLICIT, tenant="acme", salt_secret=SECRET
+        openai_client, api, support_prompt("q2"), model=IMPLICIT, tenant="acme", salt_secret=SECRET
     )
     b = chat(
         openai_client,
-        wire,
+        api,
         support_prompt("q1"),
         model=IMPLICIT,
         tenant="globex",
         salt_secret=SECRET,
     )
-    unsalted = chat(openai_client, wire, support_prompt("q1"), model=IMPLICIT)
+    unsalted = chat(openai_client, api, support_prompt("q1"), model=IMPLICIT)
     assert a1["prompt_cache_key"] == a2["prompt_cache_key"]
     assert len({a1["prompt_cache_key"], b["prompt_cache_key"], unsalted["prompt_cache_key"]}) == 3
     assert "acme" not in a1["prompt_cache_key"]
@@ -152,10 +157,10 @@ def test_tenant_without_salt_secret_raises() -> None:
 
 
 def test_responses_wire_uses_input_parts_and_flat_function_tools(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     second = support_prompt().next_turn("It is $45.", "And 1 TB?")
-    body = responses(openai_client, wire, second, model=EXPLICIT, cache_ttl="12h")
+    body = responses(openai_client, api, second, model=EXPLICIT, cache_ttl="12h")
     assert body["tools"][0]["type"] == "function"
     assert body["tools"][0]["name"] == "lookup_invoice"
     assert body["input"][0]["content"][0]["type"] == "input_text"
@@ -166,11 +171,11 @@ def test_responses_wire_uses_input_parts_and_flat_function_tools(
 
 
 def test_responses_only_cache_options_pass_into_prompt_cache_options(
-    openai_client: openai.OpenAI, wire: Wire
+    openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     body = responses(
         openai_client,
-        wire,
+        api,
         support_prompt(),
         model=EXPLICIT,
         prewarm=True,

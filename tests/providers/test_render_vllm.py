@@ -19,8 +19,7 @@ from prefixkit.sdk import (
     render_vllm,
     tenant_salt,
 )
-
-from .wire import Wire
+from prefixkit.testing.providers import MockProvider
 
 BLOCK = 32
 SECRET = "test-salt-secret"
@@ -75,7 +74,7 @@ def static_boundary_tokens(tokenizer: HFTokenizer, text: str, static_text: str) 
 
 
 def test_chat_request_carries_the_tenant_salt_in_the_body(
-    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, api: MockProvider, hf_tokenizer: HFTokenizer
 ) -> None:
     kwargs = render_vllm(
         prompt(),
@@ -87,10 +86,10 @@ def test_chat_request_carries_the_tenant_salt_in_the_body(
         max_tokens=16,
     )
     vllm_openai_client.chat.completions.create(**kwargs)
-    assert wire.paths[-1] == "/v1/chat/completions"
-    assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
-    assert len(wire.body["cache_salt"]) == 64
-    assert wire.body["max_tokens"] == 16
+    assert api.paths[-1] == "/v1/chat/completions"
+    assert api.body["cache_salt"] == tenant_salt("acme", SECRET)
+    assert len(api.body["cache_salt"]) == 64
+    assert api.body["max_tokens"] == 16
 
 
 def test_salts_are_stable_per_tenant_and_differ_across_tenants(
@@ -147,7 +146,7 @@ def test_static_prefix_ends_on_a_block_boundary_of_the_templated_chat(
 
 
 def test_token_id_prompt_is_the_aligned_sequence_sent_to_completions(
-    vllm_openai_client: openai.OpenAI, wire: Wire, hf_tokenizer: HFTokenizer
+    vllm_openai_client: openai.OpenAI, api: MockProvider, hf_tokenizer: HFTokenizer
 ) -> None:
     chat = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
     ids = render_vllm(
@@ -160,9 +159,9 @@ def test_token_id_prompt_is_the_aligned_sequence_sent_to_completions(
         salt_secret=SECRET,
     )
     vllm_openai_client.completions.create(**ids)
-    assert wire.paths[-1] == "/v1/completions"
-    assert wire.body["prompt"] == hf_tokenizer.chat_token_ids(chat["messages"])
-    assert wire.body["cache_salt"] == tenant_salt("acme", SECRET)
+    assert api.paths[-1] == "/v1/completions"
+    assert api.body["prompt"] == hf_tokenizer.chat_token_ids(chat["messages"])
+    assert api.body["cache_salt"] == tenant_salt("acme", SECRET)
 
 
 def test_alignment_uses_the_tool_shape_the_server_templates(tools_tokenizer: HFTokenizer) -> None:
