@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from official_client import official_client, summarize_body
 from prefixkit.sdk import (
     AnthropicClient,
     CacheStats,
@@ -31,7 +32,6 @@ from prefixkit.sdk import (
     TiktokenTokenizer,
     break_even,
 )
-from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are the support assistant of Nimbus Storage.
 Answer only from the price list and the customer's account documents below.
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     connected = official_client("anthropic", args.dry_run)
     if connected is None:
         return 2
-    official, bodies = connected
+    official, last_body = connected
 
     client = AnthropicClient(official)
     all_stats: list[CacheStats] = []
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             reply = "".join(block.text for block in message.content if block.type == "text")
             all_stats.append(stats)
             print(f"request {len(all_stats)} ({customer}): {question}")
-            print(summarize_body(bodies[-1]))
+            print(summarize_body(last_body()))
             for warning in caught:
                 print(f"  warning: {warning.message}")
             print(f"  {stats.summary()}")

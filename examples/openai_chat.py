@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from official_client import official_client, summarize_body
 from prefixkit.sdk import CacheStats, OpenAIClient, PrefixkitWarning, Prompt, Segment
-from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are the order assistant of a hardware shop.
 Answer from the catalog only. Quote prices with the currency, show totals with
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     connected = official_client("openai", args.dry_run)
     if connected is None:
         return 2
-    official, bodies = connected
+    official, last_body = connected
     salt_secret = os.environ.get("PREFIXKIT_SALT_SECRET", "example-secret-change-me")
 
     client = OpenAIClient(official)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             reply = completion.choices[0].message.content or ""
             all_stats.append(stats)
             print(f"request {len(all_stats)} ({tenant}): {question}")
-            print(summarize_body(bodies[-1]))
+            print(summarize_body(last_body()))
             for warning in caught:
                 print(f"  warning: {warning.message}")
             print(f"  {stats.summary()}")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from official_client import official_client, summarize_body
 from prefixkit.sdk import CacheStats, OpenAIClient, PrefixkitWarning, Prompt, Segment
-from provider_sim import official_client, summarize_body
 
 INSTRUCTIONS = """You are a research assistant for a materials-science lab.
 Answer from the glossary and the papers the user quotes; cite the glossary
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     connected = official_client("openai", args.dry_run)
     if connected is None:
         return 2
-    official, bodies = connected
+    official, last_body = connected
     salt_secret = os.environ.get("PREFIXKIT_SALT_SECRET", "example-secret-change-me")
 
     client = OpenAIClient(official)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         reply = response.output_text
         all_stats.append(stats)
         print(f"request {len(all_stats)}: {question}")
-        print(summarize_body(bodies[-1]))
+        print(summarize_body(last_body()))
         for warning in caught:
             print(f"  warning: {warning.message}")
         print(f"  {stats.summary()}")

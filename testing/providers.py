@@ -245,7 +245,7 @@ class MockProvider:
         self, *, api_key: str = "sk-ant-test", max_retries: int = 0, **options: Any
     ) -> anthropic.Anthropic:
         """An `anthropic.Anthropic` client on this mock (`options` go to its constructor)."""
-        http = httpx2.Client(transport=self.transport())
+        http = anthropic.DefaultHttpxClient(transport=self.transport())
         return anthropic.Anthropic(
             api_key=api_key, http_client=http, max_retries=max_retries, **options
         )
@@ -254,7 +254,7 @@ class MockProvider:
         self, *, api_key: str = "sk-ant-test", max_retries: int = 0, **options: Any
     ) -> anthropic.AsyncAnthropic:
         """An `anthropic.AsyncAnthropic` client on this mock."""
-        http = httpx2.AsyncClient(transport=self.transport())
+        http = anthropic.DefaultAsyncHttpxClient(transport=self.transport())
         return anthropic.AsyncAnthropic(
             api_key=api_key, http_client=http, max_retries=max_retries, **options
         )
@@ -263,14 +263,14 @@ class MockProvider:
         self, *, api_key: str = "sk-test", max_retries: int = 0, **options: Any
     ) -> openai.OpenAI:
         """An `openai.OpenAI` client on this mock (`options` go to its constructor)."""
-        http = httpx2.Client(transport=self.transport())
+        http = openai.DefaultHttpxClient(transport=self.transport())
         return openai.OpenAI(api_key=api_key, http_client=http, max_retries=max_retries, **options)
 
     def async_openai_client(
         self, *, api_key: str = "sk-test", max_retries: int = 0, **options: Any
     ) -> openai.AsyncOpenAI:
         """An `openai.AsyncOpenAI` client on this mock."""
-        http = httpx2.AsyncClient(transport=self.transport())
+        http = openai.DefaultAsyncHttpxClient(transport=self.transport())
         return openai.AsyncOpenAI(
             api_key=api_key, http_client=http, max_retries=max_retries, **options
         )
