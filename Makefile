@@ -36,7 +36,12 @@ typecheck: $(BIN)/.installed
 pytest: $(BIN)/.installed
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# The documentation site: build/site, warnings are errors (links, anchors, API references).
+.PHONY: docs
+docs: $(BIN)/.installed
+	$(BIN)/mkdocs build --strict --site-dir build/site
+
+test: lint typecheck docs pytest
 
 clean:
 	rm -rf $(VENV) build *.egg-info engine_adapter/*/*.so engine_adapter/*/compiled_from.json .pytest_cache .mypy_cache .ruff_cache
