@@ -15,7 +15,7 @@ OpenAI, and OpenAI pointed at a vLLM base URL)::
 
     mock = MockProvider()
     with mock.anthropic_client() as client:
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system=[...],
+        client.messages.create(model="claude-sonnet-5", max_tokens=64, system=[...],
                                messages=[...])
     mock.body["system"]                  # the body the client sent
     mock.requests[-1].headers            # and its headers
@@ -29,21 +29,26 @@ Usage payloads are simulated from the providers' documented prompt caching
   prefixes under the model's minimum (1024 tokens for a model prefixkit does
   not know) are never cached; a model switch misses; more than 4 breakpoints
   answer HTTP 400 as the API does.
-- OpenAI (and vLLM's OpenAI-compatible endpoints): prompts of 1024+ tokens are
-  cached implicitly per model, `prompt_cache_key` and `cache_salt`, hits in
-  128-token steps; with `prompt_cache_options` set, entries also end exactly
-  at `prompt_cache_breakpoint` markers, and explicit mode caches only there.
+- OpenAI (and vLLM's OpenAI-compatible endpoints): prompts of at least the
+  model's minimum (1024 tokens) are cached implicitly per model,
+  `prompt_cache_key` and `cache_salt`, hits in 128-token steps; with `prompt_cache_options` set, entries also end exactly
+  at `prompt_cache_breakpoint` markers, and explicit mode caches only there;
+  a `prompt_cache_options.ttl` the API does not take (12h on Chat) answers 400.
 
 Set `anthropic_usage`, `chat_usage` or `responses_usage` to answer with that
 fixed payload instead (`ANTHROPIC_USAGE`, `CHAT_USAGE` and `RESPONSES_USAGE`
 are realistic ones); Completions answer with `chat_usage` (the same shape).
 
-Not simulated: token counts are cl100k_base estimates, not the providers'
-tokenizers (nor vLLM's model tokenizer: token-id prompts are counted as sent);
-no TTL expiry (`clear_cache` forgets everything), no invalidation by
-`tool_choice`, images or thinking parameters, no TTL-order check, no spill-over
-between machines, no vLLM block granularity (see `prefixkit.testing.fake_vllm`);
-every reply is the same text (`reply`), never a tool call. A body the mock
+Streams carry the same usage as the answer would. Not simulated: token counts
+are cl100k_base estimates of each block or part, with tools as JSON and a role
+marker per message, not the providers' tokenizers and chat formats (nor vLLM's
+model tokenizer: token-id prompts are counted as sent); no TTL expiry
+(`clear_cache` forgets everything); entries exist as soon as an answer is sent
+(parallel first requests can hit each other); no invalidation by `tool_choice`,
+images or thinking parameters; no Anthropic TTL-order check and no OpenAI
+4-write limit; no spill-over between machines; no vLLM block granularity (see
+`prefixkit.testing.fake_vllm`). Every reply is the same text (`reply`), never
+a tool call. A body the mock
 cannot read (not JSON, or a field of the wrong shape) answers HTTP 400 in the
 provider's error shape; an unknown path answers 404.
 """
@@ -113,9 +118,9 @@ _CREATED = 1763700000  # a fixed timestamp keeps answers reproducible
 _STEP = 128  # OpenAI's implicit hits grow in steps of 128 tokens
 _UNKNOWN_MODEL_MIN_TOKENS = 1024
 
-Provider = Literal["anthropic", "openai"]
-Event = tuple[str | None, dict[str, Any] | str]  # (SSE event name, data) of a stream
-Answer = dict[str, Any] | list[Event]  # a JSON payload, or the events of a stream
+_Provider = Literal["anthropic", "openai"]
+_Event = tuple[str | None, dict[str, Any] | str]  # (SSE event name, data) of a stream
+_Answer = dict[str, Any] | list[_Event]  # a JSON payload, or the events of a stream
 
 
 @dataclass(frozen=True)
@@ -213,7 +218,9 @@ class MockProvider:
         path = request.url.path
         route = next((_ROUTES[r] for r in _ROUTES if path.endswith(r)), None)
         if route is None:  # answer a 404 in the shape of the client that asked
-            provider: Provider = "anthropic" if "anthropic-version" in request.headers else "openai"
+            provider: _Provider = (
+                "anthropic" if "anthropic-version" in request.headers else "openai"
+            )
         else:
             provider = route[0]
         body, problem = _parse_body(request.content)
@@ -301,7 +308,7 @@ class MockProvider:
             api_key=api_key, max_retries=max_retries, base_url=base_url, **options
         )
 
-    def _messages(self, body: dict[str, Any], number: int) -> Answer:
+    def _messages(self, body: dict[str, Any], number: int) -> _Answer:
         _require(body, "max_tokens", int)
         prompt = _anthropic_prompt(body)
         if self.anthropic_usage is not None:
@@ -312,7 +319,7 @@ class MockProvider:
         message = _anthropic_message(body["model"], number, usage, self.reply)
         return _anthropic_events(message, self.reply) if _streamed(body) else message
 
-    def _count_tokens(self, body: dict[str, Any], number: int) -> Answer:
+    def _count_tokens(self, body: dict[str, Any], number: int) -> _Answer:
         return {"input_tokens": sum(_anthropic_prompt(body).counts)}
 
     def _anthropic_cache(self, prompt: _AnthropicPrompt) -> dict[str, Any]:
@@ -346,7 +353,9 @@ class MockProvider:
             },
         }
 
-    def _chat(self, body: dict[str, Any], number: int) -> Answer:
+    def _chat(self, body: dict[str, Any], number: int) -> _Answer:
+        model = _require(body, "model", str)
+        _options(body, "chat")
         prompt = _openai_prompt(body, _require(body, "messages", list))
         if self.chat_usage is not None:
             usage = copy.deepcopy(dict(self.chat_usage))
@@ -355,9 +364,9 @@ class MockProvider:
             usage = _completion_usage(len(prompt.ids), cached, written, self.reply)
         if _streamed(body):
             return _chat_events(body, number, usage, self.reply)
-        return _chat_completion(body["model"], number, usage, self.reply)
+        return _chat_completion(model, number, usage, self.reply)
 
-    def _completions(self, body: dict[str, Any], number: int) -> Answer:
+    def _completions(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
         prompt = _require(body, "prompt", (str, list))
         if isinstance(prompt, str):
@@ -385,7 +394,9 @@ class MockProvider:
         )
         return completion
 
-    def _responses(self, body: dict[str, Any], number: int) -> Answer:
+    def _responses(self, body: dict[str, Any], number: int) -> _Answer:
+        model = _require(body, "model", str)
+        ttl = _options(body, "responses").get("ttl", "30m")
         items = _require(body, "input", (str, list))
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
@@ -399,7 +410,6 @@ class MockProvider:
             usage = copy.deepcopy(dict(self.responses_usage))
         else:
             cached, written = self._openai_cache(body, prompt)
-            ttl = _options(body).get("ttl", "30m")
             output = _counter().count(self.reply)
             usage = {
                 "input_tokens": len(prompt.ids),
@@ -415,7 +425,7 @@ class MockProvider:
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": len(prompt.ids) + output,
             }
-        response = _response_object(body["model"], number, usage, self.reply)
+        response = _response_object(model, number, usage, self.reply)
         return _responses_events(response, self.reply) if _streamed(body) else response
 
     def _openai_cache(self, body: dict[str, Any], prompt: _OpenAIPrompt) -> tuple[int, int]:
@@ -426,7 +436,7 @@ class MockProvider:
         minimum = (info.min_cache_tokens if info else None) or (
             provider_limits("openai").min_cache_tokens or _UNKNOWN_MODEL_MIN_TOKENS
         )
-        mode = _options(body).get("mode")
+        mode = body.get("prompt_cache_options", {}).get("mode")
         ids = prompt.ids
         cached = written = 0
         if mode is None or mode == "implicit":
@@ -492,10 +502,24 @@ def _optional_str(body: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+def _options(body: Mapping[str, Any], api: str) -> dict[str, Any]:
+    """`prompt_cache_options`, checked against what `api` ("chat", "responses") takes."""
     options = body.get("prompt_cache_options", {})
     if not isinstance(options, dict):
         raise _BadRequest("prompt_cache_options must be an object", "prompt_cache_options")
+    if options.get("mode", "implicit") not in ("implicit", "explicit"):
+        raise _BadRequest(
+            f"prompt_cache_options.mode: expected 'implicit' or 'explicit', got "
+            f"{options['mode']!r}",
+            "prompt_cache_options.mode",
+        )
+    ttls = provider_limits("openai").api_ttls.get(api, ())
+    if "ttl" in options and options["ttl"] not in ttls:
+        raise _BadRequest(
+            f"prompt_cache_options.ttl: the {api} API takes {', '.join(ttls)}, got "
+            f"{options['ttl']!r}",
+            "prompt_cache_options.ttl",
+        )
     return options
 
 
@@ -554,7 +578,7 @@ def _anthropic_prompt(body: dict[str, Any]) -> _AnthropicPrompt:
     for index, (_, marker) in enumerate(blocks):
         if marker is not None:
             marks.append((index, _ttl(marker, limits.ttls, limits.default_ttl)))
-    if body.get("cache_control") is not None:
+    if body.get("cache_control") is not None and blocks:
         marks.append(
             (len(blocks) - 1, _ttl(body["cache_control"], limits.ttls, limits.default_ttl))
         )
@@ -693,14 +717,14 @@ def _response_object(model: str, number: int, usage: dict[str, Any], text: str) 
     }
 
 
-def _anthropic_events(message: dict[str, Any], text: str) -> list[Event]:
+def _anthropic_events(message: dict[str, Any], text: str) -> list[_Event]:
     start = {
         **message,
         "content": [],
         "stop_reason": None,
         "usage": {**message["usage"], "output_tokens": 1},
     }
-    events: list[Event] = [
+    events: list[_Event] = [
         ("message_start", {"type": "message_start", "message": start}),
         (
             "content_block_start",
@@ -733,9 +757,9 @@ def _anthropic_events(message: dict[str, Any], text: str) -> list[Event]:
 
 def _chunks(
     body: dict[str, Any], usage: dict[str, Any], base: dict[str, Any], choices: list[dict[str, Any]]
-) -> list[Event]:
+) -> list[_Event]:
     """Stream chunks of Chat or Completions: `choices` one per chunk, the usage chunk, [DONE]."""
-    events: list[Event] = [(None, {**base, "choices": [choice]}) for choice in choices]
+    events: list[_Event] = [(None, {**base, "choices": [choice]}) for choice in choices]
     stream_options = body.get("stream_options") or {}
     if isinstance(stream_options, dict) and stream_options.get("include_usage"):
         events.append((None, {**base, "choices": [], "usage": usage}))
@@ -745,7 +769,7 @@ def _chunks(
 
 def _chat_events(
     body: dict[str, Any], number: int, usage: dict[str, Any], text: str
-) -> list[Event]:
+) -> list[_Event]:
     base = {
         "id": f"chatcmpl-mock{number:04d}",
         "object": "chat.completion.chunk",
@@ -760,7 +784,7 @@ def _chat_events(
 
 def _completion_events(
     body: dict[str, Any], number: int, usage: dict[str, Any], text: str
-) -> list[Event]:
+) -> list[_Event]:
     base = {
         "id": f"cmpl-mock{number:04d}",
         "object": "text_completion",
@@ -775,7 +799,7 @@ def _completion_events(
     return _chunks(body, usage, base, choices)
 
 
-def _responses_events(response: dict[str, Any], text: str) -> list[Event]:
+def _responses_events(response: dict[str, Any], text: str) -> list[_Event]:
     item = response["output"][0]
     where = {"item_id": item["id"], "output_index": 0}
     empty_part = {"type": "output_text", "text": "", "annotations": []}
@@ -823,12 +847,12 @@ def _in_progress(response: dict[str, Any]) -> dict[str, Any]:
     return {**response, "status": "in_progress", "output": [], "usage": None}
 
 
-def _request_id(provider: Provider, number: int) -> dict[str, str]:
+def _request_id(provider: _Provider, number: int) -> dict[str, str]:
     name = "request-id" if provider == "anthropic" else "x-request-id"
     return {name: f"req_mock{number:04d}"}
 
 
-def _sse_response(events: list[Event], headers: dict[str, str]) -> httpx2.Response:
+def _sse_response(events: list[_Event], headers: dict[str, str]) -> httpx2.Response:
     lines = []
     for name, data in events:
         if name is not None:
@@ -843,7 +867,7 @@ def _sse_response(events: list[Event], headers: dict[str, str]) -> httpx2.Respon
 
 
 def _error(
-    provider: Provider, status: int, message: str, param: str | None, number: int
+    provider: _Provider, status: int, message: str, param: str | None, number: int
 ) -> httpx2.Response:
     """An error answer in the provider's shape."""
     kind = (
@@ -861,7 +885,7 @@ def _error(
     return httpx2.Response(status, json=payload, headers=_request_id(provider, number))
 
 
-def _not_found(provider: Provider, method: str, path: str, number: int) -> httpx2.Response:
+def _not_found(provider: _Provider, method: str, path: str, number: int) -> httpx2.Response:
     message = f"Invalid URL ({method} {path}): the mock answers " + ", ".join(
         f"POST .../v1{route}" for route in _ROUTES
     )
@@ -869,7 +893,7 @@ def _not_found(provider: Provider, method: str, path: str, number: int) -> httpx
 
 
 # path suffix -> (the provider whose API it is, the method answering it); longest first
-_ROUTES: dict[str, tuple[Provider, Callable[[MockProvider, dict[str, Any], int], Answer]]] = {
+_ROUTES: dict[str, tuple[_Provider, Callable[[MockProvider, dict[str, Any], int], _Answer]]] = {
     "/messages/count_tokens": ("anthropic", MockProvider._count_tokens),
     "/messages": ("anthropic", MockProvider._messages),
     "/chat/completions": ("openai", MockProvider._chat),

@@ -313,6 +313,11 @@ def test_more_than_four_breakpoints_answer_400_like_the_api(claude: anthropic.An
         )
 
 
+def test_a_cache_ttl_the_api_does_not_take_answers_400(gpt: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="the chat API takes 30m, got '12h'"):
+        ask_gpt(gpt, SHORT, "q", extra_body={"prompt_cache_options": {"ttl": "12h"}})
+
+
 def test_unknown_path_answers_404(gpt: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError, match="Invalid URL"):
         gpt.embeddings.create(model="text-embedding-3-small", input="q")
