@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         require_extra("analyze", "prefixkit analyze --plot", "matplotlib")
     from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
     from prefixkit.engine_adapter.replay.replay import LoadParams, analyze
-    from prefixkit.engine_adapter.replay.trace import TraceError, load_trace
+    from prefixkit.engine_adapter.replay.trace import load_trace
+    from prefixkit.sdk.errors import UsageError
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
@@ -128,15 +129,10 @@ def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown:
-        err.print(f"[red]unknown policies {unknown}: choose from {', '.join(POLICY_NAMES)}")
-        return 2
-    try:
-        trace = load_trace(
-            args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
-        )
-    except TraceError as exc:
-        err.print(f"[red]{exc}")
-        return 2
+        raise UsageError(f"unknown policies {unknown}: choose from {', '.join(POLICY_NAMES)}")
+    trace = load_trace(
+        args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
+    )
     load = LoadParams(
         prefill_s_per_block=trace.block_size / args.prefill_tokens_per_s,
         decode_s_per_token=1.0 / args.decode_tokens_per_s,

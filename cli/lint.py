@@ -6,10 +6,11 @@
     prefixkit lint --format sarif > prefixkit.sarif
     prefixkit lint --jobs 4
 
-Exit codes: 0 clean, 1 findings, 2 usage, configuration or internal error
-(`--exit-zero` turns 1 into 0). Configuration: `[tool.prefixkit.lint]` in the
-nearest pyproject.toml (see docs/rules.md). Silence one line with
-`# noqa: PFX001`, a whole file with `# prefixkit: noqa`.
+Exit codes: 0 clean, 1 findings (`--exit-zero` turns 1 into 0), 2 usage or
+configuration error, 3 a file the linter failed on (an internal error).
+Configuration: `[tool.prefixkit.lint]` in the nearest pyproject.toml (see
+docs/rules.md). Silence one line with `# noqa: PFX001`, a whole file with
+`# prefixkit: noqa`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from prefixkit.sdk.errors import UsageError
+
+from .main import EXIT_CONFIG, EXIT_RUNTIME
 
 __all__ = ["configure", "run"]
 
@@ -53,30 +58,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _error(message: str) -> int:
-    print(f"prefixkit lint: error: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     """Lint, print the findings in the chosen format, and return the exit code."""
-    from prefixkit.linter.config import LintConfigError, find_pyproject, load_config
+    from prefixkit.linter.config import find_pyproject, load_config
     from prefixkit.linter.discovery import discover
     from prefixkit.linter.engine import lint_paths
     from prefixkit.linter.formats import render
     from prefixkit.linter.rules import ALL_RULES
 
     if args.jobs < 1:
-        return _error(f"--jobs must be at least 1, got {args.jobs}")
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     known = frozenset(rule.code for rule in ALL_RULES)
     pyproject = args.config if args.config is not None else find_pyproject(Path.cwd())
     if args.config is not None and not args.config.is_file():
-        return _error(f"--config {args.config}: no such file")
+        raise UsageError(f"--config {args.config}: no such file")
+    config = load_config(pyproject, known)
     try:
-        config = load_config(pyproject, known)
         files = discover(list(args.paths) or [Path(".")], config)
-    except (LintConfigError, FileNotFoundError) as exc:
-        return _error(str(exc))
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
     outcomes = lint_paths(files, config, fix=args.fix, jobs=args.jobs)
     findings = sorted(
         (finding for outcome in outcomes for finding in outcome.findings),
@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     fixed = sum(outcome.fixed for outcome in outcomes)
     if fixed:
         print(f"prefixkit lint: fixed {fixed} finding(s)", file=sys.stderr)
+    if any(outcome.internal for outcome in outcomes):
+        return EXIT_RUNTIME  # the linter itself failed on a file
     if errors:
-        return 2
+        return EXIT_CONFIG  # the project's configuration (its lock) is broken
     return 1 if findings and not args.exit_zero else 0

@@ -41,20 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the lock, or with --check compare the prompt files with it."""
-    from prefixkit.sdk.errors import PrefixkitError
     from prefixkit.sdk.registry import check_prompt_files, default_lock_path, write_lock
 
     root: Path = args.root
     lock_path: Path = default_lock_path(root) if args.lock is None else args.lock
-    try:
-        if args.check:
-            drifts = check_prompt_files(root, lock_path)
-        else:
-            update = write_lock(root, lock_path)
-    except PrefixkitError as exc:
-        print(f"prefixkit lock: {exc}", file=sys.stderr)
-        return 2
     if args.check:
+        drifts = check_prompt_files(root, lock_path)
         for drift in drifts:
             print(f"DRIFT {drift.message}")
         if drifts:
@@ -62,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{lock_path}: all prompts match")
         return 0
+    update = write_lock(root, lock_path)
     for label, keys in (
         ("added", update.added),
         ("changed", update.changed),

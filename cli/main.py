@@ -1,9 +1,20 @@
 """The `prefixkit` console script.
 
-Each part of prefixkit owns its subcommands in a module that exposes
-`configure(parser)` (add arguments) and `run(args) -> int` (exit code). Only the
-chosen subcommand's module is imported, so one part's heavy or broken
-dependencies never stand in the way of another part's command.
+Each subcommand is a module of `prefixkit.cli` that exposes `configure(parser)` (add
+arguments) and `run(args) -> int` (0, or 1 for findings / a failed check). Only the
+chosen subcommand's module is imported, so one part's heavy or missing dependencies
+never stand in the way of another part's command.
+
+Errors are handled here, once, for every subcommand. Exit codes:
+
+    0  ok
+    1  findings (`lint`), a check that failed (`lock --check`, `serve status`)
+    2  usage or configuration error: bad arguments, a bad config file, a part installed
+       without its extra, input that cannot be read (`ValueError`, `LookupError` and
+       `ImportError` errors of prefixkit)
+    3  runtime failure: the engine did not start, a port is taken, an install or a
+       download failed (prefixkit's `RuntimeError` errors)
+    130  interrupted (Ctrl-C)
 """
 
 from __future__ import annotations
@@ -13,18 +24,28 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "main"]
+from prefixkit.sdk.errors import PrefixkitError
+
+__all__ = ["COMMANDS", "EXIT_CONFIG", "EXIT_RUNTIME", "exit_code", "main"]
+
+EXIT_CONFIG = 2
+EXIT_RUNTIME = 3
 
 # subcommand -> (module implementing configure(parser) and run(args), one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "lock": ("prefixkit.cli.lock", "pin prompt files in prefixkit.lock, or --check them"),
     "lint": ("prefixkit.cli.lint", "find code and prompt files that break prompt caching"),
-    "serve": ("prefixkit.cli.serve", "run vLLM with prefix caching"),
+    "serve": ("prefixkit.cli.serve", "run vLLM with prefix caching, a router and the gateway"),
     "analyze": (
         "prefixkit.cli.analyze",
         "replay a trace: sharing, oracle bounds, routing policies",
     ),
 }
+
+
+def exit_code(error: PrefixkitError) -> int:
+    """3 for a failure while running (`RuntimeError`), 2 for anything to fix first."""
+    return EXIT_RUNTIME if isinstance(error, RuntimeError) else EXIT_CONFIG
 
 
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
@@ -53,8 +74,16 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in arguments if not a.startswith("-")), None)
-    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(arguments)
-    code: int = args.run(args)
+    command = chosen if chosen in COMMANDS else None
+    try:
+        args = build_parser(command).parse_args(arguments)
+        code: int = args.run(args)
+    except PrefixkitError as error:
+        print(f"prefixkit {command}: error: {error}", file=sys.stderr)
+        return exit_code(error)
+    except KeyboardInterrupt:
+        print(f"prefixkit {command}: stopped", file=sys.stderr)
+        return 130
     return code
 
 

@@ -4,29 +4,25 @@
     prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
     prefixkit serve status                          # health, block size, KV usage, hit rate
 
-Topology: replicas (engine ports --engine-port, --engine-port+1, ...) -> a router when
---replicas > 1 (SMG cache_aware by default, --router precise for prefixkit's KV-event
-router) -> the tenant gateway on --host:--port, which authenticates API keys and sets each
-tenant's cache_salt. --no-gateway serves the replicas (or router) directly. Logs, KV-event
-sockets and state live in --run-dir (default PREFIXKIT_HOME/runs/default). With --embedded and
-no tenant keys configured, a tenants file with two demo tenants and a random secret is created
-in the run directory (and reused next time).
-
-The router is started by `prefixkit.engine_adapter.serving.router_launch.launch_router(replicas,
-policy, host, port, run_dir, report)`, a context manager yielding the router's base URL.
-The router uses --router-port and the port after it (SMG's Prometheus metrics); ports that
-collide or are taken are reported before anything starts. Ctrl-C or SIGTERM stops the gateway, the router, then the replicas (SIGTERM, SIGKILL after
-the grace period).
+Topology (`prefixkit.engine_adapter.serving.deployment.deploy`): replicas (engine ports
+--engine-port, --engine-port+1, ...) -> a router when --replicas > 1 (real SMG
+cache_aware by default on --router-port and the port after it; --router precise for
+prefixkit's KV-event router) -> the serving app on --host:--port: the tenant gateway,
+which authenticates API keys and sets each tenant's cache_salt, then the routing stage.
+--no-gateway serves without the gateway (one replica without it: the replica itself).
+Logs, KV-event sockets and state live in --run-dir (default PREFIXKIT_HOME/runs/default).
+With --embedded and no tenant keys configured, a tenants file with two demo tenants and a
+random secret is created in the run directory (and reused next time). Options that do not
+fit together and ports that collide or are taken are reported before anything starts.
+Ctrl-C or SIGTERM stops the serving app, the router, then the replicas (SIGTERM, SIGKILL
+after the grace period).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.util
 import json
-import math
 import secrets
 import signal
 import time
@@ -37,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prefixkit.engine_adapter.engine.config import EngineConfig
-    from prefixkit.engine_adapter.engine.replicas import ReplicaSet
+    from prefixkit.engine_adapter.serving.deployment import Deployment
+    from prefixkit.engine_adapter.serving.tenants import Tenants
     from rich.console import Console
     from rich.status import Status
 
-__all__ = ["ROUTER_MODULE", "configure", "run"]
+__all__ = ["configure", "run"]
 
-ROUTER_MODULE = "prefixkit.engine_adapter.serving.router_launch"
 SERVE_STATE = "serve.json"
 
 
@@ -90,7 +86,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     topology.add_argument("--replicas", type=int, default=1, help="number of vLLM replicas")
     topology.add_argument("--engine-port", type=int, default=8100, help="first replica's port")
     topology.add_argument(
-        "--router", choices=["cache_aware", "precise"], default="cache_aware", help="for N > 1"
+        "--router",
+        choices=["smg", "precise"],
+        default="smg",
+        help="for N > 1: smg (SMG cache_aware, the default) or precise (prefixkit's)",
     )
     topology.add_argument("--router-port", type=int, default=8090)
     topology.add_argument(
@@ -102,11 +101,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--smg-chars-per-token",
         type=float,
         default=None,
-        help="--router cache_aware: your traffic's characters per token, which sizes "
+        help="--router smg: your traffic's characters per token, which sizes "
         "SMG's tree from the replicas' KV capacity (default 4)",
     )
-    topology.add_argument("--host", default="127.0.0.1", help="gateway address")
-    topology.add_argument("--port", type=int, default=8000, help="gateway port")
+    topology.add_argument("--host", default="127.0.0.1", help="the serving app's address")
+    topology.add_argument("--port", type=int, default=8000, help="the serving app's port")
     topology.add_argument("--tenants", type=Path, help="TOML file with [tenants] and secret")
     topology.add_argument("--no-gateway", action="store_true", help="serve without the gateway")
     topology.add_argument("--run-dir", type=Path, default=None, help="logs, sockets and state")
@@ -115,118 +114,60 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`prefixkit serve` / `prefixkit serve status`; returns the exit code."""
+    """`prefixkit serve` / `prefixkit serve status`; returns the exit code (errors are
+    raised, for `prefixkit.cli.main` to report)."""
     from prefixkit.engine_adapter.engine.home import runs_dir
-    from prefixkit.sdk.errors import PrefixkitError
+    from prefixkit.sdk.extras import require_extra
     from rich.console import Console
-    from rich.markup import escape
 
-    console = Console(stderr=True)
+    require_extra("serve", "prefixkit serve", "rich", "starlette", "uvicorn", "httpx", "pydantic")
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
-    try:
-        if args.serve_action == "status":
-            return _status(run_dir, args.interval, Console())
-        return _serve(args, run_dir, console)
-    except PrefixkitError as error:
-        console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
-        return 2
-    except KeyboardInterrupt:
-        console.print("stopped")
-        return 130
+    if args.serve_action == "status":
+        return _status(run_dir, args.interval, Console())
+    return _serve(args, run_dir, Console(stderr=True))
 
 
 def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
-    from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
-    from prefixkit.engine_adapter.errors import DeploymentConfigError, EngineConfigError
+    from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+    from prefixkit.engine_adapter.serving.smg import smg_executable
 
-    if args.replicas < 1:
-        raise EngineConfigError(f"--replicas {args.replicas}: give at least 1")
-    if args.decision_log and (args.replicas < 2 or args.router != "precise"):
-        raise EngineConfigError(
-            "--decision-log logs the precise router's decisions: "
-            "give --replicas 2 or more and --router precise, or drop --decision-log"
-        )
-    if args.smg_chars_per_token is not None and (
-        args.replicas < 2
-        or args.router != "cache_aware"
-        or not 0 < args.smg_chars_per_token < math.inf
-    ):
-        raise EngineConfigError(
-            f"--smg-chars-per-token {args.smg_chars_per_token} sizes SMG's tree: give a "
-            "positive ratio (len(text) / tokens of your traffic) with --replicas 2 or more "
-            "and --router cache_aware, or drop it"
-        )
-    if args.replicas > 1 and importlib.util.find_spec(ROUTER_MODULE) is None:
-        raise DeploymentConfigError(
-            f"--replicas {args.replicas} needs a router between the gateway and the replicas, "
-            f"and {ROUTER_MODULE} is not part of this installation: run with --replicas 1"
-        )
-    _check_ports(args)
+    topology = Topology(
+        replicas=args.replicas,
+        router=args.router,
+        host=args.host,
+        port=args.port,
+        engine_port=args.engine_port,
+        router_port=args.router_port,
+        decision_log=args.decision_log,
+        smg_chars_per_token=args.smg_chars_per_token,
+    )
+    topology.ports(launching=True, app=topology.routed or not args.no_gateway)
+    if topology.uses_smg:  # before the engine, which may take minutes to install
+        smg_executable()
     run_dir.mkdir(parents=True, exist_ok=True)
     report = _ConsoleReport(console)
     with report.live():
         base = _base_config(args, report)
-    configs = replica_configs(
-        base, args.replicas, run_dir, args.engine_port, kv_events=not args.no_kv_events
-    )
-    tenants, secret = (None, None) if args.no_gateway else _tenants(args, run_dir, console)
-    replica_set = ReplicaSet(
-        configs, run_dir, start_timeout=args.start_timeout, grace=args.grace, report=report
-    )
+    tenants = None if args.no_gateway else _tenants(args, run_dir, console)
     signal.signal(signal.SIGTERM, _interrupt)
     with contextlib.ExitStack() as stack:
         with report.live():
-            stack.enter_context(replica_set)
-            upstream = replica_set.replicas[0].base_url
-            if args.replicas > 1:
-                router = importlib.import_module(ROUTER_MODULE)
-                options: dict[str, Any] = {"decision_log": args.decision_log}
-                if args.smg_chars_per_token is not None:
-                    options["smg_chars_per_token"] = args.smg_chars_per_token
-                upstream = stack.enter_context(
-                    router.launch_router(
-                        replica_set,
-                        args.router,
-                        "127.0.0.1",
-                        args.router_port,
-                        run_dir,
-                        report,
-                        **options,
-                    )
+            deployment = stack.enter_context(
+                deploy(
+                    base,
+                    topology,
+                    tenants=tenants,
+                    run_dir=run_dir,
+                    kv_events=not args.no_kv_events,
+                    start_timeout=args.start_timeout,
+                    grace=args.grace,
+                    report=report,
                 )
-        endpoint = upstream if args.no_gateway else f"http://{args.host}:{args.port}"
-        _write_serve_state(run_dir, replica_set, upstream, endpoint)
-        _announce(console, replica_set, endpoint, configs[0], run_dir)
-        if tenants is None or secret is None:
-            while True:
-                time.sleep(3600)
-        _run_gateway(upstream, tenants, secret, args.host, args.port)
-    return 0
-
-
-def _check_ports(args: argparse.Namespace) -> None:
-    """Fail before starting anything when the topology's ports collide or are taken."""
-    from prefixkit.engine_adapter.engine.replicas import port_is_free
-    from prefixkit.engine_adapter.errors import EngineConfigError
-
-    ports = {f"replica {i}": args.engine_port + i for i in range(args.replicas)}
-    if args.replicas > 1:
-        # SMG also serves Prometheus metrics on the next port
-        ports |= {"router": args.router_port, "router metrics": args.router_port + 1}
-    if not args.no_gateway:
-        ports["gateway"] = args.port
-    owners: dict[int, str] = {}
-    for role, port in ports.items():
-        if port in owners:
-            raise EngineConfigError(
-                f"the {role} and the {owners[port]} would both use port {port}: "
-                "change --port, --router-port or --engine-port"
             )
-        owners[port] = role
-    if not args.no_gateway and not port_is_free(args.host, args.port):
-        raise EngineConfigError(
-            f"gateway port {args.port} on {args.host} is already in use: choose another --port"
-        )
+        _write_serve_state(run_dir, deployment)
+        _announce(console, deployment, base, run_dir)
+        while True:
+            time.sleep(3600)
 
 
 def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
@@ -265,12 +206,10 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
     return EngineConfig(model=args.model.expanduser().resolve(), **overrides)
 
 
-def _tenants(
-    args: argparse.Namespace, run_dir: Path, console: Console
-) -> tuple[dict[str, str], str]:
+def _tenants(args: argparse.Namespace, run_dir: Path, console: Console) -> Tenants:
     import os
 
-    from prefixkit.engine_adapter.serving.gateway import load_secret, load_tenants
+    from prefixkit.engine_adapter.serving.tenants import Tenants
 
     path = args.tenants
     if path is None and args.embedded and not os.environ.get("PREFIXKIT_TENANT_KEYS"):
@@ -283,33 +222,33 @@ def _tenants(
             )
             path.chmod(0o600)
             console.print(f"created demo tenants and a salt secret in {path}")
-    return load_tenants(path), load_secret(path)
-
-
-def _run_gateway(upstream: str, tenants: dict[str, str], secret: str, host: str, port: int) -> None:
-    from prefixkit.engine_adapter.serving.gateway import create_gateway
-    from prefixkit.engine_adapter.serving.keepalive import served
-
-    served(create_gateway(upstream, tenants, secret), host, port).run()
+    return Tenants.load(path)
 
 
 def _announce(
-    console: Console, replicas: ReplicaSet, endpoint: str, config: EngineConfig, run_dir: Path
+    console: Console, deployment: Deployment, config: EngineConfig, run_dir: Path
 ) -> None:
-    for replica in replicas.replicas:
-        console.print(
-            f"replica {replica.index}: {replica.base_url} (pid {replica.pid}, "
-            f"log {replica.log_path})"
-        )
+    if deployment.replicas is not None:
+        for replica in deployment.replicas.replicas:
+            console.print(
+                f"replica {replica.index}: {replica.base_url} (pid {replica.pid}, "
+                f"log {replica.log_path})"
+            )
+    if deployment.router_url is not None:
+        console.print(f"SMG: {deployment.router_url} (log {run_dir / 'router.log'})")
     console.print(
-        f"[bold green]serving[/] {config.name} at {endpoint}/v1 "
+        f"[bold green]serving[/] {config.name} at {deployment.url}/v1 "
         f"(block size {config.block_size}, hash {config.prefix_caching_hash_algo}); "
         f"`prefixkit serve status --run-dir {run_dir}` in another shell; Ctrl-C to stop"
     )
 
 
-def _write_serve_state(run_dir: Path, replicas: ReplicaSet, upstream: str, endpoint: str) -> None:
-    state = {"endpoint": endpoint, "upstream": upstream, "replicas": replicas.base_urls}
+def _write_serve_state(run_dir: Path, deployment: Deployment) -> None:
+    state = {
+        "endpoint": deployment.url,
+        "router": deployment.router_url,
+        "replicas": deployment.replica_urls,
+    }
     (run_dir / SERVE_STATE).write_text(json.dumps(state, indent=2) + "\n")
 
 

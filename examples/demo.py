@@ -23,7 +23,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +30,8 @@ from pathlib import Path
 
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
-from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
+from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
 from prefixkit.sdk import HFTokenizer, Prompt, VLLMClient, render_vllm
 from rich.console import Console
 from rich.table import Table
@@ -244,34 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     base = prepare_embedded(report)
     tokenizer = HFTokenizer(base.model)
     keys = {tenant: f"pk-{tenant}-{secrets.token_hex(8)}" for tenant in TENANTS}
-    with tempfile.TemporaryDirectory(prefix="prefixkit-demo-") as run:
-        (config,) = replica_configs(base, 1, Path(run), args.port, kv_events=False)
-        step(console, 2, f"starting vLLM on {config.base_url} and the tenant gateway")
-        with (
-            ReplicaSet([config], Path(run), start_timeout=600, report=report),
-            gateway_in_thread(
-                config.base_url,
-                {key: tenant for tenant, key in keys.items()},
-                secrets.token_hex(32),
-                port=args.port + 90,
-            ) as gateway_url,
-        ):
-            step(console, 3, f"{len(TENANTS)} tenants, shared docs, growing conversations")
-            before = fetch_cache_metrics(config.base_url)
-            results = run_workload(
-                console,
-                gateway_url,
-                keys,
-                config.name,
-                tokenizer,
-                config.block_size,
-                args.turns,
-                args.conversations,
-            )
-            engine_rate = fetch_cache_metrics(config.base_url).since(before).hit_rate
-            step(console, 4, "summary")
-            isolated = summarise(console, results, engine_rate)
-        console.print("    engine and gateway stopped")
+    tenants = Tenants({key: tenant for tenant, key in keys.items()}, secrets.token_hex(32))
+    topology = Topology(engine_port=args.port, port=args.port + 90)
+    step(console, 2, f"starting vLLM on port {args.port} and the tenant gateway")
+    with deploy(base, topology, tenants=tenants, kv_events=False, report=report) as deployment:
+        (engine_url,) = deployment.replica_urls
+        step(console, 3, f"{len(TENANTS)} tenants, shared docs, growing conversations")
+        before = fetch_cache_metrics(engine_url)
+        results = run_workload(
+            console,
+            deployment.url,
+            keys,
+            base.name,
+            tokenizer,
+            base.block_size,
+            args.turns,
+            args.conversations,
+        )
+        engine_rate = fetch_cache_metrics(engine_url).since(before).hit_rate
+        step(console, 4, "summary")
+        isolated = summarise(console, results, engine_rate)
+    console.print("    engine and gateway stopped")
     step(console, 5, "the linter on the app and on a deliberately broken copy")
     clean = lint(console, EXAMPLES / "support_app")
     broken = lint(console, EXAMPLES / "broken_app")

@@ -6,8 +6,8 @@ documents) twice each. The gateway in front of vLLM authenticates each API key a
 one's KV blocks while the other tenant's identical prompt starts cold.
 
     python examples/vllm_tenants.py --dry-run
-        # no server: a simulated gateway + vLLM that salts by API key and caches whole
-        # blocks keyed by prefixkit's vLLM-exact block hash
+        # no engine: prefixkit's real gateway in front of a fake vLLM replica
+        # (prefixkit.testing) that caches whole blocks keyed by vLLM's block hash
     prefixkit serve --embedded --tenants tenants.toml        # in another terminal, then:
     python examples/vllm_tenants.py --base-url http://127.0.0.1:8000/v1 \\
         --key acme=KEY_OF_ACME --key globex=KEY_OF_GLOBEX
@@ -19,15 +19,16 @@ one's KV blocks while the other tenant's identical prompt starts cold.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx2
 import openai
-from prefixkit.sdk import HFTokenizer, VLLMClient, tenant_salt
-from prefixkit.sdk.block_hash import block_hashes
+from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.sdk import HFTokenizer, VLLMClient
+from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,50 +37,6 @@ from support_app.assistant import first_turn, load_documents, load_system_prompt
 DEFAULT_TOKENIZER = Path.home() / ".cache" / "prefixkit" / "models" / "SmolLM2-135M-Instruct"
 BLOCK_SIZE = 32
 QUESTION = "Which storage class is cheapest for backups we almost never read?"
-
-
-class SimulatedTenantEngine:
-    """A stand-in for gateway + vLLM: salt by API key, cache whole blocks, report usage."""
-
-    def __init__(self, keys: dict[str, str], secret: str, block_size: int) -> None:
-        self.tenant_of_key = {key: tenant for tenant, key in keys.items()}
-        self.secret = secret
-        self.block_size = block_size
-        self.cached: set[bytes] = set()
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        key = request.headers.get("authorization", "").removeprefix("Bearer ")
-        tenant = self.tenant_of_key.get(key)
-        if tenant is None:
-            return httpx2.Response(401, json={"error": {"message": "unknown API key"}})
-        body = json.loads(request.content)
-        ids: list[int] = body["prompt"]
-        # The gateway's rule: whatever salt the client sent, the tenant's own salt wins.
-        hashes = block_hashes(ids, self.block_size, cache_salt=tenant_salt(tenant, self.secret))
-        # vLLM always recomputes the last token, so a prompt's last full block never hits.
-        hit_blocks = 0
-        for digest in hashes[: (len(ids) - 1) // self.block_size]:
-            if digest not in self.cached:
-                break
-            hit_blocks += 1
-        self.cached.update(hashes)
-        usage = {
-            "prompt_tokens": len(ids),
-            "completion_tokens": 1,
-            "total_tokens": len(ids) + 1,
-            "prompt_tokens_details": {"cached_tokens": hit_blocks * self.block_size},
-        }
-        return httpx2.Response(
-            200,
-            json={
-                "id": f"cmpl-{len(self.cached)}",
-                "object": "text_completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "text": " Archive.", "finish_reason": "stop"}],
-                "usage": usage,
-            },
-        )
 
 
 def parse_keys(pairs: list[str]) -> dict[str, str]:
@@ -94,7 +51,7 @@ def parse_keys(pairs: list[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="simulated gateway + vLLM")
+    parser.add_argument("--dry-run", action="store_true", help="the gateway + a fake vLLM")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the gateway")
     parser.add_argument("--key", action="append", default=[], metavar="TENANT=API_KEY")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="served model name")
@@ -108,25 +65,31 @@ def main(argv: list[str] | None = None) -> int:
         )
     tokenizer = HFTokenizer(args.tokenizer)
     keys = parse_keys(args.key) or {"acme": "key-acme", "globex": "key-globex"}
-    engine: Any = None
-    if args.dry_run:
-        engine = SimulatedTenantEngine(keys, secret="dry-run-secret", block_size=args.block_size)
     prompt = first_turn(load_system_prompt(), load_documents(), QUESTION)
-
-    def client_for(key: str) -> VLLMClient:
-        http = httpx2.Client(transport=httpx2.MockTransport(engine)) if engine else None
-        official = openai.OpenAI(
-            base_url=args.base_url, api_key=key, http_client=http, max_retries=0
-        )
-        return VLLMClient(client=official, tokenizer=tokenizer, block_size=args.block_size)
-
-    print(f"{'tenant':<8}{'request':>8}{'prompt tok':>12}{'cached tok':>12}")
-    for tenant in keys:
-        client = client_for(keys[tenant])
-        for attempt in (1, 2):
-            _, stats = client.complete(prompt, model=args.model, max_tokens=1)
-            print(f"{tenant:<8}{attempt:>8}{stats.input_tokens:>12}{stats.cached_tokens:>12}")
+    with contextlib.ExitStack() as stack:
+        base_url = args.base_url
+        if args.dry_run:
+            base_url = stack.enter_context(dry_run_gateway(keys, args.model, args.block_size))
+        print(f"{'tenant':<8}{'request':>8}{'prompt tok':>12}{'cached tok':>12}")
+        for tenant in keys:
+            official = openai.OpenAI(base_url=base_url, api_key=keys[tenant], max_retries=0)
+            client = VLLMClient(client=official, tokenizer=tokenizer, block_size=args.block_size)
+            for attempt in (1, 2):
+                _, stats = client.complete(prompt, model=args.model, max_tokens=1)
+                print(f"{tenant:<8}{attempt:>8}{stats.input_tokens:>12}{stats.cached_tokens:>12}")
     return 0
+
+
+@contextlib.contextmanager
+def dry_run_gateway(keys: dict[str, str], model: str, block_size: int) -> Iterator[str]:
+    """prefixkit's gateway (`deploy` with tenants) in front of a fake vLLM replica; yields
+    the gateway's OpenAI base URL."""
+    tenants = Tenants({key: tenant for tenant, key in keys.items()}, "dry-run-secret-0123456789")
+    with (
+        FakeVLLM(model=model, block_size=block_size) as replica,
+        deploy([replica.endpoint], Topology(port=free_port()), tenants=tenants) as deployment,
+    ):
+        yield f"{deployment.url}/v1"
 
 
 if __name__ == "__main__":

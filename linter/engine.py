@@ -45,6 +45,7 @@ class FileOutcome:
     fixed: int = 0
     note: str | None = None
     error: str | None = None
+    internal: bool = False  # the error is the linter's own failure, not the project's
 
 
 def _known_codes() -> list[str]:
@@ -236,6 +237,7 @@ def lint_file(
         outcome.error = str(exc)
     except Exception as exc:  # one bad file must not stop the run
         outcome.error = f"internal error while linting {path}: {type(exc).__name__}: {exc}"
+        outcome.internal = True
     return outcome
 
 

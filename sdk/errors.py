@@ -11,6 +11,7 @@
     ├── AlignmentError (ValueError)             block alignment impossible in budget
     ├── SaltError (ValueError)                  tenant salt misuse (empty secret/tenant)
     ├── RenderError (ValueError)                a prompt cannot be rendered for a provider
+    ├── UsageError (ValueError)                 a command-line argument that cannot work 2
     ├── MissingExtraError (ImportError)         a part used without its extra           2
     │                                           (pip install 'prefixkit[lint]', ...)
     ├── LintConfigError (ValueError)            prefixkit.linter.config: bad
@@ -60,6 +61,7 @@ __all__ = [
     "TokenizerError",
     "UncachedPrefixWarning",
     "UnknownModelWarning",
+    "UsageError",
 ]
 
 
@@ -105,6 +107,10 @@ class SaltError(PrefixkitError, ValueError):
 
 class RenderError(PrefixkitError, ValueError):
     """A prompt cannot be rendered for the requested provider or model."""
+
+
+class UsageError(PrefixkitError, ValueError):
+    """A command-line argument that cannot work (a path that does not exist, an unknown name)."""
 
 
 class MissingExtraError(PrefixkitError, ImportError):

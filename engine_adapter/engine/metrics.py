@@ -27,6 +27,7 @@ __all__ = [
     "CacheMetrics",
     "fetch_cache_metrics",
     "fleet_interval",
+    "merge_replica_metrics",
     "parse_cache_metrics",
 ]
 
@@ -115,6 +116,40 @@ def fetch_cache_metrics(base_url: str, timeout: float = 5.0) -> CacheMetrics:
     response = httpx.get(f"{base_url.rstrip('/')}/metrics", timeout=timeout)
     response.raise_for_status()
     return parse_cache_metrics(response.text)
+
+
+def merge_replica_metrics(texts: Sequence[str | None]) -> str:
+    """The Prometheus text expositions of several replicas as one: each family once (its
+    HELP and TYPE lines first, then its samples from every replica), each sample labelled
+    ``replica="<index>"``. A replica with no exposition (None: it did not answer) adds
+    nothing."""
+    families: dict[str, tuple[list[str], list[str]]] = {}  # name -> (HELP/TYPE, samples)
+    for replica, text in enumerate(texts):
+        family = ""
+        for line in (text or "").splitlines():
+            if line.startswith("# HELP ") or line.startswith("# TYPE "):
+                family = line.split(" ", 3)[2]
+                header, _ = families.setdefault(family, ([], []))
+                if len(header) < 2 and line not in header:
+                    header.append(line)
+            elif line and not line.startswith("#"):
+                name = line.split("{", 1)[0].split(" ", 1)[0]
+                if not family or not name.startswith(family):
+                    family = name
+                families.setdefault(family, ([], []))[1].append(_labelled(line, replica))
+    return "".join(
+        line + "\n" for header, samples in families.values() for line in (*header, *samples)
+    )
+
+
+def _labelled(sample: str, replica: int) -> str:
+    """A sample line with ``replica="<index>"`` as its first label."""
+    label = f'replica="{replica}"'
+    name, brace, rest = sample.partition("{")
+    if brace:
+        return f"{name}{{{label}{'' if rest.startswith('}') else ','}{rest}"
+    name, _, value = sample.partition(" ")
+    return f"{name}{{{label}}} {value}"
 
 
 def _int_or_none(value: str | None) -> int | None:

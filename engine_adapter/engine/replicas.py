@@ -40,7 +40,7 @@ from typing import Literal
 
 import httpx
 
-from ..errors import EngineConfigError, ReplicaStartError
+from ..errors import EngineConfigError, PortInUseError, ReplicaStartError
 from .config import EngineConfig
 from .setup_steps import Report, log_tail
 
@@ -103,7 +103,7 @@ def preflight(config: EngineConfig) -> None:
             "holding a Hugging Face model (config.json, weights, tokenizer)"
         )
     if not port_is_free(config.host, config.port):
-        raise EngineConfigError(
+        raise PortInUseError(
             f"port {config.port} on {config.host} is already in use: choose another port "
             f"(--port / port=) or stop the process listening on {config.base_url}"
         )

@@ -101,12 +101,13 @@ def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> 
 
 
 class KvEventFollower:
-    """Follows every replica's KV events into `index` (an asyncio task per replica)."""
+    """Follows every replica's KV events into `index` (an asyncio task per replica with
+    an endpoint; a replica whose endpoint is None is not followed)."""
 
     def __init__(
         self,
         index: BlockIndex,
-        endpoints: Sequence[str],
+        endpoints: Sequence[str | None],
         replay_endpoints: Sequence[str | None],
         topic: str = "kv",
     ) -> None:
@@ -123,7 +124,9 @@ class KvEventFollower:
 
         self._context = zmq.asyncio.Context()
         self._tasks = [
-            asyncio.create_task(self._follow(replica)) for replica in range(len(self.endpoints))
+            asyncio.create_task(self._follow(replica, endpoint))
+            for replica, endpoint in enumerate(self.endpoints)
+            if endpoint is not None
         ]
 
     async def stop(self) -> None:
@@ -182,13 +185,13 @@ class KvEventFollower:
         finally:
             socket.close(linger=0)
 
-    async def _follow(self, replica: int) -> None:
+    async def _follow(self, replica: int, endpoint: str) -> None:
         import zmq
 
         socket = self._context.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SUBSCRIBE, self.topic)
-        socket.connect(self.endpoints[replica])
+        socket.connect(endpoint)
         try:
             await self._replay(replica)
             while True:

@@ -15,18 +15,26 @@ connection before its server does, so:
 * our clients of the engines drop an idle connection after `UPSTREAM_IDLE_S`
   (2 s), well before the engines' 5 s.
 
-`served` is the uvicorn server every one of our servers runs as.
+`served` is the uvicorn server every one of our servers runs as; `served_in_thread`
+runs one in a background thread for the length of a ``with`` block.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from ..engine.replicas import port_is_free
+from ..errors import PortInUseError
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp
 
-__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S", "served"]
+__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S", "served", "served_in_thread"]
 
 SERVED_IDLE_S = 75
 UPSTREAM_IDLE_S = 2.0
@@ -43,3 +51,35 @@ def served(app: ASGIApp, host: str, port: int) -> uvicorn.Server:
             app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S
         )
     )
+
+
+@contextlib.contextmanager
+def served_in_thread(
+    app: ASGIApp, host: str, port: int, name: str = "prefixkit-server", timeout: float = 60.0
+) -> Iterator[str]:
+    """Serve `app` (`served`) in a background thread until the block ends; yields its base
+    URL once it accepts connections (its lifespan has started). Raises `PortInUseError`
+    when the port is taken."""
+    if not port_is_free(host, port):
+        raise PortInUseError(
+            f"port {port} on {host} is already in use: choose another port or stop the "
+            f"process listening on http://{host}:{port}"
+        )
+    server = served(app, host, port)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(10.0)
+            raise PortInUseError(
+                f"{name} did not start on {host}:{port}; its log says why (a port taken "
+                "since it was checked, or an error in its start-up)"
+            )
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10.0)

@@ -24,19 +24,26 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prefixkit.sdk.errors import MissingExtraError
+
 from ..engine.metrics import CacheMetrics
+from ..engine.setup_steps import log_tail
+from ..errors import RouterStartError
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "SmgSettings",
     "launch_smg",
     "smg_argv",
+    "smg_executable",
     "smg_max_tree_size",
     "stop_smg",
+    "wait_until_ready",
 ]
 
 CHARS_PER_TOKEN = 4.0
@@ -74,10 +81,14 @@ def smg_max_tree_size(
     return round(tokens * chars_per_token)
 
 
-def _smg_executable() -> str:
+def smg_executable() -> str:
+    """The `smg` command (on PATH, or beside this Python); raises `MissingExtraError`."""
     found = shutil.which("smg") or str(Path(sys.executable).parent / "smg")
     if not Path(found).exists():
-        raise FileNotFoundError("the `smg` command is not installed: pip install 'smg>=1.13'")
+        raise MissingExtraError(
+            "the SMG router needs the `smg` command, which this installation lacks: "
+            "pip install 'prefixkit[serve]' (or give --router precise)"
+        )
     return found
 
 
@@ -85,7 +96,7 @@ def smg_argv(settings: SmgSettings) -> list[str]:
     """`smg launch ...` for `settings` (the executable first)."""
     prometheus_port = settings.prometheus_port or settings.port + 1
     argv = [
-        _smg_executable(),
+        smg_executable(),
         "launch",
         "--host",
         settings.host,
@@ -125,3 +136,24 @@ def stop_smg(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def wait_until_ready(
+    process: subprocess.Popen[bytes], url: str, timeout: float, log: Path | None = None
+) -> None:
+    """Wait until SMG at `url` answers ``/v1/models``; raises `RouterStartError` (with the
+    last lines of `log`) if it exits or is not ready within `timeout` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = f"\nlast lines of {log}:\n{log_tail(log)}" if log is not None else ""
+            raise RouterStartError(f"SMG at {url} exited during start-up{tail}")
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RouterStartError(f"SMG at {url} was not ready after {timeout:.0f} s")

@@ -1,33 +1,54 @@
-"""`prefixkit serve` topology checks and `prefixkit serve status` against the session engine."""
+"""`prefixkit serve`: topology checks before anything starts, their exit codes, and
+`prefixkit serve status` against the session engine."""
 
 from __future__ import annotations
 
-import argparse
+import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.cli import serve as serve_command
+from prefixkit.cli.main import main
+from prefixkit.engine_adapter.serving import smg
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="prefixkit serve")
-    serve_command.configure(parser)
-    return serve_command.run(parser.parse_args(argv))
+    return main(["serve", *argv])
 
 
-def test_several_replicas_without_a_router_module_fail_naming_it(
+def test_several_replicas_behind_smg_without_the_smg_command_name_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(serve_command, "ROUTER_MODULE", "prefixkit.engine_adapter.no_router_here")
+    monkeypatch.setattr(smg.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
     code = _run(["--model", str(tmp_path), "--replicas", "2", "--run-dir", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2
-    assert "--replicas 2 needs a router" in err
-    assert "prefixkit.engine_adapter.no_router_here" in err
+    assert "needs the `smg` command" in err
+    assert "pip install 'prefixkit[serve]'" in err
+
+
+def test_a_taken_gateway_port_is_a_runtime_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        argv = ["--model", str(tmp_path / "model"), "--python", sys.executable]
+        code = _run([*argv, "--port", str(port), "--run-dir", str(tmp_path)])
+    assert code == 3
+    assert f"port {port} on 127.0.0.1 is already in use" in " ".join(
+        capsys.readouterr().err.split()
+    )
 
 
 def test_no_model_and_no_embedded_says_what_to_give(
@@ -77,7 +98,7 @@ def test_a_decision_log_without_the_precise_router_says_what_to_give(
 
 @pytest.mark.parametrize(
     ("router", "ratio"),
-    [("precise", "5.7"), ("cache_aware", "0"), ("cache_aware", "-2"), ("cache_aware", "inf")],
+    [("precise", "5.7"), ("smg", "0"), ("smg", "-2"), ("smg", "inf")],
 )
 def test_smg_chars_per_token_needs_smg_and_a_positive_ratio(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], router: str, ratio: str

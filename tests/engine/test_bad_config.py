@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.cli import serve as serve_command
+from prefixkit.cli.main import main
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet
-from prefixkit.engine_adapter.errors import EngineConfigError, ReplicaStartError
+from prefixkit.engine_adapter.errors import EngineConfigError, PortInUseError, ReplicaStartError
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
@@ -34,7 +33,7 @@ def test_port_in_use_is_named_before_launch(
         port=occupied_port, kv_events_endpoint=None, kv_events_replay_endpoint=None
     )
     with pytest.raises(
-        EngineConfigError, match=f"port {occupied_port} on 127.0.0.1 is already in use"
+        PortInUseError, match=f"port {occupied_port} on 127.0.0.1 is already in use"
     ):
         ReplicaSet([config], tmp_path).start()
 
@@ -62,10 +61,7 @@ def test_missing_engine_interpreter_says_how_to_install_it(
 def test_odd_block_size_on_the_command_line_exits_with_the_fix(
     engine: EmbeddedEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = argparse.ArgumentParser()
-    serve_command.configure(parser)
-    args = parser.parse_args(["--embedded", "--block-size", "48", "--run-dir", str(tmp_path)])
-    assert serve_command.run(args) == 2
+    assert main(["serve", "--embedded", "--block-size", "48", "--run-dir", str(tmp_path)]) == 2
     assert "use block_size=64" in capsys.readouterr().err.replace("\n", " ")
 
 

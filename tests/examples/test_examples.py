@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
+from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
@@ -68,15 +69,14 @@ def test_vllm_tenants_against_the_real_engine_through_the_gateway(
     engine: EmbeddedEngine,
 ) -> None:
     keys = {"acme": f"key-{secrets.token_hex(4)}", "globex": f"key-{secrets.token_hex(4)}"}
-    tenants = {key: tenant for tenant, key in keys.items()}
-    with gateway_in_thread(
-        engine.base_url, tenants, secrets.token_hex(16), port=GATEWAY_PORT
-    ) as url:
+    tenants = Tenants({key: tenant for tenant, key in keys.items()}, secrets.token_hex(16))
+    endpoint = ReplicaEndpoint.of(engine.config)
+    with deploy([endpoint], Topology(port=GATEWAY_PORT), tenants=tenants) as deployment:
         result = run(
             sys.executable,
             str(EXAMPLES / "vllm_tenants.py"),
             "--base-url",
-            f"{url}/v1",
+            f"{deployment.url}/v1",
             "--model",
             engine.model,
             "--tokenizer",

@@ -1,29 +1,28 @@
 """Two real vLLM CPU replicas with KV events and a deliberately small KV cache (session scope).
 
-Started once for every routing test marked `engine` (~40 s each, in parallel);
-ports 18120-18121, KV events and replay on ipc sockets in a temp dir.
+Started once for every routing test marked `engine` (~40 s each, in parallel), by the
+same `ReplicaSet` `prefixkit serve` uses; ports 18120-18121, KV events and replay on
+ipc sockets in a temp dir, the block hashes seeded as vLLM does without PYTHONHASHSEED.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
-import httpx
 import pytest
 from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.engine_adapter.engine.smollm2 import ensure_smollm2
+from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
 
 # 40 blocks of 32 tokens per replica: two tenants fit, four do not
 KV_BLOCKS = 40
 BLOCK_SIZE = 32
-PORTS = (18120, 18121)
+FIRST_PORT = 18120
 
 
 @dataclass(frozen=True)
@@ -41,81 +40,40 @@ class LiveReplicas:
         return [c.kv_events_endpoint or "" for c in self.configs]
 
     @property
-    def replay_endpoints(self) -> list[str | None]:
-        return [c.kv_events_replay_endpoint for c in self.configs]
-
-    @property
-    def replica_set(self) -> SimpleNamespace:
-        """What `launch_router` reads of a `ReplicaSet`: the same wiring as `prefixkit serve`."""
-        return SimpleNamespace(
-            base_urls=self.urls, replicas=[SimpleNamespace(config=c) for c in self.configs]
-        )
-
-
-def _wait_healthy(
-    urls: list[str], processes: list[subprocess.Popen[bytes]], logs: list[Path]
-) -> None:
-    deadline = time.monotonic() + 300
-    pending = set(urls)
-    while pending and time.monotonic() < deadline:
-        for url, process, log in zip(urls, processes, logs, strict=True):
-            if process.poll() is not None:
-                raise RuntimeError(f"replica {url} exited: {log.read_text()[-3000:]}")
-            if url in pending:
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        pending.discard(url)
-                except httpx.HTTPError:
-                    pass
-        time.sleep(1)
-    if pending:
-        raise RuntimeError(f"replicas {sorted(pending)} not healthy after 300 s")
+    def endpoints(self) -> list[ReplicaEndpoint]:
+        """The replicas as `deploy` takes them (the same wiring as `prefixkit serve`)."""
+        return [ReplicaEndpoint.of(c) for c in self.configs]
 
 
 @pytest.fixture(scope="session")
 def live_replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveReplicas]:
-    model = ensure_smollm2()
     run = tmp_path_factory.mktemp("routing-replicas")
-    configs = [
-        EngineConfig(
-            model=model,
-            port=port,
-            block_size=BLOCK_SIZE,
-            max_model_len=1024,
-            dtype="float32",
-            enforce_eager=True,
-            kv_cache_space_gib=1,
-            kv_events_endpoint=f"ipc://{run}/kv{index}.ipc",
-            kv_events_replay_endpoint=f"ipc://{run}/kv{index}-replay.ipc",
-        )
-        for index, port in enumerate(PORTS)
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    processes = []
-    logs = []
-    for index, config in enumerate(configs):
-        log = run / f"replica{index}.log"
-        logs.append(log)
-        argv = [*config.argv(), "--num-gpu-blocks-override", str(KV_BLOCKS)]
-        processes.append(
-            subprocess.Popen(
-                argv,
-                env={**env, **config.env()},
-                stdout=log.open("wb"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-    try:
-        _wait_healthy([c.base_url for c in configs], processes, logs)
+    base = EngineConfig(
+        model=ensure_smollm2(),
+        block_size=BLOCK_SIZE,
+        max_model_len=1024,
+        dtype="float32",
+        enforce_eager=True,
+        kv_cache_space_gib=1,
+        num_gpu_blocks_override=KV_BLOCKS,
+    )
+    configs = replica_configs(base, 2, run, FIRST_PORT)
+    with ReplicaSet(configs, run, start_timeout=300):
         yield LiveReplicas(configs, configs[0].name)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+
+
+@contextlib.contextmanager
+def routed(
+    replicas: LiveReplicas,
+    run_dir: Path,
+    port: int,
+    report: Callable[[str], None] = print,
+    **topology: Any,
+) -> Iterator[str]:
+    """The live replicas behind a router (precise unless `topology` says otherwise), as
+    `prefixkit serve --no-gateway` deploys them; yields the serving app's URL."""
+    options = {"router": "precise", "port": port, **topology}
+    with deploy(
+        replicas.endpoints, Topology(replicas=2, **options), run_dir=run_dir, report=report
+    ) as deployment:
+        yield deployment.url

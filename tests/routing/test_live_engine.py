@@ -9,19 +9,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+import openai
 import pytest
 import zmq
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
-from prefixkit.engine_adapter.routing.router import parse_server_timing
-from prefixkit.engine_adapter.serving.router_launch import launch_router
+from prefixkit.engine_adapter.routing.router_state import parse_server_timing
+from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
 from prefixkit.sdk.block_hash import event_block_hashes
 from prefixkit.sdk.salt import tenant_salt
 
-if TYPE_CHECKING:
-    from conftest import LiveReplicas
+from tests.routing.conftest import routed
 
+if TYPE_CHECKING:
     from tests.conftest import IdleGap
+    from tests.routing.conftest import LiveReplicas
 
 pytestmark = pytest.mark.engine
 
@@ -115,9 +118,7 @@ def _round_robin_run(replicas: LiveReplicas) -> float:
 
 
 def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[int]]:
-    with launch_router(
-        replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
-    ) as url:
+    with routed(replicas, tmp_path, ROUTER_PORT) as url:
         before = [fetch_cache_metrics(u) for u in replicas.urls]
         with httpx.Client(base_url=url, timeout=120) as client:
             for _tenant, messages, salt in _workload("precise"):
@@ -129,8 +130,8 @@ def _precise_run(replicas: LiveReplicas, tmp_path: Path) -> tuple[float, list[in
                 }
                 client.post("/v1/chat/completions", json=body).raise_for_status()
                 time.sleep(0.3)  # let the engine's KV events reach the index
-            routed = client.get("/router/state").json()["routed"]
-        return _hit_rate(replicas, before), routed
+            counts = client.get("/router/state").json()["routed"]
+        return _hit_rate(replicas, before), counts
 
 
 def test_precise_routing_beats_round_robin_on_engine_metrics(
@@ -146,9 +147,7 @@ def test_precise_routing_beats_round_robin_on_engine_metrics(
 def test_precise_router_reports_its_time_before_forwarding(
     live_replicas: LiveReplicas, tmp_path: Path
 ) -> None:
-    with launch_router(
-        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
-    ) as url:
+    with routed(live_replicas, tmp_path, ROUTER_PORT) as url:
         body = {
             "model": live_replicas.model_name,
             "messages": _tenant_messages(9, 0),
@@ -167,9 +166,7 @@ def test_precise_router_reports_its_time_before_forwarding(
 def test_the_precise_router_keeps_an_idle_client_connection_past_five_seconds(
     live_replicas: LiveReplicas, tmp_path: Path, statuses_across_idle_gap: IdleGap
 ) -> None:
-    with launch_router(
-        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
-    ) as url:
+    with routed(live_replicas, tmp_path, ROUTER_PORT) as url:
         assert statuses_across_idle_gap(url, "/health", 6.0) == (200, 200)
 
 
@@ -177,15 +174,7 @@ def test_the_precise_router_logs_each_decision_it_forwards(
     live_replicas: LiveReplicas, tmp_path: Path
 ) -> None:
     chosen = []
-    with launch_router(
-        live_replicas.replica_set,
-        "precise",
-        "127.0.0.1",
-        ROUTER_PORT,
-        tmp_path,
-        print,
-        decision_log=True,
-    ) as url:
+    with routed(live_replicas, tmp_path, ROUTER_PORT, decision_log=True) as url:
         for tenant in (10, 11):
             body = {
                 "model": live_replicas.model_name,
@@ -204,13 +193,13 @@ def test_smg_is_launched_with_its_tree_sized_to_the_replicas_kv(
     live_replicas: LiveReplicas, tmp_path: Path
 ) -> None:
     reports: list[str] = []
-    with launch_router(
-        live_replicas.replica_set,
-        "cache_aware",
-        "127.0.0.1",
-        ROUTER_PORT,
+    with routed(
+        live_replicas,
         tmp_path,
+        ROUTER_PORT,
         reports.append,
+        router="smg",
+        router_port=ROUTER_PORT + 1,
         smg_chars_per_token=5.5,
     ) as url:
         body = {
@@ -225,3 +214,48 @@ def test_smg_is_launched_with_its_tree_sized_to_the_replicas_kv(
     )
     assert tokens > 0
     assert f"(max tree size {round(tokens * 5.5):,} characters)" in " ".join(reports)
+
+
+@pytest.mark.parametrize("router", ["precise", "smg"])
+def test_responses_stream_through_the_gateway_and_stay_within_their_tenant(
+    live_replicas: LiveReplicas, tmp_path: Path, router: str
+) -> None:
+    secret = "responses-test-secret-0123456789"
+    tenants = Tenants({"key-acme": "acme", "key-globex": "globex"}, secret)
+    topology = Topology(replicas=2, router=router, port=ROUTER_PORT, router_port=ROUTER_PORT + 1)  # type: ignore[arg-type]
+    instructions = _tenant_messages(20 + len(router), 0)[0]["content"]
+
+    def ask(client: openai.OpenAI) -> tuple[list[str], int]:
+        stream = client.responses.create(
+            model=live_replicas.model_name,
+            instructions=instructions,
+            input="Which product line is first?",
+            max_output_tokens=4,
+            stream=True,
+        )
+        kinds = [event.type for event in stream]
+        return kinds, kinds.count("response.output_text.delta")
+
+    with deploy(live_replicas.endpoints, topology, tenants=tenants, run_dir=tmp_path) as running:
+        acme = openai.OpenAI(base_url=f"{running.url}/v1", api_key="key-acme", max_retries=0)
+        globex = openai.OpenAI(base_url=f"{running.url}/v1", api_key="key-globex", max_retries=0)
+        kinds, deltas = ask(acme)
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert deltas >= 1
+        usage = [
+            acme.responses.create(
+                model=live_replicas.model_name,
+                instructions=instructions,
+                input="Which product line is first?",
+                max_output_tokens=1,
+            ).usage
+            for _ in range(2)
+        ]
+        other = globex.responses.create(
+            model=live_replicas.model_name,
+            instructions=instructions,
+            input="Which product line is first?",
+            max_output_tokens=1,
+        ).usage
+    assert usage[1] is not None and usage[1].input_tokens_details.cached_tokens > 0
+    assert other is not None and other.input_tokens_details.cached_tokens == 0

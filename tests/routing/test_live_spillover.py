@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from prefixkit.engine_adapter.routing.policy import PreciseParams, load_bound
-from prefixkit.engine_adapter.serving.router_launch import launch_router
 from prefixkit.sdk.salt import tenant_salt
 
+from tests.routing.conftest import routed
+
 if TYPE_CHECKING:
-    from conftest import LiveReplicas
+    from tests.routing.conftest import LiveReplicas
 
 pytestmark = pytest.mark.engine
 
@@ -89,9 +90,7 @@ def test_concurrent_burst_on_one_prefix_spills_past_the_load_bound(
     replica_count = len(live_replicas.urls)
     margin = _affinity_margin(live_replicas, params)
     assert margin > 0, "prefix too short: the load term alone would spill the burst"
-    with launch_router(
-        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
-    ) as url:
+    with routed(live_replicas, tmp_path, ROUTER_PORT) as url:
         warm_body = {
             "model": live_replicas.model_name,
             "messages": _messages("Warm-up question?"),
@@ -128,9 +127,7 @@ def test_a_burst_on_a_prefix_not_yet_stored_goes_to_one_replica(
     # requests already in flight tell where it is coming; 4 stay within the load
     # bound and the work budget, so nothing else may split them
     salt = tenant_salt("cold-burst-tenant", "routing-test-secret")
-    with launch_router(
-        live_replicas.replica_set, "precise", "127.0.0.1", ROUTER_PORT, tmp_path, print
-    ) as url:
+    with routed(live_replicas, tmp_path, ROUTER_PORT) as url:
         responses = asyncio.run(_burst(url, live_replicas.model_name, salt, COLD_BURST))
     assert [r.status_code for r in responses] == [200] * COLD_BURST
     served = Counter(int(r.headers["x-prefixkit-replica"]) for r in responses)

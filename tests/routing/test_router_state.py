@@ -21,13 +21,15 @@ from prefixkit.engine_adapter.replay.cache_sim import ReplicaCaches
 from prefixkit.engine_adapter.replay.replay import LoadParams, replay
 from prefixkit.engine_adapter.replay.replica_load import ReplicaLoad
 from prefixkit.engine_adapter.replay.trace import Trace, load_trace
-from prefixkit.engine_adapter.routing.router import (
+from prefixkit.engine_adapter.routing.router_state import (
     RouterSettings,
     RouterState,
     parse_server_timing,
-    precise_router_app,
     server_timing,
 )
+from prefixkit.engine_adapter.serving.app import serving_app
+from prefixkit.engine_adapter.serving.routers import PreciseRoute
+from prefixkit.sdk.block_hash import event_block_hashes
 from starlette.testclient import TestClient
 
 from tests.conftest import MOONCAKE_TRACE
@@ -92,9 +94,8 @@ def test_server_timing_reads_back_the_durations_it_was_given(durations: dict[str
 
 
 def test_router_state_shows_the_blocks_coming_to_each_replica() -> None:
-    settings = _router(2).settings
-    app = precise_router_app(settings)
-    state: RouterState = app.state.router
+    state = _router(2)
+    app = serving_app(PreciseRoute(state))
     state.index.stored(0, range(1, 5))
     state.index.sent(0, list(range(1, 9)))  # in flight: 4 blocks held, 4 still coming
     body = TestClient(app).get("/router/state").json()  # no lifespan: no sockets opened
@@ -207,3 +208,20 @@ def test_once_the_model_has_evidence_a_new_prefix_may_go_to_a_replica_given_more
     light = min(range(2), key=lambda r: state.shares.uncached[r])
     state.queued_blocks[light] = 20.0
     assert state.route(_new_prefix(13)).replica == 1 - light
+
+
+def test_the_router_hashes_like_the_engine_turn_after_turn() -> None:
+    settings = RouterSettings(
+        replica_urls=["http://127.0.0.1:9000"],
+        kv_endpoints=["tcp://127.0.0.1:9100"],
+        block_size=4,
+        hash_algo="sha256_cbor",
+        hash_seed="engine-seed",
+    )
+    state = RouterState(settings)
+    turn = list(range(30))
+    for salt in ("tenant-a", "tenant-a", None, "tenant-b"):
+        turn = [*turn, *range(len(turn), len(turn) + 9)]
+        assert state.hashes(turn, salt) == event_block_hashes(
+            turn, 4, algo="sha256_cbor", cache_salt=salt, seed="engine-seed"
+        )

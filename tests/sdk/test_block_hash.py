@@ -9,7 +9,6 @@ import cbor2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.routing.router import RouterSettings, RouterState
 from prefixkit.sdk.block_hash import (
     PrefixHashMemo,
     block_hashes,
@@ -199,20 +198,3 @@ def test_prefix_memo_hashes_only_the_blocks_a_next_turn_adds() -> None:
 def test_prefix_memo_refuses_an_empty_limit() -> None:
     with pytest.raises(ValueError, match="at least one hash"):
         PrefixHashMemo(4, limit=0)
-
-
-def test_the_router_hashes_like_the_engine_turn_after_turn() -> None:
-    settings = RouterSettings(
-        replica_urls=["http://127.0.0.1:9000"],
-        kv_endpoints=["tcp://127.0.0.1:9100"],
-        block_size=4,
-        hash_algo="sha256_cbor",
-        hash_seed="engine-seed",
-    )
-    state = RouterState(settings)
-    turn = list(range(30))
-    for salt in ("tenant-a", "tenant-a", None, "tenant-b"):
-        turn = [*turn, *range(len(turn), len(turn) + 9)]
-        assert state.hashes(turn, salt) == event_block_hashes(
-            turn, 4, algo="sha256_cbor", cache_salt=salt, seed="engine-seed"
-        )

@@ -1,4 +1,5 @@
-"""The tenant gateway in front of the real engine: per-tenant salts, 401, streaming relay."""
+"""The tenant gateway in front of the real engine (`deploy` with tenants, one replica):
+per-tenant salts, 401, streaming relay, idle connections kept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
+from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
 from prefixkit.sdk import tenant_salt
 
 from tests.engine_calls import cached_tokens, complete
@@ -27,8 +29,10 @@ GLOBEX = {"x-api-key": "key-globex"}
 
 @pytest.fixture(scope="module")
 def gateway(engine: EmbeddedEngine) -> Iterator[str]:
-    with gateway_in_thread(engine.base_url, TENANTS, SECRET, port=GATEWAY_PORT) as url:
-        yield url
+    endpoint = ReplicaEndpoint.of(engine.config)
+    topology = Topology(port=GATEWAY_PORT)
+    with deploy([endpoint], topology, tenants=Tenants(TENANTS, SECRET)) as deployment:
+        yield deployment.url
 
 
 def test_a_tenants_repeated_prefix_hits(

@@ -1,12 +1,15 @@
-"""Tenant keys and the salt secret: from a TOML file or the environment (no engine needed)."""
+"""Tenants: keys and the salt secret from a TOML file or the environment, and the salt
+each tenant's requests get (no engine needed)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from prefixkit.engine_adapter.errors import GatewayConfigError
-from prefixkit.engine_adapter.serving.gateway import create_gateway, load_secret, load_tenants
+from prefixkit.engine_adapter.serving.tenants import Tenants, load_secret, load_tenants
+from prefixkit.sdk import tenant_salt
 
 
 def test_keys_come_from_the_tenants_file(tmp_path: Path) -> None:
@@ -68,4 +71,38 @@ def test_short_or_missing_secret_is_rejected() -> None:
 
 def test_a_gateway_without_tenants_is_refused() -> None:
     with pytest.raises(GatewayConfigError, match="at least one API key"):
-        create_gateway("http://127.0.0.1:1", {}, "secret-0123456789abcdef")
+        Tenants({}, "secret-0123456789abcdef")
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('tenants = "key-acme"\n', "`tenants` must be a table of tenant id = API key"),
+        ("[tenants]\nacme = 5\n", r"\[tenants\] acme: give an API key or a list of API keys"),
+        ("[tenants]\nacme = [5]\n", "tenant id and API key must be non-empty strings"),
+        ('[tenants]\nacme = {key = "k"}\n', "got dict"),
+    ],
+)
+def test_a_malformed_tenants_table_is_a_config_error_naming_it(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text(toml)
+    with pytest.raises(GatewayConfigError, match=message):
+        load_tenants(path, environ={})
+
+
+def test_a_known_key_names_its_tenant_and_an_unknown_one_none() -> None:
+    tenants = Tenants({"key-acme": "acme"}, "secret-0123456789abcdef")
+    assert tenants.tenant_of("key-acme") == "acme"
+    assert tenants.tenant_of("key-acme-but-longer") is None
+    assert tenants.tenant_of("") is None
+
+
+def test_a_client_salt_is_replaced_by_the_tenants_own() -> None:
+    secret = "secret-0123456789abcdef"
+    tenants = Tenants({"key-acme": "acme"}, secret)
+    salted = tenants.salted(b'{"prompt": "hi", "cache_salt": "forged"}', "acme")
+    assert json.loads(salted) == {"prompt": "hi", "cache_salt": tenant_salt("acme", secret)}
+    assert json.loads(tenants.salted(b'{"cache_salt": "forged"}', None)) == {}
+    assert tenants.salted(b"[1, 2]", "acme") == b"[1, 2]"  # not an object: the engine answers

@@ -1,0 +1,258 @@
+"""The precise router's live state: which replica holds which block, what is in flight,
+which replicas are healthy, and the decision (`RouterState.route`).
+
+`RouterState` keeps a `BlockIndex` that `KvEventFollower` fills from the engines' KV
+events, and per replica its requests in flight, queued prefill blocks, health and
+routed count. Per request (its block hashes, `hashes` computes them with the engines'
+own block hash, salt-aware and memoised per conversation), `route` reads each healthy
+replica's cached run, continued over the blocks of requests in flight to it (an engine
+reports a block stored only once its prefill computed it; until the request finishes
+its blocks count as coming, so a burst on a new prefix is not scattered), what the
+request would evict there (valued by a `ReuseModel` learned from the routed requests,
+when the replicas' capacity is known), its queued prefill (uncached blocks of the
+requests it was sent that have not produced a first byte yet), its running requests
+and the work it was given so far (`WorkShares`); `policy.choose_replica` decides. The
+request is then in flight there until `finished`; `started` marks its first byte and
+`unreachable` places it again when its replica refused the connection.
+
+With `decision_sink` set, every decision is given as one record: the request's number
+and blocks, whether the reuse model is informed yet, the replica chosen and, per
+healthy replica, its cached run, in-flight requests, queued prefill blocks, whether it
+is within the work budget, and the blocks the request would evict there with their cost
+and last-use stamp (`prefixkit serve --router precise --decision-log`).
+
+No HTTP here: the serving app's precise routing stage (`serving.routers.PreciseRoute`)
+asks the replicas for token ids, calls `route`, and relays the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
+
+from .block_index import BlockIndex
+from .kv_events import KvEventFollower
+from .policy import PreciseParams, WorkShares, choose_replica
+from .reuse import ReuseModel, ReuseSettings
+
+__all__ = [
+    "Placement",
+    "RouterSettings",
+    "RouterState",
+    "parse_server_timing",
+    "server_timing",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    """Where the replicas are, how they hash blocks and publish KV events (None: a
+    replica followed by no events), their capacity in blocks (unknown: no eviction cost,
+    no work budget), and the router's own knobs."""
+
+    replica_urls: Sequence[str]
+    kv_endpoints: Sequence[str | None]
+    kv_replay_endpoints: Sequence[str | None] = ()
+    kv_topic: str = "kv"
+    block_size: int = 32
+    hash_algo: HashAlgo = "sha256_cbor"
+    hash_seed: str = DEFAULT_NONE_HASH_SEED
+    capacity_blocks: Sequence[int | None] = ()
+    params: PreciseParams = field(default_factory=PreciseParams)
+    health_interval_s: float = 1.0
+    decision_log: Path | None = None  # one JSON line per decision, appended
+
+
+@dataclass
+class Placement:
+    """A request in flight: its block hashes, the replica it went to, its cached
+    run there, and its number (the stamp of its blocks in the index)."""
+
+    hashes: Sequence[int]
+    replica: int
+    run: int
+    request: int
+    queued: bool = True  # its uncached blocks wait as the replica's prefill until a first byte
+    ended: bool = False
+
+
+class RouterState:
+    """Live state: the block index, per-replica load, health; `route` picks a replica."""
+
+    def __init__(self, settings: RouterSettings) -> None:
+        count = len(settings.replica_urls)
+        self.settings = settings
+        self.index = BlockIndex(count, list(settings.capacity_blocks) or None)
+        replay = list(settings.kv_replay_endpoints) or [None] * count
+        self.follower = KvEventFollower(
+            self.index, settings.kv_endpoints, replay, settings.kv_topic
+        )
+        self.inflight = [0] * count
+        self.queued_blocks = [0.0] * count
+        self.healthy = [True] * count
+        self.turn = 0  # requests routed so far: the last one's number
+        self.routed = [0] * count
+        known = [c for c in settings.capacity_blocks if c is not None]
+        complete = len(known) == count
+        self.shares = WorkShares(
+            count,
+            settings.params.work_balance if complete else None,
+            sum(known) / count if complete else 0.0,
+        )
+        self.reuse = ReuseModel(ReuseSettings.for_capacity(sum(known))) if complete else None
+        self.hash_memo = PrefixHashMemo(
+            settings.block_size, algo=settings.hash_algo, seed=settings.hash_seed
+        )
+        # given each decision's record (see `_decision`) when set
+        self.decision_sink: Callable[[dict[str, Any]], None] | None = None
+
+    def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
+        return self.hash_memo.hashes(token_ids, cache_salt)
+
+    def route(self, hashes: Sequence[int]) -> Placement:
+        """Place a request with these block hashes on a healthy replica; from now
+        on it is in flight there (its blocks coming, its uncached blocks queued)
+        until `finished`."""
+        self.turn += 1
+        if self.reuse is not None:
+            self.reuse.observe(self.turn, hashes, self.shares.clock)
+        return self._place(hashes, self.turn)
+
+    def unreachable(self, placement: Placement) -> Placement | None:
+        """`placement`'s replica refused the connection (nothing was sent): it
+        ends there, the replica is marked unhealthy (its blocks dropped, as the
+        health loop would), and the same request is placed again on a healthy
+        replica; None when none is left. The placement stays in `routed` and in
+        the work tally: the router did give it to that replica."""
+        self.finished(placement)
+        self.set_health(placement.replica, False)
+        if not any(self.healthy):
+            return None
+        return self._place(placement.hashes, placement.request)
+
+    def started(self, placement: Placement) -> None:
+        """Its first byte came back: its prefill is done, nothing of it is queued."""
+        if placement.queued:
+            placement.queued = False
+            self.queued_blocks[placement.replica] -= len(placement.hashes) - placement.run
+
+    def finished(self, placement: Placement) -> None:
+        """It ended (or failed): from now on only the engine's events tell which
+        of its blocks the replica holds. Once per placement; later calls do nothing."""
+        if placement.ended:
+            return
+        placement.ended = True
+        self.started(placement)
+        self.inflight[placement.replica] -= 1
+        self.index.finished(placement.replica, placement.hashes)
+
+    def alive(self) -> list[int]:
+        """The healthy replicas; every replica when none is (a try beats a refusal)."""
+        return [r for r, ok in enumerate(self.healthy) if ok] or list(range(len(self.healthy)))
+
+    def _place(self, hashes: Sequence[int], request: int) -> Placement:
+        """Request number `request` (its blocks' stamp) on the best healthy replica."""
+        alive = self.alive()
+        runs_all = self.index.runs(hashes)
+        runs = [runs_all[r] for r in alive]
+        clock = self.shares.clock
+        reuse = self.reuse
+        length = len(hashes)
+        index = self.index
+
+        def eviction(pick: int) -> tuple[float, float]:
+            replica = alive[pick]
+            count, stamp = index.newest_evicted(replica, runs_all[replica], length)
+            return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
+
+        within = self.shares.within(runs_all, length, reuse is not None and not reuse.informed)
+        pick = choose_replica(
+            runs,
+            [self.queued_blocks[r] for r in alive],
+            [self.inflight[r] for r in alive],
+            self.settings.params,
+            request,
+            eviction,
+            None if within is None else [within[r] for r in alive],
+        )
+        replica = alive[pick]
+        run = runs[pick]
+        if self.decision_sink is not None:
+            self.decision_sink(self._decision(request, length, alive, runs_all, within, replica))
+        index.touch(replica, hashes, request)
+        index.sent(replica, hashes)
+        self.shares.record(replica, length, run)
+        self.routed[replica] += 1
+        self.inflight[replica] += 1
+        self.queued_blocks[replica] += length - run
+        return Placement(hashes, replica, run, request)
+
+    def _decision(
+        self,
+        request: int,
+        length: int,
+        alive: Sequence[int],
+        runs: Sequence[int],
+        within: Sequence[bool] | None,
+        replica: int,
+    ) -> dict[str, Any]:
+        """What request `request` was routed on, per healthy replica, before its
+        blocks count as coming to `replica`."""
+        reuse = self.reuse
+        clock = self.shares.clock
+        candidates = []
+        for r in alive:
+            evicts, stamp = self.index.newest_evicted(r, runs[r], length)
+            candidates.append(
+                {
+                    "replica": r,
+                    "run": runs[r],
+                    "inflight": self.inflight[r],
+                    "queued_blocks": self.queued_blocks[r],
+                    "within_budget": None if within is None else within[r],
+                    "evicts": evicts,
+                    "eviction_cost": (
+                        None if reuse is None else reuse.eviction_cost(evicts, stamp, clock)
+                    ),
+                    # the newest evicted block's last use; below 0: none evicted
+                    "eviction_stamp": stamp if math.isfinite(stamp) else None,
+                }
+            )
+        return {
+            "request": request,
+            "blocks": length,
+            "informed": None if reuse is None else reuse.informed,
+            "replica": replica,
+            "candidates": candidates,
+        }
+
+    def set_health(self, replica: int, healthy: bool) -> None:
+        if self.healthy[replica] and not healthy:
+            log.warning(
+                "replica %d is down (health check or refused connection): dropping its blocks",
+                replica,
+            )
+            self.follower.forget(replica)
+        self.healthy[replica] = healthy
+
+
+def server_timing(durations_ms: Mapping[str, float]) -> str:
+    """A ``server-timing`` header value for these durations, in ms."""
+    return ", ".join(f"{name};dur={ms:.3f}" for name, ms in durations_ms.items())
+
+
+def parse_server_timing(header: str | None) -> dict[str, float]:
+    """The durations (ms) by name in a ``server-timing`` header of this router
+    ({} when there is none, as from a replica answering directly)."""
+    if not header:
+        return {}
+    parts = (part.split(";dur=") for part in header.split(","))
+    return {name.strip(): float(duration) for name, duration in parts}

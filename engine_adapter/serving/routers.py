@@ -1,0 +1,436 @@
+"""The routing stages of the serving app: where a request goes once the gateway stage let
+it through.
+
+* `DirectRoute`: every request to one upstream, the only replica or SMG.
+* `PreciseRoute`: prefixkit's KV-event router. A generation request
+  (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``) gets its token ids
+  from a replica's own ``/tokenize`` (same tokenizer and chat template as the engine;
+  a Responses request is turned into the chat messages vLLM renders it as), its block
+  hashes, and a replica from `RouterState.route`; ``x-prefixkit-replica`` names the
+  replica and ``server-timing`` gives the router's own time before forwarding, in ms
+  (``tokenize``: the round trip to a replica, ``route``: hashing and the decision).
+  ``/tokenize``, ``/v1/models`` and other paths go to the healthy replica with the
+  fewest requests in flight (in turn among equals). A health loop polls every replica;
+  one that fails it, or refuses a connection between two polls, is left out and its
+  blocks dropped, and nothing is lost: a request placed on it is placed again (the
+  connection failed, so nothing reached the engine and nothing runs twice).
+* `SmgRoute`: real SMG for chat and completions (and ``/v1/models``, ``/health``);
+  `PreciseRoute` for ``/v1/responses``, ``/tokenize`` and other paths. SMG 1.13
+  re-serialises a Responses body into its own request type and drops ``cache_salt``
+  on the way, which would let tenants share cache blocks; it has no ``/tokenize``.
+
+A stage answers `place` (a generation request's `Target`) and `utility` (any other
+path's), and `replace` when a target refused the connection. A `Refusal` carries the
+answer for a request the stage will not forward (400 for a body it cannot read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+from starlette.responses import JSONResponse, Response
+
+from ..routing.router_state import Placement, RouterState, server_timing
+from .relay import Upstreams, openai_error
+
+__all__ = [
+    "DirectRoute",
+    "PreciseRoute",
+    "Refusal",
+    "Routing",
+    "SmgRoute",
+    "Target",
+    "responses_chat_messages",
+]
+
+log = logging.getLogger(__name__)
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Target:
+    """Where one request goes: an upstream base URL, the replica it is (None for SMG or a
+    lone upstream), headers to add to the answer, and the callbacks of the precise
+    router's bookkeeping (first byte, end)."""
+
+    url: str
+    name: str
+    replica: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    started: Callable[[], None] = _nothing
+    ended: Callable[[], None] = _nothing
+    placement: Placement | None = None
+
+
+class Refusal(Exception):
+    """The stage answers `response` instead of forwarding the request."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+class Routing(Protocol):
+    """A routing stage of the serving app (see the module docstring)."""
+
+    replica_urls: Sequence[str]
+
+    async def start(self, upstreams: Upstreams) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def place(self, path: str, raw: bytes) -> Target:
+        """The target of a generation request (its body `raw`); may raise `Refusal`."""
+        ...
+
+    def utility(self, path: str) -> Target:
+        """The target of any other request."""
+        ...
+
+    def replace(self, target: Target) -> Target | None:
+        """`target` refused the connection: where to send the request instead (None:
+        nowhere, the client gets a 502)."""
+        ...
+
+    def health(self) -> Response | None:
+        """The answer to ``GET /health`` when the stage gives it itself (else relayed)."""
+        ...
+
+    def state(self) -> RouterState | None:
+        """The precise router's state, for ``/router/state`` (None: no such router)."""
+        ...
+
+
+class DirectRoute:
+    """Every request to `upstream` (the only replica, or a router such as SMG)."""
+
+    def __init__(self, upstream: str, replica_urls: Sequence[str], name: str = "") -> None:
+        self.upstream = upstream.rstrip("/")
+        self.replica_urls = list(replica_urls)
+        self.name = name or f"upstream {self.upstream}"
+
+    async def start(self, upstreams: Upstreams) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def place(self, path: str, raw: bytes) -> Target:
+        return Target(self.upstream, self.name)
+
+    def utility(self, path: str) -> Target:
+        return Target(self.upstream, self.name)
+
+    def replace(self, target: Target) -> Target | None:
+        return None
+
+    def health(self) -> Response | None:
+        return None
+
+    def state(self) -> RouterState | None:
+        return None
+
+
+def responses_chat_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The chat messages and tools vLLM renders a Responses request as (its
+    `construct_input_messages`): ``instructions`` as the system message, a text input
+    as a user message, input items as messages (function calls joined to the assistant
+    message before them, their outputs as tool messages), function tools in chat form.
+    A request that continues a stored response (``previous_response_id``) has earlier
+    turns vLLM adds and this cannot see."""
+    messages: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        messages.append({"role": "system", "content": body["instructions"]})
+    items = body.get("input", "")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        for item in items:
+            if isinstance(item, dict):
+                _append_item(messages, item)
+    tools = [
+        {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and tool.get("type") == "function"
+    ]
+    return messages, tools
+
+
+def _append_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    kind = item.get("type", "message")
+    last = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
+    if kind == "function_call":
+        call = {
+            "id": item.get("call_id"),
+            "type": "function",
+            "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+        }
+        if last is not None:
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            messages.append({"role": "assistant", "tool_calls": [call]})
+    elif kind == "function_call_output":
+        messages.append(
+            {"role": "tool", "content": item.get("output"), "tool_call_id": item.get("call_id")}
+        )
+    elif item.get("role") == "assistant":
+        content = item.get("content")
+        text = content if isinstance(content, str) else None
+        if isinstance(content, list) and content and isinstance(content[0], dict):
+            text = content[0].get("text")
+        if last is not None and last.get("content") is None:
+            last["content"] = text
+        else:
+            messages.append({"role": "assistant", "content": text})
+    elif "role" in item:
+        messages.append({k: v for k, v in item.items() if k not in ("type", "id", "status")})
+
+
+def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[int]:
+    """What to ask ``/tokenize`` for a generation request (or its token ids, when the
+    prompt already is token ids)."""
+    model = body.get("model")
+    if path.endswith("/chat/completions"):
+        query: dict[str, Any] = {"model": model, "messages": body.get("messages", [])}
+        for key in (
+            "tools",
+            "chat_template_kwargs",
+            "add_generation_prompt",
+            "continue_final_message",
+        ):
+            if key in body:
+                query[key] = body[key]
+        return query
+    if path.endswith("/responses"):
+        messages, tools = responses_chat_messages(body)
+        return {"model": model, "messages": messages, **({"tools": tools} if tools else {})}
+    prompt = body.get("prompt", "")
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        prompt = prompt[0]  # a batch goes where its first prompt is cached
+    if not isinstance(prompt, str):
+        raise Refusal(
+            openai_error(
+                400,
+                "prompt must be a string, a list of strings or a list of token ids",
+                "invalid_request_error",
+                "prompt",
+            )
+        )
+    return {"model": model, "prompt": prompt}
+
+
+class PreciseRoute:
+    """prefixkit's KV-event router as a routing stage (see the module docstring)."""
+
+    def __init__(self, state: RouterState) -> None:
+        self.router = state
+        self.replica_urls = list(state.settings.replica_urls)
+        self._upstreams: Upstreams | None = None
+        self._stack = contextlib.AsyncExitStack()
+
+    async def start(self, upstreams: Upstreams) -> None:
+        self._upstreams = upstreams
+        settings = self.router.settings
+        stack = self._stack
+        if settings.decision_log is not None:  # opened first: a bad path starts nothing
+            log_file = stack.enter_context(settings.decision_log.open("a", buffering=1))
+
+            def write(record: dict[str, Any]) -> None:
+                log_file.write(json.dumps(record, allow_nan=False) + "\n")
+
+            self.router.decision_sink = write
+            stack.callback(setattr, self.router, "decision_sink", None)
+        await self.router.follower.start()
+        stack.push_async_callback(self.router.follower.stop)
+        await stack.enter_async_context(self._health_loop())
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _health_loop(self) -> AsyncIterator[None]:
+        import asyncio
+
+        async def poll() -> None:
+            while True:
+                for replica, url in enumerate(self.replica_urls):
+                    try:
+                        response = await self.upstreams.client(url).get("/health", timeout=2.0)
+                        ok = response.status_code == 200
+                    except httpx.HTTPError:
+                        ok = False
+                    self.router.set_health(replica, ok)
+                await asyncio.sleep(self.router.settings.health_interval_s)
+
+        task = asyncio.create_task(poll())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def upstreams(self) -> Upstreams:
+        if self._upstreams is None:
+            raise RuntimeError("the precise routing stage is not started")
+        return self._upstreams
+
+    def _order(self) -> list[int]:
+        """Healthy replicas, fewest requests in flight first, in turn among equals."""
+        state = self.router
+        alive = state.alive()
+        first = state.turn % len(alive)
+        return sorted(alive[first:] + alive[:first], key=state.inflight.__getitem__)
+
+    def _replica_target(self, replica: int) -> Target:
+        return Target(self.replica_urls[replica], f"replica {replica}", replica)
+
+    def utility(self, path: str) -> Target:
+        return self._replica_target(self._order()[0])
+
+    def health(self) -> Response | None:
+        healthy = self.router.healthy
+        return JSONResponse({"healthy": healthy}, status_code=200 if any(healthy) else 503)
+
+    def state(self) -> RouterState | None:
+        return self.router
+
+    def replace(self, target: Target) -> Target | None:
+        if target.replica is None:
+            return None
+        log.warning("replica %d refused a connection: placing its request again", target.replica)
+        if target.placement is not None:
+            placement = self.router.unreachable(target.placement)
+            return None if placement is None else self._placed(placement, target.headers)
+        self.router.set_health(target.replica, False)
+        if not any(self.router.healthy):
+            return None
+        return self._replica_target(self._order()[0])
+
+    async def place(self, path: str, raw: bytes) -> Target:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise Refusal(
+                openai_error(400, "request body is not JSON", "invalid_request_error")
+            ) from None
+        if not isinstance(body, dict):
+            raise Refusal(
+                openai_error(
+                    400,
+                    f"request body must be a JSON object, got {type(body).__name__}",
+                    "invalid_request_error",
+                )
+            )
+        salt = body.get("cache_salt")
+        if salt is not None and not isinstance(salt, str):
+            raise Refusal(
+                openai_error(
+                    400,
+                    f"cache_salt must be a string, got {type(salt).__name__}",
+                    "invalid_request_error",
+                    "cache_salt",
+                )
+            )
+        started = time.perf_counter()
+        tokens = await self._token_ids(path, body)
+        tokenized = time.perf_counter()
+        placement = self.router.route(self.router.hashes(tokens, salt))
+        routed = time.perf_counter()
+        timing = server_timing(
+            {"tokenize": (tokenized - started) * 1e3, "route": (routed - tokenized) * 1e3}
+        )
+        return self._placed(placement, {"server-timing": timing})
+
+    def _placed(self, placement: Placement, headers: dict[str, str]) -> Target:
+        return dataclasses.replace(
+            self._replica_target(placement.replica),
+            headers={**headers, "x-prefixkit-replica": str(placement.replica)},
+            started=lambda: self.router.started(placement),
+            ended=lambda: self.router.finished(placement),
+            placement=placement,
+        )
+
+    async def _token_ids(self, path: str, body: dict[str, Any]) -> list[int]:
+        """The request's token ids from a replica's ``/tokenize`` (see `_order`); one that
+        refuses the connection is marked unhealthy, one that fails otherwise is passed
+        over. A Responses request ``/tokenize`` cannot read is placed by load alone
+        (no token ids): the engine, not the router, says what is wrong with it."""
+        query = _tokenize_query(path, body)
+        if isinstance(query, list):
+            return query
+        failures = []
+        for replica in self._order():
+            url = self.replica_urls[replica]
+            try:
+                response = await self.upstreams.client(url).post(
+                    "/tokenize", json=query, timeout=30.0
+                )
+            except httpx.TransportError as exc:
+                failures.append(f"replica {replica}: {exc!r}")
+                if isinstance(exc, httpx.ConnectError):
+                    self.router.set_health(replica, False)
+                continue
+            if response.status_code == 200:
+                return [int(t) for t in response.json()["tokens"]]
+            if path.endswith("/responses") and response.status_code < 500:
+                return []
+            raise Refusal(
+                Response(response.content, response.status_code, media_type="application/json")
+            )
+        raise Refusal(
+            openai_error(
+                502,
+                f"no replica could tokenize the request ({'; '.join(failures)})",
+                "upstream_unreachable",
+            )
+        )
+
+
+class SmgRoute:
+    """Real SMG for chat, completions, ``/v1/models`` and ``/health``; `precise` for
+    ``/v1/responses`` (whose ``cache_salt`` SMG drops), ``/tokenize`` and other paths."""
+
+    def __init__(self, smg_url: str, precise: PreciseRoute) -> None:
+        self.smg = DirectRoute(smg_url, precise.replica_urls, name=f"SMG at {smg_url}")
+        self.precise = precise
+        self.replica_urls = precise.replica_urls
+
+    async def start(self, upstreams: Upstreams) -> None:
+        await self.precise.start(upstreams)
+
+    async def stop(self) -> None:
+        await self.precise.stop()
+
+    async def place(self, path: str, raw: bytes) -> Target:
+        if path == "/v1/responses":
+            return await self.precise.place(path, raw)
+        return await self.smg.place(path, raw)
+
+    def utility(self, path: str) -> Target:
+        if path in ("/v1/models", "/health"):
+            return self.smg.utility(path)
+        return self.precise.utility(path)
+
+    def replace(self, target: Target) -> Target | None:
+        return self.precise.replace(target)
+
+    def health(self) -> Response | None:
+        return None
+
+    def state(self) -> RouterState | None:
+        return self.precise.state()

@@ -1,0 +1,168 @@
+"""Tenants of a deployment: API keys, the salt secret, and the gateway stage that enforces
+each tenant's cache salt.
+
+Keys come from a TOML file
+
+    secret = "..."               # optional; else PREFIXKIT_SALT_SECRET
+    [tenants]
+    acme = "key-acme"            # tenant id = API key, or a list of keys
+    globex = ["key-g1", "key-g2"]
+
+and/or ``PREFIXKIT_TENANT_KEYS="acme=key-acme,globex=key-g1"``; the salt secret from the
+file or ``PREFIXKIT_SALT_SECRET`` (at least 16 characters). `Tenants.load` reads both.
+
+`Tenants.tenant_of(key)` authenticates a request (``Authorization: Bearer KEY`` or
+``x-api-key: KEY``); `Tenants.salted(body, tenant)` removes any client-supplied
+``cache_salt`` and sets the tenant's own, `prefixkit.sdk.tenant_salt(tenant, secret)`:
+tenants with identical prompts never share cache blocks, and a tenant's own repeated
+prefix still hits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefixkit.sdk import tenant_salt
+
+from ..errors import GatewayConfigError
+
+__all__ = ["SALTED_PATHS", "Tenants", "api_key", "load_secret", "load_tenants"]
+
+# the generation endpoints: a request there is computed under its tenant's salt
+SALTED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses"})
+
+
+def load_tenants(
+    path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """API key -> tenant id, from the TOML file `path` and ``PREFIXKIT_TENANT_KEYS``."""
+    env = os.environ if environ is None else environ
+    keys: dict[str, str] = {}
+    if path is not None:
+        table = _read_toml(path).get("tenants", {})
+        if not isinstance(table, dict):
+            raise GatewayConfigError(
+                f"{path}: `tenants` must be a table of tenant id = API key (or a list of "
+                f'keys), e.g.\n[tenants]\nacme = "key-acme"'
+            )
+        for tenant, value in table.items():
+            where = f"{path} [tenants] {tenant}"
+            if isinstance(value, str):
+                _add_key(keys, tenant, value, where)
+            elif isinstance(value, list):
+                for key in value:
+                    _add_key(keys, tenant, key, where)
+            else:
+                raise GatewayConfigError(
+                    f"{where}: give an API key or a list of API keys (strings), "
+                    f"got {type(value).__name__}"
+                )
+    for item in filter(
+        None, (part.strip() for part in env.get("PREFIXKIT_TENANT_KEYS", "").split(","))
+    ):
+        tenant, sep, key = item.partition("=")
+        if not sep:
+            raise GatewayConfigError(
+                f"PREFIXKIT_TENANT_KEYS item {item!r} is not TENANT=KEY: "
+                "write PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'"
+            )
+        _add_key(keys, tenant.strip(), key.strip(), "PREFIXKIT_TENANT_KEYS")
+    if not keys:
+        raise GatewayConfigError(
+            "no tenant API keys: give --tenants FILE (TOML with a [tenants] table) "
+            "or set PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'"
+        )
+    return keys
+
+
+def load_secret(path: Path | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The salt secret: `secret` in the tenants file, else ``PREFIXKIT_SALT_SECRET``."""
+    env = os.environ if environ is None else environ
+    secret = _read_toml(path).get("secret") if path is not None else None
+    secret = secret or env.get("PREFIXKIT_SALT_SECRET")
+    if not isinstance(secret, str) or len(secret) < 16:
+        raise GatewayConfigError(
+            "salt secret missing or shorter than 16 characters: set PREFIXKIT_SALT_SECRET "
+            "(or `secret` in the tenants file) to a long random string, the same for every "
+            "gateway of this deployment"
+        )
+    return secret
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """API key -> tenant id, and the secret the tenants' cache salts are derived from."""
+
+    keys: Mapping[str, str]
+    secret: str | bytes
+    _by_digest: dict[bytes, str] = field(init=False, repr=False, compare=False)
+    _salts: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise GatewayConfigError("a gateway needs at least one API key -> tenant entry")
+        # keys are looked up by digest, so lookup time does not depend on how much matches
+        object.__setattr__(self, "_by_digest", {_digest(k): t for k, t in self.keys.items()})
+        object.__setattr__(
+            self, "_salts", {t: tenant_salt(t, self.secret) for t in set(self.keys.values())}
+        )
+
+    @classmethod
+    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Tenants:
+        """Keys and secret from the tenants file and the environment (module docstring)."""
+        return cls(load_tenants(path, environ), load_secret(path, environ))
+
+    def tenant_of(self, key: str) -> str | None:
+        """The tenant an API key belongs to; None for an unknown or empty key."""
+        return self._by_digest.get(_digest(key)) if key else None
+
+    def salted(self, body: bytes, tenant: str | None) -> bytes:
+        """`body` without a client ``cache_salt``, with `tenant`'s own when given. A body
+        that is not a JSON object passes unchanged (the engine answers it)."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(payload, dict):
+            return body
+        payload.pop("cache_salt", None)
+        if tenant is not None:
+            payload["cache_salt"] = self._salts[tenant]
+        return json.dumps(payload, ensure_ascii=False).encode()
+
+
+def api_key(headers: Mapping[str, str]) -> str:
+    """The API key of a request: ``Authorization: Bearer KEY``, else ``x-api-key``."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return headers.get("x-api-key", "")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as error:
+        raise GatewayConfigError(f"cannot read tenants file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise GatewayConfigError(f"tenants file {path} is not valid TOML: {error}") from None
+
+
+def _add_key(keys: dict[str, str], tenant: str, key: object, where: str) -> None:
+    if not tenant or not isinstance(key, str) or not key:
+        raise GatewayConfigError(f"{where}: tenant id and API key must be non-empty strings")
+    if keys.get(key, tenant) != tenant:
+        raise GatewayConfigError(
+            f"{where}: API key already belongs to tenant {keys[key]!r}: give each tenant its own key"
+        )
+    keys[key] = tenant
