@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli import analyze
-from prefixkit.engine_adapter.replay.trace import load_trace
 from prefixkit.sdk import MissingExtraError
 
 from tests.conftest import MOONCAKE_TRACE
@@ -75,6 +74,9 @@ def test_prefixkit_analyze_plot_without_matplotlib_says_so_before_reading_the_tr
 def test_a_trace_of_prompts_without_transformers_names_the_hf_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # imported here, so that a stale replay build fails this test only
+    from prefixkit.engine_adapter.replay.trace import load_trace
+
     trace = tmp_path / "prompts.jsonl"
     trace.write_text(json.dumps({"prompt": "How much is egress?"}) + "\n")
     monkeypatch.setitem(sys.modules, "transformers", None)
