@@ -12,9 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
@@ -89,3 +91,11 @@ def test_hooks_fail_on_the_bad_file_fix_it_and_leave_the_good_one(
     fixed = (tmp_path / "bad.py").read_text(encoding="utf-8")
     assert 'json.dumps({"b": 1}, sort_keys=True)' in fixed
     assert (tmp_path / "good.py").read_text(encoding="utf-8") == GOOD
+
+
+def test_the_hooks_install_the_lint_extra() -> None:
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["lint"]
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert [hook["additional_dependencies"] for hook in hooks] == [extra] * len(hooks)
