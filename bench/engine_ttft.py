@@ -23,18 +23,16 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 from chats import filler_text
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
-from prefixkit.engine_adapter.serving.gateway import gateway_in_thread
+from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+from prefixkit.engine_adapter.serving.tenants import Tenants
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}
@@ -153,15 +151,19 @@ def main() -> int:
             print(f"  {message}", file=sys.stderr, flush=True)
 
     with ExitStack() as stack:
-        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pk-bench-")))
         base = prepare_embedded(report)
-        configs = replica_configs(base, 1, run_dir, args.engine_port, kv_events=False)
-        print("starting the embedded engine ...", file=sys.stderr)
-        replicas = stack.enter_context(ReplicaSet(configs, run_dir, report=report))
-        engine = replicas.replicas[0].base_url
-        gateway = stack.enter_context(
-            gateway_in_thread(engine, TENANT_KEYS, SECRET, port=args.gateway_port)
+        print("starting the embedded engine and the gateway ...", file=sys.stderr)
+        deployment = stack.enter_context(
+            deploy(
+                base,
+                Topology(engine_port=args.engine_port, port=args.gateway_port),
+                tenants=Tenants(TENANT_KEYS, SECRET),
+                kv_events=False,
+                report=report,
+            )
         )
+        (engine,) = deployment.replica_urls
+        gateway = deployment.url
         model = base.name
         requests = workload()
         warmup = Request("acme", "key-acme", [{"role": "user", "content": "Hello"}])

@@ -1,13 +1,13 @@
 """Real SMG vs the simulator's SMG model vs the precise policy, side by side.
 
 Launches real SMG (`smg launch --policy cache_aware`, defaults otherwise, every
-port on loopback) in front of N fake OpenAI-compatible workers (in this
-process: they answer /health and /v1/models, check the body's `model`, and on
-/v1/completions sleep `--sleep-per-block` seconds per prompt block they have not
-seen before), replays the first `--requests` Mooncake requests with arrival
-times compressed `--time-scale` times (each hash id becomes one fixed 64-char
-chunk of prompt text), and reads the worker SMG chose from the
-`x-smg-routed-worker-id` response header. Real SMG does not choose the same
+port on loopback) in front of N fake vLLM replicas (`prefixkit.testing.fake_vllm`,
+in this process: 16-token blocks of 4 characters a token, an unbounded prefix cache,
+`--sleep-per-block` seconds of prefill per uncached block, one chunk of output),
+replays the first `--requests` Mooncake requests with arrival times compressed
+`--time-scale` times (each hash id becomes one fixed 64-character chunk of prompt
+text: one block), and reads the replica SMG chose from the `x-smg-routed-worker-id`
+response header. Real SMG does not choose the same
 workers twice (its hit rate at 500 blocks per replica has ranged 0.081-0.096 on
 the first 3,000 requests), so the replay through it runs `--smg-runs` times
 (3), each with a fresh SMG and fresh workers, and precise is compared with the
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import statistics
 import sys
@@ -34,16 +35,17 @@ import time
 from pathlib import Path
 
 import httpx
-import uvicorn
 from prefixkit.engine_adapter import compiled
 from prefixkit.engine_adapter.replay import replay as replay_module
 from prefixkit.engine_adapter.replay.replay import LoadParams, analyze, replay
 from prefixkit.engine_adapter.replay.trace import Trace, load_trace
-from prefixkit.engine_adapter.serving.smg import SmgSettings, launch_smg, stop_smg
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from prefixkit.engine_adapter.serving.smg import (
+    SmgSettings,
+    launch_smg,
+    stop_smg,
+    wait_until_ready,
+)
+from prefixkit.testing.fake_vllm import FakeVLLM
 from traces import MOONCAKE_TRACE
 
 MODEL = "mooncake-sim"
@@ -55,97 +57,34 @@ def chunk(block_id: int) -> str:
     return hashlib.sha256(str(block_id).encode()).hexdigest()[:CHUNK_CHARS]
 
 
-def fake_worker(index: int, sleep_per_block: float) -> Starlette:
-    seen: set[str] = set()
-
-    async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    async def models(request: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {"id": MODEL, "object": "model", "owned_by": "bench", "max_model_len": 1 << 20}
-                ],
-            }
-        )
-
-    async def completions(request: Request) -> JSONResponse:
-        body = await request.json()
-        if body.get("model") != MODEL:
-            return JSONResponse(
-                {"error": {"message": f"model {body.get('model')!r} not served"}}, status_code=404
-            )
-        prompt: str = body["prompt"]
-        chunks = [prompt[i : i + CHUNK_CHARS] for i in range(0, len(prompt), CHUNK_CHARS)]
-        new = [c for c in chunks if c not in seen]
-        seen.update(new)
-        await asyncio.sleep(sleep_per_block * len(new))
-        return JSONResponse(
-            {
-                "id": f"cmpl-{index}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": MODEL,
-                "choices": [
-                    {"index": 0, "text": "ok", "finish_reason": "length", "logprobs": None}
-                ],
-                "usage": {
-                    "prompt_tokens": len(chunks),
-                    "completion_tokens": 1,
-                    "total_tokens": len(chunks) + 1,
-                },
-            }
-        )
-
-    return Starlette(
-        routes=[
-            Route("/health", health),
-            Route("/v1/models", models),
-            Route("/v1/completions", completions, methods=["POST"]),
-        ]
-    )
-
-
-async def wait_ready(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient() as client:
-        while time.monotonic() < deadline:
-            try:
-                if (await client.get(url, timeout=2)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.3)
-    raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
-
-
 async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int]:
-    worker_ports = [args.base_port + 10 + i for i in range(args.replicas)]
-    urls = [f"http://127.0.0.1:{p}" for p in worker_ports]
-    servers = [
-        uvicorn.Server(
-            uvicorn.Config(
-                fake_worker(i, args.sleep_per_block), host="127.0.0.1", port=p, log_level="warning"
+    with contextlib.ExitStack() as stack:
+        workers = [
+            stack.enter_context(
+                FakeVLLM(
+                    model=MODEL,
+                    block_size=CHUNK_CHARS // 4,  # one block per chunk
+                    capacity_blocks=1 << 40,
+                    prefill_s_per_block=args.sleep_per_block,
+                    chunks=1,
+                    port=args.base_port + 10 + i,
+                )
             )
+            for i in range(args.replicas)
+        ]
+        urls = [worker.url for worker in workers]
+        log = Path(args.smg_log)
+        smg = launch_smg(
+            SmgSettings(
+                worker_urls=urls,
+                port=args.base_port,
+                prometheus_port=args.base_port + 1,
+                shutdown_grace_s=1,
+            ),
+            log,
         )
-        for i, p in enumerate(worker_ports)
-    ]
-    tasks = [asyncio.create_task(s.serve()) for s in servers]
-    smg = launch_smg(
-        SmgSettings(
-            worker_urls=urls,
-            port=args.base_port,
-            prometheus_port=args.base_port + 1,
-            shutdown_grace_s=1,
-        ),
-        Path(args.smg_log),
-    )
-    try:
-        for url in urls:
-            await wait_ready(url + "/health", 20)
-        await wait_ready(f"http://127.0.0.1:{args.base_port}/v1/models", 60)
+        stack.callback(stop_smg, smg)
+        wait_until_ready(smg, f"http://127.0.0.1:{args.base_port}", 60.0, log)
         by_id: dict[str, int] = {}
         chosen: list[int | None] = [None] * len(trace)
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
@@ -177,14 +116,10 @@ async def replay_through_smg(trace: Trace, args: argparse.Namespace) -> list[int
         if any(c is None for c in chosen):
             raise RuntimeError("some requests got no routed worker")
         print(
-            f"  SMG routed {len(trace)} requests in {time.monotonic() - start:.1f} s; worker ids seen: {sorted(by_id) or urls}"
+            f"  SMG routed {len(trace)} requests in {time.monotonic() - start:.1f} s; "
+            f"worker ids seen: {sorted(by_id) or urls}"
         )
         return [c for c in chosen if c is not None]
-    finally:
-        stop_smg(smg)
-        for server in servers:
-            server.should_exit = True
-        await asyncio.gather(*tasks)
 
 
 def main() -> int:

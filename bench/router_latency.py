@@ -30,12 +30,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prefixkit.engine_adapter.replay.trace import load_trace
-from prefixkit.engine_adapter.routing.router import Placement, RouterSettings, RouterState
+from prefixkit.engine_adapter.routing.router_state import Placement, RouterSettings, RouterState
 from prefixkit.sdk.block_hash import (
     PrefixHashMemo,
     event_block_hash,
@@ -43,6 +43,7 @@ from prefixkit.sdk.block_hash import (
     none_hash,
     sha256_cbor,
 )
+from prefixkit.testing.fake_vllm import PrefixCache
 from samples import percentile
 from traces import MOONCAKE_TRACE
 
@@ -52,27 +53,6 @@ REPLICAS = 8
 def _percentiles(samples_s: Sequence[float]) -> tuple[float, float]:
     """Median and 99th percentile, in microseconds."""
     return statistics.median(samples_s) * 1e6, percentile(samples_s, 0.99) * 1e6
-
-
-class EmulatedEngine:
-    """One replica's prefix cache as vLLM keeps it: an LRU of blocks in which a
-    request's blocks are most recent head first (its tail is evicted first)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.lru: OrderedDict[int, None] = OrderedDict()
-
-    def admit(self, hashes: Sequence[int]) -> tuple[list[int], list[int]]:
-        """Cache a request's blocks: (the blocks newly stored, the blocks evicted)."""
-        lru = self.lru
-        stored = [h for h in hashes if h not in lru]
-        for block in reversed(hashes):
-            lru[block] = None
-            lru.move_to_end(block)
-        evicted = []
-        while len(lru) > self.capacity:
-            evicted.append(lru.popitem(last=False)[0])
-        return stored, evicted
 
 
 def route_latencies(
@@ -87,7 +67,7 @@ def route_latencies(
     )
     state = RouterState(settings)
     index = state.index
-    engines = [EmulatedEngine(capacity or 500) for _ in range(REPLICAS)]
+    engines = [PrefixCache(capacity or 500) for _ in range(REPLICAS)]
     open_requests: deque[Placement] = deque()
     clock = time.perf_counter
     samples = []

@@ -1,6 +1,6 @@
 """Routers in front of two real vLLM CPU replicas, side by side: precise vs real SMG vs round-robin.
 
-    .venv/bin/python bench/router_live.py      # ports 18064-18066, about 5 minutes
+    .venv/bin/python bench/router_live.py      # ports 18064-18067, about 5 minutes
 
 Two replicas of the embedded model (SmolLM2-135M, 32-token blocks) with a
 deliberately small KV cache (`--kv-blocks`, 64 blocks each), KV events on.
@@ -21,6 +21,10 @@ salts, so no phase reuses another's blocks:
    characters per token, measured through ``/tokenize``: what
    ``--smg-chars-per-token`` gives it);
 3. ``precise`` (`prefixkit serve --router precise`).
+
+Each router is deployed over the running replicas by `deploy`, as
+`prefixkit serve --replicas 2 --no-gateway` runs it (the requests go through the
+serving app: to SMG, or to the precise routing stage inside it).
 
 Prints per router: the engines' prefix-cache hit rate (their own counters, a
 difference over the phase), time to first token (median, p90); for precise,
@@ -50,8 +54,8 @@ from chats import Conversation, conversations
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
-from prefixkit.engine_adapter.routing.router import parse_server_timing
-from prefixkit.engine_adapter.serving.router_launch import launch_router
+from prefixkit.engine_adapter.routing.router_state import parse_server_timing
+from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
 from prefixkit.sdk.salt import tenant_salt
 from samples import percentile
 
@@ -162,17 +166,22 @@ def main() -> int:
                 "round_robin", lambda: urls[next(turn) % len(urls)], urls, model, args.clients
             )
         ]
-        router_port = args.first_port + 2
-        for name, policy in (("smg cache_aware", "cache_aware"), ("precise", "precise")):
-            with launch_router(
-                replicas,
-                policy,
-                "127.0.0.1",
-                router_port,
-                run_dir,
-                report,
-                smg_chars_per_token=chars_per_token,
-            ) as url:
+        endpoints = [ReplicaEndpoint.of(config) for config in configs]
+        for name, topology in (
+            (
+                "smg cache_aware",
+                Topology(
+                    replicas=2,
+                    router="smg",
+                    port=args.first_port + 2,
+                    router_port=args.first_port + 3,
+                    smg_chars_per_token=chars_per_token,
+                ),
+            ),
+            ("precise", Topology(replicas=2, router="precise", port=args.first_port + 2)),
+        ):
+            with deploy(endpoints, topology, run_dir=run_dir, report=report) as deployment:
+                url = deployment.url
                 results.append(measure_phase(name, lambda url=url: url, urls, model, args.clients))
 
     requests = TENANTS * USERS * TURNS

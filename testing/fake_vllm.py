@@ -14,7 +14,8 @@ the cached prompt tokens. Its prefix cache is an LRU of whole blocks (`PrefixCac
 a request's blocks are most recent head first, so its tail leaves first), keyed by
 vLLM's own block hashes (`prefixkit.sdk.block_hash`, ``cache_salt`` in the first
 block): a repeated prefix hits in whole blocks, the last block of a prompt is never
-served from cache, another salt never hits. With `kv_events`, it publishes the blocks
+served from cache, another salt never hits. With `kv_events` (True: on an ipc socket
+of its own; or the ZMQ endpoint to bind, e.g. ``"ipc:///tmp/r0.ipc"``), it publishes the blocks
 it stores and evicts as vLLM's KV events (ZMQ PUB, ``[topic, seq, msgpack batch]``,
 ``BlockStored`` / ``BlockRemoved`` maps with vLLM's fields).
 
@@ -126,7 +127,7 @@ class FakeVLLM:
         model: str = "fake-model",
         block_size: int = 32,
         capacity_blocks: int = 2000,
-        kv_events: bool = False,
+        kv_events: bool | str = False,
         hash_algo: HashAlgo = "sha256_cbor",
         tokenizer: Tokenizer = chars_tokenizer,
         prefill_s_per_block: float = 0.0,
@@ -158,8 +159,8 @@ class FakeVLLM:
         self.queried_tokens = 0
         self.hit_tokens = 0
         self._events_dir: tempfile.TemporaryDirectory[str] | None = None
-        self.kv_events_endpoint: str | None = None
-        if kv_events:
+        self.kv_events_endpoint = kv_events if isinstance(kv_events, str) else None
+        if kv_events is True:
             self._events_dir = tempfile.TemporaryDirectory(prefix="pkfake-")
             self.kv_events_endpoint = f"ipc://{self._events_dir.name}/kv.ipc"
         self._publisher: Any = None

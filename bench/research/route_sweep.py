@@ -16,17 +16,21 @@ and prints precise / smg_like per cell and, per replica count, the geometric
 mean and the lowest ratio, and both policies' worst imbalance (max/mean of
 assigned blocks, of uncached blocks).
 
-    .venv/bin/python bench/route_sweep.py        # about 10 s
+    .venv/bin/python bench/research/route_sweep.py        # about 10 s
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 
 from prefixkit.engine_adapter.replay.replay import LoadParams, replay
 from prefixkit.engine_adapter.replay.trace import Trace, load_trace
-from traces import MOONCAKE_TRACE
+
+MOONCAKE_TRACE = (
+    Path(__file__).resolve().parents[2] / "examples" / "traces" / "mooncake_conversation.jsonl.gz"
+)
 
 LOAD = LoadParams(0.001, 0.0, 25.0)
 REPLICA_COUNTS = (4, 8, 16)

@@ -27,8 +27,8 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   compressed 25x); precise also with other work budgets (`PreciseParams.
   work_balance`), to show how much its hit rate moves with a setting.
 
-    .venv/bin/python bench/route_bounds.py                    # ~10 s
-    .venv/bin/python bench/route_bounds.py --requests 0       # the whole trace, ~30 s
+    .venv/bin/python bench/research/route_bounds.py                    # ~10 s
+    .venv/bin/python bench/research/route_bounds.py --requests 0       # the whole trace, ~30 s
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import heapq
 import itertools
 import sys
 from collections.abc import Container, Sequence
+from pathlib import Path
 
 from prefixkit.engine_adapter.replay.cache_sim import ReplicaCaches, oracle_hits
 from prefixkit.engine_adapter.replay.replay import LoadParams, analyze, replay, token_hit_rate
@@ -49,7 +50,10 @@ from prefixkit.engine_adapter.routing.policy import (
     cached_runs,
     choose_replica,
 )
-from traces import MOONCAKE_TRACE
+
+MOONCAKE_TRACE = (
+    Path(__file__).resolve().parents[2] / "examples" / "traces" / "mooncake_conversation.jsonl.gz"
+)
 
 NEVER = sys.maxsize
 LOAD = LoadParams(0.001, 0.0, 25.0)
