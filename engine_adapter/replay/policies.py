@@ -28,7 +28,7 @@ the simulated caches and load (`ReplicaCaches`, `ReplicaLoad`) it was built with
   Otherwise the least-loaded replica, ties by fewest requests processed, then
   lowest index (SMG's ``(load, processed, idx)``). The chosen replica's path is
   inserted whatever the branch.
-* ``precise``: `precise_policy.choose_replica` over the true simulated caches,
+* ``precise``: `routing.policy.choose_replica` over the true simulated caches,
   with the eviction cost of a `ReuseModel` learned as the replay goes and the
   work budget of `WorkShares`, which spreads prefixes evenly while the model
   has no evidence yet, as live (requests are numbered as the replay stamps

@@ -27,7 +27,7 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True)
 class LoadParams:
-    """The load model's timing (see `load_model`) and the arrival compression."""
+    """The replicas' timing (see `replica_load`) and the arrival compression."""
 
     prefill_s_per_block: float
     decode_s_per_token: float

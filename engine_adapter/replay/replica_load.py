@@ -1,4 +1,4 @@
-"""A simple load model for replayed traffic: what is in flight on each replica.
+"""What is in flight on each replica during a replay: a simple model of replica load.
 
 A trace gives arrival times, prompt and output lengths, but not how long each
 request occupied its replica; routing policies with a load term need that. The
@@ -13,7 +13,7 @@ model, per replica:
 
 So ``inflight[r]`` (requests, what SMG counts) and ``queued_blocks(r, now)``
 (prefill work not yet done, what the precise policy weighs) follow from the
-arrival times alone. Defaults are set by callers (see `analyze_command`).
+arrival times alone. Defaults are set by callers (see `prefixkit.cli.analyze`).
 """
 
 from __future__ import annotations

@@ -84,7 +84,10 @@ class Refusal(Exception):
 class Routing(Protocol):
     """A routing stage of the serving app (see the module docstring)."""
 
-    replica_urls: Sequence[str]
+    @property
+    def replica_urls(self) -> Sequence[str]:
+        """The replicas behind the stage (for ``/metrics``)."""
+        ...
 
     async def start(self, upstreams: Upstreams) -> None: ...
 
