@@ -310,6 +310,7 @@ class MockProvider:
 
     def _messages(self, body: dict[str, Any], number: int) -> _Answer:
         _require(body, "max_tokens", int)
+        stream = _streamed(body)
         prompt = _anthropic_prompt(body)
         if self.anthropic_usage is not None:
             usage = copy.deepcopy(dict(self.anthropic_usage))
@@ -317,7 +318,7 @@ class MockProvider:
             usage = self._anthropic_cache(prompt)
             usage["output_tokens"] = _counter().count(self.reply)
         message = _anthropic_message(body["model"], number, usage, self.reply)
-        return _anthropic_events(message, self.reply) if _streamed(body) else message
+        return _anthropic_events(message, self.reply) if stream else message
 
     def _count_tokens(self, body: dict[str, Any], number: int) -> _Answer:
         return {"input_tokens": sum(_anthropic_prompt(body).counts)}
@@ -355,19 +356,21 @@ class MockProvider:
 
     def _chat(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
+        stream = _streamed(body)
         _options(body, "chat")
-        prompt = _openai_prompt(body, _require(body, "messages", list))
+        prompt = _openai_prompt(body, _require(body, "messages", list), "messages")
         if self.chat_usage is not None:
             usage = copy.deepcopy(dict(self.chat_usage))
         else:
             cached, written = self._openai_cache(body, prompt)
             usage = _completion_usage(len(prompt.ids), cached, written, self.reply)
-        if _streamed(body):
+        if stream:
             return _chat_events(body, number, usage, self.reply)
         return _chat_completion(model, number, usage, self.reply)
 
     def _completions(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
+        stream = _streamed(body)
         prompt = _require(body, "prompt", (str, list))
         if isinstance(prompt, str):
             ids = _counter().encode(prompt)
@@ -384,7 +387,7 @@ class MockProvider:
         else:
             cached, written = self._openai_cache(body, _OpenAIPrompt(ids, []))
             usage = _completion_usage(len(ids), cached, written, self.reply)
-        if _streamed(body):
+        if stream:
             return _completion_events(body, number, usage, self.reply)
         completion = _chat_completion(model, number, usage, self.reply)
         completion.update(
@@ -396,6 +399,7 @@ class MockProvider:
 
     def _responses(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
+        stream = _streamed(body)
         ttl = _options(body, "responses").get("ttl", "30m")
         items = _require(body, "input", (str, list))
         if isinstance(items, str):
@@ -405,7 +409,7 @@ class MockProvider:
             if not isinstance(instructions, str):
                 raise _BadRequest("instructions must be a string", "instructions")
             items = [{"role": "system", "content": instructions}, *items]
-        prompt = _openai_prompt(body, items)
+        prompt = _openai_prompt(body, items, "input")
         if self.responses_usage is not None:
             usage = copy.deepcopy(dict(self.responses_usage))
         else:
@@ -426,7 +430,7 @@ class MockProvider:
                 "total_tokens": len(prompt.ids) + output,
             }
         response = _response_object(model, number, usage, self.reply)
-        return _responses_events(response, self.reply) if _streamed(body) else response
+        return _responses_events(response, self.reply) if stream else response
 
     def _openai_cache(self, body: dict[str, Any], prompt: _OpenAIPrompt) -> tuple[int, int]:
         """(cached, written) tokens of `prompt`, updating the simulated cache."""
@@ -436,7 +440,7 @@ class MockProvider:
         minimum = (info.min_cache_tokens if info else None) or (
             provider_limits("openai").min_cache_tokens or _UNKNOWN_MODEL_MIN_TOKENS
         )
-        mode = body.get("prompt_cache_options", {}).get("mode")
+        mode = _options(body).get("mode")
         ids = prompt.ids
         cached = written = 0
         if mode is None or mode == "implicit":
@@ -493,6 +497,15 @@ def _require(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) 
     return value
 
 
+def _optional_list(body: Mapping[str, Any], name: str) -> list[Any]:
+    value = body.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _BadRequest(f"{name}: expected list, got {type(value).__name__}", name)
+    return value
+
+
 def _optional_str(body: Mapping[str, Any], name: str) -> str:
     value = body.get(name)
     if value is None:
@@ -502,9 +515,9 @@ def _optional_str(body: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _options(body: Mapping[str, Any], api: str) -> dict[str, Any]:
-    """`prompt_cache_options`, checked against what `api` ("chat", "responses") takes."""
-    options = body.get("prompt_cache_options", {})
+def _options(body: Mapping[str, Any], api: str | None = None) -> dict[str, Any]:
+    """`prompt_cache_options`, its TTL checked against what `api` ("chat", "responses") takes."""
+    options = body.get("prompt_cache_options") or {}
     if not isinstance(options, dict):
         raise _BadRequest("prompt_cache_options must be an object", "prompt_cache_options")
     if options.get("mode", "implicit") not in ("implicit", "explicit"):
@@ -513,8 +526,8 @@ def _options(body: Mapping[str, Any], api: str) -> dict[str, Any]:
             f"{options['mode']!r}",
             "prompt_cache_options.mode",
         )
-    ttls = provider_limits("openai").api_ttls.get(api, ())
-    if "ttl" in options and options["ttl"] not in ttls:
+    ttls = provider_limits("openai").api_ttls.get(api or "", ())
+    if api is not None and "ttl" in options and options["ttl"] not in ttls:
         raise _BadRequest(
             f"prompt_cache_options.ttl: the {api} API takes {', '.join(ttls)}, got "
             f"{options['ttl']!r}",
@@ -549,15 +562,18 @@ class _AnthropicPrompt:
 def _anthropic_prompt(body: dict[str, Any]) -> _AnthropicPrompt:
     model = _require(body, "model", str)
     blocks: list[tuple[str, Any]] = []
-    for index, tool in enumerate(body.get("tools") or []):
+    for index, tool in enumerate(_optional_list(body, "tools")):
         if not isinstance(tool, dict):
             raise _BadRequest(f"tools.{index}: expected an object", "tools")
         rest = {k: v for k, v in tool.items() if k != "cache_control"}
         blocks.append((json.dumps(rest), tool.get("cache_control")))
-    system = body.get("system") or []
-    for index, block in enumerate(
-        [{"type": "text", "text": system}] if isinstance(system, str) else system
-    ):
+    system = body.get("system")
+    system_blocks = (
+        [{"type": "text", "text": system}]
+        if isinstance(system, str)
+        else _optional_list(body, "system")
+    )
+    for index, block in enumerate(system_blocks):
         blocks.append((_anthropic_text(block, f"system.{index}"), block.get("cache_control")))
     messages = _require(body, "messages", list)
     if not messages:
@@ -622,13 +638,15 @@ class _OpenAIPrompt:
     breakpoints: list[int]
 
 
-def _openai_prompt(body: dict[str, Any], items: list[Any]) -> _OpenAIPrompt:
+def _openai_prompt(body: dict[str, Any], items: list[Any], field: str) -> _OpenAIPrompt:
+    """`items` (chat `messages`, Responses `input`) after the tools, as token ids."""
     counter = _counter()
+    _optional_list(body, "tools")
     ids = list(counter.encode(json.dumps(body.get("tools", []))))
     breakpoints: list[int] = []
     for m, item in enumerate(items):
         if not isinstance(item, dict):
-            raise _BadRequest(f"item {m}: expected an object")
+            raise _BadRequest(f"{field}.{m}: expected an object", field)
         if not isinstance(item.get("role"), str):
             # a Responses item that is not a message (function_call, reasoning, ...)
             ids += counter.encode(json.dumps(item))
@@ -637,10 +655,10 @@ def _openai_prompt(body: dict[str, Any], items: list[Any]) -> _OpenAIPrompt:
         content = item.get("content")
         parts = [{"text": content}] if isinstance(content, str) else content or []
         if not isinstance(parts, list):
-            raise _BadRequest(f"item {m}: content must be a string or a list of parts")
+            raise _BadRequest(f"{field}.{m}.content: expected a string or a list", field)
         for p, part in enumerate(parts):
             if not isinstance(part, dict):
-                raise _BadRequest(f"item {m}, content part {p}: expected an object")
+                raise _BadRequest(f"{field}.{m}.content.{p}: expected an object", field)
             text = part.get("text")
             if not isinstance(text, str):
                 text = json.dumps({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"})

@@ -6,8 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prefixkit.sdk import TiktokenTokenizer
 from prefixkit.testing.providers import (
     ANTHROPIC_USAGE,
@@ -300,6 +303,45 @@ def test_a_field_of_the_wrong_shape_answers_400_naming_it(claude: anthropic.Anth
             max_tokens=8,
             messages=[{"role": "user", "content": [42]}],  # type: ignore[list-item]
         )
+
+
+SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4)
+JSON = SCALARS | st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["type", "text", "role", "content", "ttl"]), inner)
+    ),
+    max_leaves=10,
+)
+VALID = {
+    "/v1/messages": {
+        "model": SONNET,
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "q"}],
+    },
+    "/v1/chat/completions": {"model": "gpt-4o", "messages": [{"role": "user", "content": "q"}]},
+    "/v1/responses": {"model": "gpt-5.6-sol", "input": "q"},
+}
+FIELDS = ["max_tokens", "messages", "system", "tools", "input", "stream", "cache_control"]
+FIELDS += ["prompt_cache_options", "prompt_cache_key", "instructions", "stream_options"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    path=st.sampled_from(sorted(VALID)),
+    changes=st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=3),
+)
+def test_any_json_body_is_answered_or_refused_with_400(path: str, changes: dict[str, Any]) -> None:
+    mock = MockProvider()
+    with mock.anthropic_client() as claude, mock.openai_client() as gpt:
+        client: Any = claude if path == "/v1/messages" else gpt
+        try:
+            response = client.post(path, body=VALID[path] | changes, cast_to=httpx2.Response)
+        except (anthropic.BadRequestError, openai.BadRequestError) as error:
+            assert error.status_code == 400
+        else:
+            assert response.status_code == 200
 
 
 def test_more_than_four_breakpoints_answer_400_like_the_api(claude: anthropic.Anthropic) -> None:
