@@ -1,0 +1,20 @@
+"""The repository stands alone: nothing in it reads files from beside it (the machines it
+is developed on keep a folder of shared material next to it; a clone has none)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BESIDE = "/".join(["..", "shared"])  # spelled apart, so this file does not match itself
+
+
+def test_no_tracked_file_reads_from_beside_the_repository() -> None:
+    found = subprocess.run(
+        ["git", "grep", "-n", "-I", "-F", "-e", BESIDE, "-e", '"shared"', "--", ".", ":!*.md"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 1, found.stdout  # git grep: 1 means nothing found
