@@ -15,10 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from prefixkit.engine_adapter.engine.config import EngineConfig
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.sdk import HFTokenizer
+
+# Hypothesis' per-example deadline (200 ms) times the load of a shared 2-core machine,
+# not the code under test: property tests check behaviour, benches check speed.
+settings.register_profile("prefixkit", deadline=None)
+settings.load_profile("prefixkit")
 
 ENGINE_PORT = 18000
 # the Mooncake conversation trace (Apache-2.0), shipped with the examples
