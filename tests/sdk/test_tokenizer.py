@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anthropic
 import httpx2
 import pytest
 from prefixkit.sdk import (
@@ -19,6 +18,7 @@ from prefixkit.sdk import (
     TokenizerError,
 )
 from prefixkit.sdk.tokenizer import memoised_count
+from prefixkit.testing.providers import MockProvider
 
 
 def test_cl100k_base_encodes_known_ids_offline(cl100k: TiktokenTokenizer) -> None:
@@ -138,33 +138,32 @@ def test_anthropic_has_no_token_ids() -> None:
         AnthropicTokenCounter("claude-sonnet-4-5").encode("hi")
 
 
-def _counting_client(bodies: list[dict[str, object]]) -> anthropic.Anthropic:
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        assert request.url.path == "/v1/messages/count_tokens"
-        bodies.append(json.loads(request.content))
-        return httpx2.Response(200, json={"input_tokens": 42})
-
-    return anthropic.Anthropic(
-        api_key="test-key", http_client=httpx2.Client(transport=httpx2.MockTransport(handler))
+def _counted(api: MockProvider, body: dict[str, object]) -> int:
+    """What the (mock) count_tokens API answers for `body`."""
+    request = httpx2.Request(
+        "POST", "https://api.anthropic.com/v1/messages/count_tokens", json=body
     )
+    answer: int = json.loads(api.handle(request).content)["input_tokens"]
+    return answer
 
 
 def test_anthropic_count_with_client_uses_count_tokens_once_per_text() -> None:
-    bodies: list[dict[str, object]] = []
-    counter = AnthropicTokenCounter("claude-sonnet-4-5", client=_counting_client(bodies))
+    api = MockProvider()
+    counter = AnthropicTokenCounter("claude-sonnet-4-5", client=api.anthropic_client())
     text = "a prompt counted by the API, unique to this test"
-    assert counter.count(text) == 42
-    assert counter.count(text) == 42
+    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": text}]}
+    assert counter.count(text) == _counted(MockProvider(), body)
+    assert counter.count(text) == _counted(MockProvider(), body)
     assert counter.count_tokens(text).estimate is False
-    assert bodies == [
-        {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": text}]}
-    ]
+    assert api.paths == ["/v1/messages/count_tokens"]
+    assert api.bodies == [body]
 
 
 def test_anthropic_count_request_sends_the_whole_request() -> None:
-    bodies: list[dict[str, object]] = []
-    counter = AnthropicTokenCounter("claude-sonnet-4-5", client=_counting_client(bodies))
+    api = MockProvider()
+    counter = AnthropicTokenCounter("claude-sonnet-4-5", client=api.anthropic_client())
     system = [{"type": "text", "text": "You are Harbor.", "cache_control": {"type": "ephemeral"}}]
     messages = [{"role": "user", "content": "Hi"}]
-    assert counter.count_request(system=system, messages=messages) == 42
-    assert bodies[0]["system"] == system
+    counted = counter.count_request(system=system, messages=messages)
+    assert api.body["system"] == system
+    assert counted == _counted(MockProvider(), api.body)
