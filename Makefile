@@ -39,7 +39,7 @@ pytest: $(BIN)/.installed
 # The documentation site: build/site, warnings are errors (links, anchors, API references).
 .PHONY: docs
 docs: $(BIN)/.installed
-	$(BIN)/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 test: lint typecheck docs pytest
 

@@ -1,14 +1,19 @@
-"""The README's SDK example runs as written."""
+"""The README's SDK example runs as written, here against prefixkit.testing's mock of the
+Anthropic API, in the example support app's folder (its prompts and prefixkit.lock)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import pytest
-from prefixkit.sdk import Prompt, TiktokenTokenizer, write_lock
+from prefixkit.sdk import Prompt
+from prefixkit.testing.providers import MockProvider
 
-README = Path(__file__).parents[2] / "README.md"
+ROOT = Path(__file__).parents[2]
+README = ROOT / "README.md"
 
 
 def sdk_example() -> str:
@@ -19,12 +24,22 @@ def sdk_example() -> str:
     return match.group(1)
 
 
-def test_readme_sdk_example_runs(prompt_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_lock(prompt_root)
-    monkeypatch.chdir(prompt_root.parent)
-    namespace: dict[str, object] = {}
+def test_readme_sdk_example_runs_and_marks_the_static_and_session_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = MockProvider()
+    on_the_mock = api.anthropic_client()
+    monkeypatch.setattr(anthropic, "Anthropic", lambda **options: on_the_mock)
+    monkeypatch.chdir(ROOT / "examples" / "support_app")
+    namespace: dict[str, Any] = {}
     exec(compile(sdk_example(), str(README), "exec"), namespace)
-    prompt = namespace["prompt"]
-    assert isinstance(prompt, Prompt)
-    assert [s.label for s in prompt.static_segments()][:2] == ["lookup_bucket", "support@v2"]
-    assert namespace["static_tokens"] == TiktokenTokenizer().count(prompt.static_prefix_text())
+    prompt, follow_up = namespace["prompt"], namespace["follow_up"]
+    assert isinstance(prompt, Prompt) and isinstance(follow_up, Prompt)
+    body = api.body
+    assert [block.get("cache_control") for block in body["system"]] == [
+        {"type": "ephemeral", "ttl": "1h"}
+    ]
+    context, question = body["messages"][0]["content"]
+    assert context["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+    assert "cache_control" not in question
+    assert follow_up.render_text().startswith(prompt.render_text())
