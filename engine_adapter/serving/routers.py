@@ -44,7 +44,6 @@ from .relay import Upstreams, openai_error
 __all__ = [
     "DirectRoute",
     "PreciseRoute",
-    "Refusal",
     "Routing",
     "SmgRoute",
     "Target",
@@ -74,7 +73,8 @@ class Target:
 
 
 class Refusal(Exception):
-    """The stage answers `response` instead of forwarding the request."""
+    """The stage answers `response` instead of forwarding the request (caught by the
+    serving app, never raised to a caller)."""
 
     def __init__(self, response: Response) -> None:
         super().__init__(response.status_code)
