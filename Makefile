@@ -1,15 +1,17 @@
 # Two commands for a fresh machine:
 #   make demo   the whole story on the embedded vLLM CPU engine
-#   make test   ruff, mypy (strict) on every package, and the whole pytest suite
+#   make test   ruff, mypy (strict) on every package, the documentation build, the whole pytest suite
+#   (make docs  the documentation site alone, into build/site)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck docs pytest clean
 
-# The install also compiles the replay's hot modules (setup.py): rebuild when they change.
+# The install also compiles the routing decision and the replay (setup.py): rebuild when
+# their sources change.
 $(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*/*.py engine_adapter/*/*.pxd)
-	@echo "==> creating $(VENV) and installing prefixkit with its dev tools (compiling the replay)"
+	@echo "==> creating $(VENV) and installing prefixkit with its dev tools (compiling the routing decision and the replay)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --progress-bar on -q -U pip
 	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
@@ -37,7 +39,6 @@ pytest: $(BIN)/.installed
 	$(BIN)/pytest
 
 # The documentation site: build/site, warnings are errors (links, anchors, API references).
-.PHONY: docs
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
