@@ -24,7 +24,6 @@ Every error the serving app answers itself is `openai_error`: ``{"error": {"mess
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
 
 import anyio
 import httpx
@@ -103,12 +102,6 @@ class Upstreams:
         url = path + ("?" + query if query else "")
         request = client.build_request(method, url, headers=list(headers), content=body)
         return await client.send(request, stream=True)
-
-    async def get_json(self, base_url: str, path: str, timeout: float = 5.0) -> Any:
-        """GET `path` of `base_url` and parse its JSON; raises `httpx.HTTPError`."""
-        response = await self.client(base_url).get(path, timeout=timeout)
-        response.raise_for_status()
-        return response.json()
 
     async def aclose(self) -> None:
         for client in self._clients.values():

@@ -26,6 +26,7 @@ answer for a request the stage will not forward (400 for a body it cannot read).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -265,8 +266,6 @@ class PreciseRoute:
 
     @contextlib.asynccontextmanager
     async def _health_loop(self) -> AsyncIterator[None]:
-        import asyncio
-
         async def poll() -> None:
             while True:
                 for replica, url in enumerate(self.replica_urls):
