@@ -39,7 +39,7 @@ from typing import Literal, cast
 from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo
 
 from ..engine.config import EngineConfig
-from ..engine.metrics import fetch_cache_metrics
+from ..engine.metrics import CacheMetrics, fetch_cache_metrics
 from ..engine.replicas import ReplicaSet, port_is_free, replica_configs
 from ..engine.setup_steps import Report
 from ..errors import DeploymentConfigError, PortInUseError
@@ -232,15 +232,19 @@ def deploy(
         routing: Routing
         if not topology.routed:
             routing = DirectRoute(urls[0], urls, name="replica 0")
-        elif topology.router == "precise":
-            routing = PreciseRoute(RouterState(_router_settings(endpoints, topology, run_dir)))
-            report(f"the precise router routes {len(urls)} replicas")
-            if topology.decision_log:
-                report(f"routing decisions are appended to {run_dir / 'decisions.jsonl'}")
         else:
-            router_url = stack.enter_context(_smg(endpoints, topology, run_dir, report))
-            settings = _router_settings(endpoints, topology, run_dir)
-            routing = SmgRoute(router_url, PreciseRoute(RouterState(settings)))
+            metrics = [fetch_cache_metrics(url) for url in urls]  # the replicas' KV capacity
+            precise = PreciseRoute(
+                RouterState(_router_settings(endpoints, metrics, topology, run_dir))
+            )
+            if topology.router == "precise":
+                routing = precise
+                report(f"the precise router routes {len(urls)} replicas")
+                if topology.decision_log:
+                    report(f"routing decisions are appended to {run_dir / 'decisions.jsonl'}")
+            else:
+                router_url = stack.enter_context(_smg(urls, metrics, topology, run_dir, report))
+                routing = SmgRoute(router_url, precise)
         url = stack.enter_context(
             served_in_thread(
                 serving_app(routing, tenants), topology.host, topology.port, "prefixkit-serving"
@@ -270,10 +274,13 @@ def _check_fit(topology: Topology, endpoints: Sequence[ReplicaEndpoint]) -> None
 
 
 def _router_settings(
-    endpoints: Sequence[ReplicaEndpoint], topology: Topology, run_dir: Path
+    endpoints: Sequence[ReplicaEndpoint],
+    metrics: Sequence[CacheMetrics],
+    topology: Topology,
+    run_dir: Path,
 ) -> RouterSettings:
-    """The precise router's settings for these replicas (their capacity read from their
-    ``/metrics``). Replicas whose block hash it cannot compute give it no KV events to
+    """The precise router's settings for these replicas (their capacity from their
+    `metrics`). Replicas whose block hash it cannot compute give it no KV events to
     follow: it then places by load alone (SMG's Responses requests on such a fleet)."""
     first = endpoints[0]
     followed = first.hash_algo in _REPRODUCIBLE
@@ -285,19 +292,22 @@ def _router_settings(
         block_size=first.block_size,
         hash_algo=cast(HashAlgo, first.hash_algo if followed else "sha256_cbor"),
         hash_seed=first.hash_seed or DEFAULT_NONE_HASH_SEED,
-        capacity_blocks=[fetch_cache_metrics(e.url).num_blocks for e in endpoints],
+        capacity_blocks=[m.num_blocks for m in metrics],
         decision_log=run_dir / "decisions.jsonl" if topology.decision_log else None,
     )
 
 
 @contextlib.contextmanager
 def _smg(
-    endpoints: Sequence[ReplicaEndpoint], topology: Topology, run_dir: Path, report: Report
+    urls: Sequence[str],
+    metrics: Sequence[CacheMetrics],
+    topology: Topology,
+    run_dir: Path,
+    report: Report,
 ) -> Iterator[str]:
     """Real SMG ``cache_aware`` in front of the replicas, its tree sized to their KV."""
-    urls = [endpoint.url for endpoint in endpoints]
     ratio = topology.smg_chars_per_token or CHARS_PER_TOKEN
-    tree = smg_max_tree_size([fetch_cache_metrics(url) for url in urls], ratio)
+    tree = smg_max_tree_size(metrics, ratio)
     url = f"http://127.0.0.1:{topology.router_port}"
     report(f"starting SMG cache_aware on {url} (max tree size {tree:,} characters)")
     log = run_dir / "router.log"
