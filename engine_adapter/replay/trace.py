@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -141,7 +141,8 @@ def _tokenize_with(tokenizer_dir: str | None) -> Callable[[dict[str, Any]], list
             ids = tokenizer.apply_chat_template(
                 record["messages"], tokenize=True, add_generation_prompt=True
             )
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+            # transformers 5 answers a BatchEncoding (a Mapping, not a dict); 4 a list
+            return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
         return list(tokenizer(record["prompt"])["input_ids"])
 
     return tokenize

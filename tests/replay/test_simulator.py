@@ -348,6 +348,21 @@ def test_unknown_trace_format_names_the_expected_keys(tmp_path: Path) -> None:
         load_trace(path)
 
 
+def test_a_chat_log_is_tokenized_with_its_template_and_shares_its_system_prompt(
+    tmp_path: Path, hf_tokenizer_dir: Path
+) -> None:
+    system = "Customers ask about buckets, volumes and invoices. " * 30
+    records = [
+        {"messages": [{"role": "system", "content": system}, {"role": "user", "content": q}]}
+        for q in ("How much is egress?", "Where is my invoice?")
+    ]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    trace = load_trace(path, tokenizer=str(hf_tokenizer_dir), block_size=16)
+    shared = next(i for i, (a, b) in enumerate(zip(*trace.blocks, strict=False)) if a != b)
+    assert shared >= 10  # the system prompt's blocks, not a handful of field names
+
+
 def test_prompt_logs_without_tokenizer_say_how_to_fix(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('{"prompt": "hello"}\n')
