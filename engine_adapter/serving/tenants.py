@@ -39,13 +39,13 @@ SALTED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/respon
 
 
 def load_tenants(
-    path: Path | None = None, environ: Mapping[str, str] | None = None
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """API key -> tenant id, from the TOML file `path` and ``PREFIXKIT_TENANT_KEYS``."""
     env = os.environ if environ is None else environ
     keys: dict[str, str] = {}
     if path is not None:
-        table = _read_toml(path).get("tenants", {})
+        table = _read_toml(Path(path)).get("tenants", {})
         if not isinstance(table, dict):
             raise GatewayConfigError(
                 f"{path}: `tenants` must be a table of tenant id = API key (or a list of "
@@ -81,10 +81,14 @@ def load_tenants(
     return keys
 
 
-def load_secret(path: Path | None = None, environ: Mapping[str, str] | None = None) -> str:
+def load_secret(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> str:
     """The salt secret: `secret` in the tenants file, else ``PREFIXKIT_SALT_SECRET``."""
     env = os.environ if environ is None else environ
-    secret = _read_toml(path).get("secret") if path is not None else None
+    secret = _read_toml(Path(path)).get("secret") if path is not None else None
+    if secret is not None and not isinstance(secret, str):
+        raise GatewayConfigError(
+            f"{path}: `secret` must be a string (in quotes), got {type(secret).__name__}"
+        )
     secret = secret or env.get("PREFIXKIT_SALT_SECRET")
     if not isinstance(secret, str) or len(secret) < 16:
         raise GatewayConfigError(
@@ -99,8 +103,8 @@ def load_secret(path: Path | None = None, environ: Mapping[str, str] | None = No
 class Tenants:
     """API key -> tenant id, and the secret the tenants' cache salts are derived from."""
 
-    keys: Mapping[str, str]
-    secret: str | bytes
+    keys: Mapping[str, str] = field(repr=False)  # secrets: never printed
+    secret: str | bytes = field(repr=False)
     _by_digest: dict[bytes, str] = field(init=False, repr=False, compare=False)
     _salts: dict[str, str] = field(init=False, repr=False, compare=False)
 
@@ -114,7 +118,9 @@ class Tenants:
         )
 
     @classmethod
-    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Tenants:
+    def load(
+        cls, path: str | Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> Tenants:
         """Keys and secret from the tenants file and the environment (module docstring)."""
         return cls(load_tenants(path, environ), load_secret(path, environ))
 
@@ -151,9 +157,11 @@ def _digest(key: str) -> bytes:
 
 def _read_toml(path: Path) -> dict[str, object]:
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise GatewayConfigError(f"cannot read tenants file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise GatewayConfigError(f"tenants file {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise GatewayConfigError(f"tenants file {path} is not valid TOML: {error}") from None
 

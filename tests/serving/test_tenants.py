@@ -106,3 +106,30 @@ def test_a_client_salt_is_replaced_by_the_tenants_own() -> None:
     assert json.loads(salted) == {"prompt": "hi", "cache_salt": tenant_salt("acme", secret)}
     assert json.loads(tenants.salted(b'{"cache_salt": "forged"}', None)) == {}
     assert tenants.salted(b"[1, 2]", "acme") == b"[1, 2]"  # not an object: the engine answers
+
+
+def test_a_tenants_file_is_read_from_a_path_given_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text('secret = "from-the-file-0123456789"\n[tenants]\nacme = "k1"\n')
+    assert Tenants.load(str(path), environ={}).tenant_of("k1") == "acme"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"secret = 12345678901234567\n", "`secret` must be a string"),
+        (b"[tenants]\nacme = '\xff\xfe'\n", "is not UTF-8 text"),
+    ],
+)
+def test_a_secret_or_file_that_cannot_be_read_is_named(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_bytes(content)
+    with pytest.raises(GatewayConfigError, match=message):
+        Tenants.load(path, environ={"PREFIXKIT_TENANT_KEYS": "acme=k1"})
+
+
+def test_tenants_never_print_their_keys_or_secret() -> None:
+    shown = repr(Tenants({"key-acme-secret": "acme"}, "the-salt-secret-0123456789"))
+    assert "key-acme-secret" not in shown and "the-salt-secret" not in shown
