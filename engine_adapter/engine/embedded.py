@@ -27,8 +27,8 @@ EMBEDDED_SERVED_NAME = "smollm2-135m-instruct"
 
 
 def embedded_config(model_dir: Path, python: Path, **overrides: Any) -> EngineConfig:
-    """CPU engine settings for the embedded model; `overrides` replace any field."""
-    cores = sorted(os.sched_getaffinity(0))
+    """Engine settings for the embedded model (the CPU ones unless `overrides` give
+    ``device="gpu"``); `overrides` replace any field."""
     defaults: dict[str, Any] = {
         "model": model_dir,
         "served_model_name": EMBEDDED_SERVED_NAME,
@@ -38,15 +38,20 @@ def embedded_config(model_dir: Path, python: Path, **overrides: Any) -> EngineCo
         "dtype": "float32",
         "enforce_eager": True,
         "max_model_len": 4096,
-        "kv_cache_space_gib": 1,
-        "cpu_omp_threads_bind": ",".join(str(core) for core in cores),
-        "cpu_reserved_cores": 0,
     }
+    if overrides.get("device", "cpu") == "cpu":
+        cores = sorted(os.sched_getaffinity(0))
+        defaults |= {
+            "kv_cache_space_gib": 1,
+            "cpu_omp_threads_bind": ",".join(str(core) for core in cores),
+            "cpu_reserved_cores": 0,
+        }
     return EngineConfig(**{**defaults, **overrides})
 
 
 def prepare_embedded(report: Report = lambda message: None, **overrides: Any) -> EngineConfig:
-    """Install the engine and prepare the model if needed; returns the embedded config."""
-    python = ensure_engine(report)
+    """Install the engine (unless `overrides` give another ``python``) and prepare the
+    model if needed; returns the embedded config."""
+    python = overrides.pop("python", None) or ensure_engine(report)
     model_dir = ensure_smollm2(report)
     return embedded_config(model_dir, python, **overrides)

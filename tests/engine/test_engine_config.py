@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prefixkit.engine_adapter.engine import embedded
 from prefixkit.engine_adapter.engine.config import SERVER_MODULE, EngineConfig
+from prefixkit.engine_adapter.engine.embedded import embedded_config
 from prefixkit.engine_adapter.errors import EngineConfigError
 from prefixkit.sdk.errors import PrefixkitError
 
@@ -161,3 +163,21 @@ def test_derive_validates_the_copy() -> None:
     assert config.derive(port=18099).port == 18099
     with pytest.raises(EngineConfigError, match="block_size 40"):
         config.derive(block_size=40)
+
+
+def test_the_embedded_settings_on_a_gpu_leave_out_the_cpu_only_ones(tmp_path: Path) -> None:
+    config = embedded_config(tmp_path, tmp_path / "python", device="gpu", block_size=16)
+    assert (config.device, config.block_size, config.kv_cache_space_gib) == ("gpu", 16, None)
+    assert config.cpu_omp_threads_bind is None and config.cpu_reserved_cores is None
+
+
+def test_the_embedded_model_on_another_interpreter_does_not_install_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_install(report: object) -> Path:
+        raise AssertionError("the engine was installed")
+
+    monkeypatch.setattr(embedded, "ensure_engine", no_install)
+    monkeypatch.setattr(embedded, "ensure_smollm2", lambda report: tmp_path)
+    config = embedded.prepare_embedded(python=tmp_path / "vllm" / "bin" / "python")
+    assert config.python == tmp_path / "vllm" / "bin" / "python"
