@@ -43,11 +43,24 @@ __all__ = ["configure", "run"]
 SERVE_STATE = "serve.json"
 
 
+def _port(text: str) -> int:
+    """A TCP port number, for argparse."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: give 1 to 65535")
+    return port
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add `serve` options and the `status` action."""
     actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
     status = actions.add_parser("status", help="show each replica's health and cache metrics")
-    status.add_argument("--run-dir", type=Path, default=None, help="run directory to inspect")
+    status.add_argument(
+        "--run-dir", type=Path, default=argparse.SUPPRESS, help="run directory to inspect"
+    )
     status.add_argument(
         "--interval",
         type=float,
@@ -84,14 +97,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     topology = parser.add_argument_group("replicas, router and gateway")
     topology.add_argument("--replicas", type=int, default=1, help="number of vLLM replicas")
-    topology.add_argument("--engine-port", type=int, default=8100, help="first replica's port")
+    topology.add_argument("--engine-port", type=_port, default=8100, help="first replica's port")
     topology.add_argument(
         "--router",
         choices=["smg", "precise"],
         default="smg",
         help="for N > 1: smg (SMG cache_aware, the default) or precise (prefixkit's)",
     )
-    topology.add_argument("--router-port", type=int, default=8090)
+    topology.add_argument("--router-port", type=_port, default=8090)
     topology.add_argument(
         "--decision-log",
         action="store_true",
@@ -105,7 +118,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "SMG's tree from the replicas' KV capacity (default 4)",
     )
     topology.add_argument("--host", default="127.0.0.1", help="the serving app's address")
-    topology.add_argument("--port", type=int, default=8000, help="the serving app's port")
+    topology.add_argument("--port", type=_port, default=8000, help="the serving app's port")
     topology.add_argument("--tenants", type=Path, help="TOML file with [tenants] and secret")
     topology.add_argument("--no-gateway", action="store_true", help="serve without the gateway")
     topology.add_argument("--run-dir", type=Path, default=None, help="logs, sockets and state")
@@ -128,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
+    from prefixkit.engine_adapter.errors import EngineConfigError
     from prefixkit.engine_adapter.serving.deployment import Topology, deploy
     from prefixkit.engine_adapter.serving.smg import smg_executable
 
@@ -141,39 +155,50 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
         decision_log=args.decision_log,
         smg_chars_per_token=args.smg_chars_per_token,
     )
-    topology.ports(launching=True, app=topology.routed or not args.no_gateway)
-    if topology.uses_smg:  # before the engine, which may take minutes to install
+    # everything that can be checked before the engine, which may take minutes to install
+    if args.embedded and args.model is not None:
+        raise EngineConfigError("--embedded serves SmolLM2: drop --model, or drop --embedded")
+    if not args.embedded and args.model is None:
+        raise EngineConfigError(
+            "no model: give --model DIR (a local model directory) or --embedded "
+            "(CPU engine with SmolLM2-135M-Instruct, installed if missing)"
+        )
+    topology.check_free(launching=True, app=topology.routed or not args.no_gateway)
+    if topology.uses_smg:
         smg_executable()
     run_dir.mkdir(parents=True, exist_ok=True)
+    tenants = None if args.no_gateway else _tenants(args, run_dir, console)
     report = _ConsoleReport(console)
     with report.live():
         base = _base_config(args, report)
-    tenants = None if args.no_gateway else _tenants(args, run_dir, console)
-    signal.signal(signal.SIGTERM, _interrupt)
-    with contextlib.ExitStack() as stack:
-        with report.live():
-            deployment = stack.enter_context(
-                deploy(
-                    base,
-                    topology,
-                    tenants=tenants,
-                    run_dir=run_dir,
-                    kv_events=not args.no_kv_events,
-                    start_timeout=args.start_timeout,
-                    grace=args.grace,
-                    report=report,
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        with contextlib.ExitStack() as stack:
+            with report.live():
+                deployment = stack.enter_context(
+                    deploy(
+                        base,
+                        topology,
+                        tenants=tenants,
+                        run_dir=run_dir,
+                        kv_events=not args.no_kv_events,
+                        start_timeout=args.start_timeout,
+                        grace=args.grace,
+                        report=report,
+                    )
                 )
-            )
-        _write_serve_state(run_dir, deployment)
-        _announce(console, deployment, base, run_dir)
-        while True:
-            time.sleep(3600)
+            _write_serve_state(run_dir, deployment)
+            _announce(console, deployment, base, run_dir)
+            while True:
+                time.sleep(3600)
+    except _Stopped:
+        console.print("stopped: every process it started is stopped")
+        return 0
 
 
 def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
     from prefixkit.engine_adapter.engine.config import EngineConfig
     from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-    from prefixkit.engine_adapter.errors import EngineConfigError
 
     overrides = {
         key: value
@@ -195,14 +220,7 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
         if value is not None
     }
     if args.embedded:
-        if args.model is not None:
-            raise EngineConfigError("--embedded serves SmolLM2: drop --model, or drop --embedded")
         return prepare_embedded(report, **overrides)
-    if args.model is None:
-        raise EngineConfigError(
-            "no model: give --model DIR (a local model directory) or --embedded "
-            "(CPU engine with SmolLM2-135M-Instruct, installed if missing)"
-        )
     return EngineConfig(model=args.model.expanduser().resolve(), **overrides)
 
 
@@ -360,5 +378,10 @@ class _ConsoleReport:
                 self.status = None
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+class _Stopped(Exception):
+    """SIGTERM arrived: a service manager's normal way to stop `prefixkit serve` (exit 0;
+    Ctrl-C is an interruption, exit 130)."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped

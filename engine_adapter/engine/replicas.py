@@ -72,7 +72,10 @@ def replica_configs(
     if count < 1:
         raise EngineConfigError(f"replica count {count} must be at least 1")
     if first_port + count - 1 > 65535:
-        raise EngineConfigError(f"ports {first_port}..{first_port + count - 1} exceed 65535")
+        raise EngineConfigError(
+            f"replica ports {first_port}..{first_port + count - 1} exceed 65535: give a "
+            "lower first port (--engine-port)"
+        )
     configs = []
     for index in range(count):
         changes: dict[str, object] = {"port": first_port + index}
@@ -105,7 +108,8 @@ def preflight(config: EngineConfig) -> None:
     if not port_is_free(config.host, config.port):
         raise PortInUseError(
             f"port {config.port} on {config.host} is already in use: choose another port "
-            f"(--port / port=) or stop the process listening on {config.base_url}"
+            f"(--engine-port for prefixkit serve, port= for an EngineConfig) or stop the "
+            f"process listening on {config.base_url}"
         )
 
 
@@ -402,6 +406,11 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError as error:
             if error.errno in (errno.EADDRINUSE, errno.EACCES):
                 return False
+            if error.errno == errno.EADDRNOTAVAIL:
+                raise EngineConfigError(
+                    f"{host} is not an address of this machine, so nothing can listen on it: "
+                    "give one of its own (127.0.0.1, or 0.0.0.0 for every interface)"
+                ) from None
             raise
     return True
 

@@ -160,6 +160,19 @@ class Topology:
             owners[port] = role
         return roles
 
+    def check_free(self, launching: bool, app: bool) -> None:
+        """Raise `PortInUseError` if another process holds a port of the deployment."""
+        for role, port in self.ports(launching, app).items():
+            host = self.host if role == "gateway" else "127.0.0.1"
+            if not port_is_free(host, port):
+                option = {"gateway": "--port", "router": "--router-port"}.get(
+                    role, "--router-port" if role == "router metrics" else "--engine-port"
+                )
+                raise PortInUseError(
+                    f"the {role}'s port {port} on {host} is already in use: choose another "
+                    f"{option}, or stop the process listening there"
+                )
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -194,7 +207,7 @@ def deploy(
     log (a temporary folder when None)."""
     launching = isinstance(engines, EngineConfig)
     app = topology.routed or tenants is not None
-    ports = topology.ports(launching, app)
+    topology.check_free(launching, app)
     with contextlib.ExitStack() as stack:
         if run_dir is None:
             run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prefixkit-")))
@@ -209,14 +222,6 @@ def deploy(
         _check_fit(topology, endpoints)
         if topology.uses_smg:
             smg_executable()
-        for role in ("gateway", "router", "router metrics"):
-            host = topology.host if role == "gateway" else "127.0.0.1"
-            if role in ports and not port_is_free(host, ports[role]):
-                option = "--port" if role == "gateway" else "--router-port"
-                raise PortInUseError(
-                    f"the {role}'s port {ports[role]} on {host} is already in use: choose "
-                    f"another {option}"
-                )
         replica_set = None
         if configs:
             replica_set = stack.enter_context(

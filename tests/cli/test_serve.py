@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from prefixkit.cli.main import main
 from prefixkit.engine_adapter.serving import smg
+from prefixkit.testing.fake_vllm import free_port
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
@@ -107,3 +113,82 @@ def test_smg_chars_per_token_needs_smg_and_a_positive_ratio(
     assert _run([*argv, "--smg-chars-per-token", ratio, "--run-dir", str(tmp_path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"--smg-chars-per-token {float(ratio)} sizes SMG's tree" in err
+
+
+FAKE_ENGINE = """#!{python}
+# Stands in for a vLLM interpreter: `-m vllm.entrypoints.openai.api_server ... --port P`
+# serves a fake vLLM replica on P until SIGTERM.
+import signal, sys, time
+from prefixkit.testing.fake_vllm import FakeVLLM
+port = int(sys.argv[sys.argv.index("--port") + 1])
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+with FakeVLLM(model="fake-model", port=port):
+    while True:
+        time.sleep(1)
+"""
+
+
+def test_sigterm_stops_everything_it_started_and_exits_0(tmp_path: Path) -> None:
+    model = tmp_path / "fake-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    engine = tmp_path / "engine-python"
+    engine.write_text(FAKE_ENGINE.format(python=sys.executable))
+    engine.chmod(0o755)
+    engine_port, port = free_port(), free_port()
+    serve = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("prefixkit")),
+            *("serve", "--model", str(model), "--python", str(engine), "--no-kv-events"),
+            *("--engine-port", str(engine_port), "--port", str(port)),
+            *("--run-dir", str(tmp_path / "run"), "--grace", "5"),
+        ],
+        env={
+            **os.environ,
+            "PREFIXKIT_TENANT_KEYS": "acme=key-acme",
+            "PREFIXKIT_SALT_SECRET": "a-secret-of-sixteen-characters",
+        },
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run" / "serve.json").exists():
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr
+            time.sleep(0.2)
+        headers = {"authorization": "Bearer key-acme"}
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers).status_code == 200
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(30) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    for url in (f"http://127.0.0.1:{port}", f"http://127.0.0.1:{engine_port}"):
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health")
+
+
+def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _run(["--port", "70000"])
+    assert exited.value.code == 2
+    assert "70000 is not a port: give 1 to 65535" in capsys.readouterr().err
+
+
+def test_an_address_this_machine_does_not_have_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    argv = ["--model", str(tmp_path / "model"), "--python", sys.executable]
+    assert _run([*argv, "--host", "203.0.113.7", "--run-dir", str(tmp_path)]) == 2
+    assert "203.0.113.7 is not an address of this machine" in capsys.readouterr().err
+
+
+def test_the_run_directory_may_come_before_the_status_action(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["--run-dir", str(tmp_path), "status"]) == 1
+    assert str(tmp_path) in " ".join(capsys.readouterr().out.split())
