@@ -50,6 +50,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .openai_answers import (
+    Reply,
+    chat_completion,
+    chat_events,
+    completion,
+    completion_events,
+    response_object,
+    responses_events,
+    sse,
+)
+
 __all__ = ["FakeVLLM", "PrefixCache", "chars_tokenizer", "chat_text", "free_port"]
 
 Tokenizer = Callable[[str], list[int]]
@@ -426,134 +437,36 @@ class _Answer:
             or body.get("max_completion_tokens")
             or body.get("max_output_tokens")
         )
-        self.pieces = ["ok"] * (min(int(limit), chunks) if limit else chunks)
-        self.created = int(time.time())
-
-    @property
-    def output(self) -> int:
-        return len(self.pieces)
+        self.reply = Reply(["ok"] * (min(int(limit), chunks) if limit else chunks), "length")
 
     def usage(self) -> dict[str, Any]:
+        output = len(self.reply.pieces)
         if self.path.endswith("/responses"):
             return {
                 "input_tokens": self.prompt,
                 "input_tokens_details": {"cached_tokens": self.cached},
-                "output_tokens": self.output,
+                "output_tokens": output,
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": self.prompt + self.output,
+                "total_tokens": self.prompt + output,
             }
         return {
             "prompt_tokens": self.prompt,
-            "completion_tokens": self.output,
-            "total_tokens": self.prompt + self.output,
+            "completion_tokens": output,
+            "total_tokens": self.prompt + output,
             "prompt_tokens_details": {"cached_tokens": self.cached},
         }
 
     def whole(self) -> dict[str, Any]:
-        text = "".join(self.pieces)
         if self.path.endswith("/responses"):
-            return self._response(text, "completed")
+            return response_object(self.model, "fake", self.usage(), self.reply)
         if self.path.endswith("/chat/completions"):
-            return {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
-                "created": self.created,
-                "model": self.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "length",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": self.usage(),
-            }
-        return {
-            "id": "cmpl-fake",
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": None}],
-            "usage": self.usage(),
-        }
-
-    def _response(self, text: str, status: str) -> dict[str, Any]:
-        done = status == "completed"
-        output = [
-            {
-                "type": "message",
-                "id": "msg_fake",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ]
-        return {
-            "id": "resp_fake",
-            "object": "response",
-            "created_at": self.created,
-            "status": status,
-            "model": self.model,
-            "output": output if done else [],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "usage": self.usage() if done else None,
-        }
+            return chat_completion(self.model, "fake", self.usage(), self.reply)
+        return completion(self.model, "fake", self.usage(), self.reply)
 
     def events(self) -> list[bytes]:
         """The server-sent events of the streamed answer, in order."""
         if self.path.endswith("/responses"):
-            events: list[dict[str, Any]] = [
-                {"type": "response.created", "response": self._response("", "in_progress")}
-            ]
-            events += [
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": "msg_fake",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": piece,
-                    "logprobs": [],
-                }
-                for piece in self.pieces
-            ]
-            events.append(
-                {
-                    "type": "response.completed",
-                    "response": self._response("".join(self.pieces), "completed"),
-                }
-            )
-            return [
-                f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode()
-                for n, event in enumerate(events)
-            ]
-        chat = self.path.endswith("/chat/completions")
-        base = {
-            "id": "chatcmpl-fake" if chat else "cmpl-fake",
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": self.created,
-            "model": self.model,
-        }
-        chunks: list[dict[str, Any]] = []
-        if chat:
-            chunks.append(
-                {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-            )
-        for piece in self.pieces:
-            choice = (
-                {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
-            )
-            chunks.append({**base, "choices": [choice]})
-        last = (
-            {"index": 0, "delta": {}, "finish_reason": "length"}
-            if chat
-            else {"index": 0, "text": "", "finish_reason": "length"}
-        )
-        chunks.append({**base, "choices": [last]})
-        if (self.body.get("stream_options") or {}).get("include_usage"):
-            chunks.append({**base, "choices": [], "usage": self.usage()})
-        return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [
-            b"data: [DONE]\n\n"
-        ]
+            return sse(responses_events(self.whole(), self.reply))
+        if self.path.endswith("/chat/completions"):
+            return sse(chat_events(self.body, "fake", self.usage(), self.reply))
+        return sse(completion_events(self.body, "fake", self.usage(), self.reply))

@@ -71,6 +71,18 @@ import openai
 from prefixkit.sdk import TiktokenTokenizer, model_info
 from prefixkit.sdk.model_facts import provider_limits
 
+from .openai_answers import (
+    Event,
+    Reply,
+    chat_completion,
+    chat_events,
+    completion,
+    completion_events,
+    response_object,
+    responses_events,
+    sse,
+)
+
 __all__ = [
     "ANTHROPIC_USAGE",
     "CHAT_USAGE",
@@ -114,13 +126,11 @@ RESPONSES_USAGE: dict[str, Any] = {
 
 DEFAULT_REPLY = "Based on the documents: the answer is in section 2 of the price list."
 
-_CREATED = 1763700000  # a fixed timestamp keeps answers reproducible
 _STEP = 128  # OpenAI's implicit hits grow in steps of 128 tokens
 _UNKNOWN_MODEL_MIN_TOKENS = 1024
 
 _Provider = Literal["anthropic", "openai"]
-_Event = tuple[str | None, dict[str, Any] | str]  # (SSE event name, data) of a stream
-_Answer = dict[str, Any] | list[_Event]  # a JSON payload, or the events of a stream
+_Answer = dict[str, Any] | list[Event]  # a JSON payload, or the events of a stream
 
 
 @dataclass(frozen=True)
@@ -365,8 +375,8 @@ class MockProvider:
             cached, written = self._openai_cache(body, prompt)
             usage = _completion_usage(len(prompt.ids), cached, written, self.reply)
         if stream:
-            return _chat_events(body, number, usage, self.reply)
-        return _chat_completion(model, number, usage, self.reply)
+            return chat_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+        return chat_completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
 
     def _completions(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
@@ -388,14 +398,8 @@ class MockProvider:
             cached, written = self._openai_cache(body, _OpenAIPrompt(ids, []))
             usage = _completion_usage(len(ids), cached, written, self.reply)
         if stream:
-            return _completion_events(body, number, usage, self.reply)
-        completion = _chat_completion(model, number, usage, self.reply)
-        completion.update(
-            id=f"cmpl-mock{number:04d}",
-            object="text_completion",
-            choices=[{"index": 0, "text": self.reply, "finish_reason": "stop", "logprobs": None}],
-        )
-        return completion
+            return completion_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+        return completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
 
     def _responses(self, body: dict[str, Any], number: int) -> _Answer:
         model = _require(body, "model", str)
@@ -429,8 +433,9 @@ class MockProvider:
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": len(prompt.ids) + output,
             }
-        response = _response_object(model, number, usage, self.reply)
-        return _responses_events(response, self.reply) if stream else response
+        reply = Reply(_pieces(self.reply))
+        response = response_object(model, f"mock{number:04d}", usage, reply)
+        return responses_events(response, reply) if stream else response
 
     def _openai_cache(self, body: dict[str, Any], prompt: _OpenAIPrompt) -> tuple[int, int]:
         """(cached, written) tokens of `prompt`, updating the simulated cache."""
@@ -693,56 +698,14 @@ def _anthropic_message(model: str, number: int, usage: dict[str, Any], text: str
     }
 
 
-def _chat_completion(model: str, number: int, usage: dict[str, Any], text: str) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-mock{number:04d}",
-        "object": "chat.completion",
-        "created": _CREATED,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "finish_reason": "stop",
-                "logprobs": None,
-            }
-        ],
-        "usage": usage,
-        "system_fingerprint": "fp_mock",
-    }
-
-
-def _response_object(model: str, number: int, usage: dict[str, Any], text: str) -> dict[str, Any]:
-    return {
-        "id": f"resp_mock{number:04d}",
-        "object": "response",
-        "created_at": _CREATED,
-        "status": "completed",
-        "model": model,
-        "output": [
-            {
-                "type": "message",
-                "id": f"msg_mock{number:04d}",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": usage,
-    }
-
-
-def _anthropic_events(message: dict[str, Any], text: str) -> list[_Event]:
+def _anthropic_events(message: dict[str, Any], text: str) -> list[Event]:
     start = {
         **message,
         "content": [],
         "stop_reason": None,
         "usage": {**message["usage"], "output_tokens": 1},
     }
-    events: list[_Event] = [
+    events: list[Event] = [
         ("message_start", {"type": "message_start", "message": start}),
         (
             "content_block_start",
@@ -773,114 +736,16 @@ def _anthropic_events(message: dict[str, Any], text: str) -> list[_Event]:
     return events
 
 
-def _chunks(
-    body: dict[str, Any], usage: dict[str, Any], base: dict[str, Any], choices: list[dict[str, Any]]
-) -> list[_Event]:
-    """Stream chunks of Chat or Completions: `choices` one per chunk, the usage chunk, [DONE]."""
-    events: list[_Event] = [(None, {**base, "choices": [choice]}) for choice in choices]
-    stream_options = body.get("stream_options") or {}
-    if isinstance(stream_options, dict) and stream_options.get("include_usage"):
-        events.append((None, {**base, "choices": [], "usage": usage}))
-    events.append((None, "[DONE]"))
-    return events
-
-
-def _chat_events(
-    body: dict[str, Any], number: int, usage: dict[str, Any], text: str
-) -> list[_Event]:
-    base = {
-        "id": f"chatcmpl-mock{number:04d}",
-        "object": "chat.completion.chunk",
-        "created": _CREATED,
-        "model": body["model"],
-    }
-    choices = [{"index": 0, "delta": {"role": "assistant", "content": ""}}]
-    choices += [{"index": 0, "delta": {"content": piece}} for piece in _pieces(text)]
-    choices.append({"index": 0, "delta": {}, "finish_reason": "stop"})
-    return _chunks(body, usage, base, choices)
-
-
-def _completion_events(
-    body: dict[str, Any], number: int, usage: dict[str, Any], text: str
-) -> list[_Event]:
-    base = {
-        "id": f"cmpl-mock{number:04d}",
-        "object": "text_completion",
-        "created": _CREATED,
-        "model": body["model"],
-    }
-    choices: list[dict[str, Any]] = [
-        {"index": 0, "text": piece, "finish_reason": None, "logprobs": None}
-        for piece in _pieces(text)
-    ]
-    choices.append({"index": 0, "text": "", "finish_reason": "stop", "logprobs": None})
-    return _chunks(body, usage, base, choices)
-
-
-def _responses_events(response: dict[str, Any], text: str) -> list[_Event]:
-    item = response["output"][0]
-    where = {"item_id": item["id"], "output_index": 0}
-    empty_part = {"type": "output_text", "text": "", "annotations": []}
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": _in_progress(response)},
-        {"type": "response.in_progress", "response": _in_progress(response)},
-        {
-            "type": "response.output_item.added",
-            "output_index": 0,
-            "item": {**item, "status": "in_progress", "content": []},
-        },
-        {"type": "response.content_part.added", **where, "content_index": 0, "part": empty_part},
-    ]
-    events += [
-        {
-            "type": "response.output_text.delta",
-            **where,
-            "content_index": 0,
-            "delta": piece,
-            "logprobs": [],
-        }
-        for piece in _pieces(text)
-    ]
-    events += [
-        {
-            "type": "response.output_text.done",
-            **where,
-            "content_index": 0,
-            "text": text,
-            "logprobs": [],
-        },
-        {
-            "type": "response.content_part.done",
-            **where,
-            "content_index": 0,
-            "part": item["content"][0],
-        },
-        {"type": "response.output_item.done", "output_index": 0, "item": item},
-        {"type": "response.completed", "response": response},
-    ]
-    return [(event["type"], {**event, "sequence_number": n}) for n, event in enumerate(events)]
-
-
-def _in_progress(response: dict[str, Any]) -> dict[str, Any]:
-    return {**response, "status": "in_progress", "output": [], "usage": None}
-
-
 def _request_id(provider: _Provider, number: int) -> dict[str, str]:
     name = "request-id" if provider == "anthropic" else "x-request-id"
     return {name: f"req_mock{number:04d}"}
 
 
-def _sse_response(events: list[_Event], headers: dict[str, str]) -> httpx2.Response:
-    lines = []
-    for name, data in events:
-        if name is not None:
-            lines.append(f"event: {name}")
-        lines.append(f"data: {data if isinstance(data, str) else json.dumps(data)}")
-        lines.append("")
+def _sse_response(events: list[Event], headers: dict[str, str]) -> httpx2.Response:
     return httpx2.Response(
         200,
         headers={**headers, "content-type": "text/event-stream"},
-        content=("\n".join(lines) + "\n").encode(),
+        content=b"".join(sse(events)),
     )
 
 

@@ -127,6 +127,8 @@ def test_the_official_client_reads_its_streams_and_usage(replica: FakeVLLM) -> N
     assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
     events = list(client.responses.create(model="fake-model", input="Hello " * 40, stream=True))
     assert events[-1].type == "response.completed"
+    with client.responses.stream(model="fake-model", input="Hello " * 40) as stream:
+        assert stream.get_final_response().output_text == "ok" * 8
     response = client.responses.create(model="fake-model", input="Hello " * 40)
     assert response.usage is not None and response.usage.input_tokens_details.cached_tokens > 0
 
