@@ -38,19 +38,24 @@ def test_several_replicas_behind_smg_without_the_smg_command_name_the_extra(
     assert "pip install 'prefixkit[serve]'" in err
 
 
-def test_a_taken_gateway_port_is_a_runtime_failure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def model_and_tenants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Arguments for a model folder that passes the checks, tenants from the environment."""
     monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
     monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
+    return ["--model", str(tmp_path / "model"), "--python", sys.executable]
+
+
+def test_a_taken_gateway_port_is_a_runtime_failure(
+    tmp_path: Path, model_and_tenants: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        argv = ["--model", str(tmp_path / "model"), "--python", sys.executable]
-        code = _run([*argv, "--port", str(port), "--run-dir", str(tmp_path)])
+        code = _run([*model_and_tenants, "--port", str(port), "--run-dir", str(tmp_path)])
     assert code == 3
     assert f"port {port} on 127.0.0.1 is already in use" in " ".join(
         capsys.readouterr().err.split()
@@ -176,14 +181,9 @@ def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]
 
 
 def test_an_address_this_machine_does_not_have_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, model_and_tenants: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
-    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text("{}")
-    argv = ["--model", str(tmp_path / "model"), "--python", sys.executable]
-    assert _run([*argv, "--host", "203.0.113.7", "--run-dir", str(tmp_path)]) == 2
+    assert _run([*model_and_tenants, "--host", "203.0.113.7", "--run-dir", str(tmp_path)]) == 2
     assert "203.0.113.7 is not an address of this machine" in capsys.readouterr().err
 
 
