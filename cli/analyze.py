@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 __all__ = ["configure", "run"]
 
@@ -111,6 +112,43 @@ def _plot(analysis: object, path: str) -> None:
     plt.close(fig)
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Counts and rates that cannot work are usage errors, named, before the replay."""
+    from prefixkit.sdk.errors import UsageError
+
+    for option, value in (
+        ("--replicas", args.replicas),
+        ("--capacity", args.capacity),
+        ("--block-size", args.block_size),
+        ("--limit", args.limit),
+        ("--prefill-tokens-per-s", args.prefill_tokens_per_s),
+        ("--decode-tokens-per-s", args.decode_tokens_per_s),
+        ("--time-scale", args.time_scale),
+        ("--smg-max-tree-size", args.smg_max_tree_size),
+        ("--chars-per-token", args.chars_per_token),
+    ):
+        if value is not None and not 0 < value < float("inf"):
+            raise UsageError(f"{option} {value}: give a positive number")
+
+
+def _check_plot(path: Path) -> None:
+    """The plot can be written where asked, in a format matplotlib writes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from prefixkit.sdk.errors import UsageError
+
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {path}: the folder {path.parent} does not exist")
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise UsageError(
+            f"--plot {path}: give a file name ending in one of "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from prefixkit.sdk.extras import require_extra
 
@@ -126,10 +164,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     err = Console(stderr=True)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    policies = [p.strip() for p in args.policies.split(",")]
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown:
         raise UsageError(f"unknown policies {unknown}: choose from {', '.join(POLICY_NAMES)}")
+    _check_numbers(args)
+    if args.plot is not None:
+        _check_plot(Path(args.plot))
     trace = load_trace(
         args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
     )

@@ -163,7 +163,10 @@ def load_trace(
     """
     path = Path(path)
     if not path.is_file():
-        raise TraceError(f"trace file {path} does not exist")
+        raise TraceError(
+            f"trace file {path} "
+            + ("is a folder: give a file in it" if path.is_dir() else "does not exist")
+        )
     records = _records(path)
     first = next(records, None)
     if first is None:

@@ -32,6 +32,13 @@ def test_an_error_maps_to_its_exit_code(error: Exception, code: int) -> None:
     [
         (["analyze", "no-such-trace.jsonl"], "prefixkit analyze: error: trace file"),
         (["analyze", str(MOONCAKE_TRACE), "--policies", "best"], "unknown policies ['best']"),
+        (["analyze", str(MOONCAKE_TRACE), "--policies", "precise,,smg_like"], "policies ['']"),
+        (["analyze", str(MOONCAKE_TRACE), "--replicas", "0"], "--replicas 0: give a positive"),
+        (["analyze", str(MOONCAKE_TRACE), "--capacity", "-5"], "--capacity -5: give a positive"),
+        (["analyze", str(MOONCAKE_TRACE), "--time-scale", "0"], "--time-scale 0.0: give a"),
+        (["analyze", str(MOONCAKE_TRACE), "--plot", "no/p.png"], "the folder no does not exist"),
+        (["analyze", str(MOONCAKE_TRACE), "--plot", "p.txt"], "give a file name ending in"),
+        (["analyze", "."], "trace file . is a folder"),
         (["lint", "no-such-folder"], "prefixkit lint: error:"),
         (["lint", "--jobs", "0"], "--jobs must be at least 1"),
         (["lock", "--root", "no-such-folder"], "prefixkit lock: error:"),
