@@ -110,11 +110,13 @@ class MarkerOnChangingBlock(PythonRule):
                     if taint.kind in _CHANGING
                 ]
                 if reasons:
+                    # the first in the source: taints come as a set, in no stable order
+                    first = min(reasons, key=lambda t: (context.line_of(t.origin), t.detail))
                     yield context.finding(
                         self.code,
                         block.marker,
                         f"this breakpoint marks a {block.part} block built from "
-                        f"{reasons[0].detail} (line {context.line_of(reasons[0].origin)}), which "
+                        f"{first.detail} (line {context.line_of(first.origin)}), which "
                         "changes per request: every request writes a new cache entry; put the "
                         "breakpoint on the last static block instead",
                     )

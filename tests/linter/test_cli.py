@@ -284,3 +284,17 @@ def test_explicit_config_file_is_used(project: Path, tmp_path: Path) -> None:
     other.write_text("[tool.prefixkit.lint]\nselect = ['PFX101']\n", encoding="utf-8")
     assert lint("--config", str(other)) == 0
     assert lint("--config", str(tmp_path / "missing.toml")) == 2
+
+
+def test_the_same_files_give_the_same_report_in_every_process() -> None:
+    # a finding that names one of several causes names the same one every time
+    reports = {
+        subprocess.run(
+            [sys.executable, "-m", "prefixkit.cli.main", "lint", "examples/broken_app"],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+        ).stdout
+        for _ in range(6)
+    }
+    assert len(reports) == 1
