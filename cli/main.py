@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -54,6 +55,11 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prefixkit",
         description="Make LLM requests reuse their shared opening (prompt caching).",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"prefixkit {importlib.metadata.version('prefixkit')}",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, summary) in COMMANDS.items():

@@ -3,6 +3,7 @@ message on stderr, a runtime failure exits 3 (`tests/cli/test_serve.py` has serv
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,10 @@ def test_analyze_reads_the_compressed_trace_shipped_with_the_examples(
     argv = ["analyze", str(MOONCAKE_TRACE), "--limit", "300", "--replicas", "4"]
     assert main([*argv, "--format", "json"]) == 0
     assert '"policy": "precise"' in capsys.readouterr().out
+
+
+def test_the_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"prefixkit {importlib.metadata.version('prefixkit')}"
