@@ -28,11 +28,11 @@ chat template (`chat_text`). Faults for tests: `delay_headers_s`, `delay_first_c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import socket
 import tempfile
-import threading
 import time
 import zlib
 from collections import OrderedDict
@@ -42,7 +42,7 @@ from typing import Any
 
 import msgpack
 from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint
-from prefixkit.engine_adapter.serving.keepalive import served
+from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.routers import responses_chat_messages
 from prefixkit.sdk.block_hash import HashAlgo, event_block_hashes
 from starlette.applications import Starlette
@@ -176,8 +176,7 @@ class FakeVLLM:
             self.kv_events_endpoint = f"ipc://{self._events_dir.name}/kv.ipc"
         self._publisher: Any = None
         self._sequence = itertools.count()
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._serving = contextlib.ExitStack()  # the server thread, while it runs
 
     @property
     def url(self) -> str:
@@ -219,23 +218,12 @@ class FakeVLLM:
             self._publisher = zmq.Context.instance().socket(zmq.PUB)
             self._publisher.setsockopt(zmq.LINGER, 0)
             self._publisher.bind(self.kv_events_endpoint)
-        self._server = served(self.app(), self.host, self.port)
-        self._thread = threading.Thread(target=self._server.run, name="fake-vllm", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10.0
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the fake vLLM replica did not start on {self.url}")
-            time.sleep(0.01)
+        self._serving.enter_context(served_in_thread(self.app(), self.host, self.port, "fake-vllm"))
         return self
 
     def stop(self) -> None:
         """Stop serving (idempotent): connections to it are refused from now on."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10.0)
-            self._thread = None
+        self._serving.close()
         if self._publisher is not None:
             self._publisher.close(linger=0)
             self._publisher = None
