@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "prefixkit.cli.analyze",
         "replay a trace: sharing, oracle bounds, routing policies",
     ),
+    "warm": (
+        "prefixkit.cli.warm",
+        "warm a new prompt version's prefix on every replica, per tenant salt",
+    ),
 }
 
 

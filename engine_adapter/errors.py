@@ -21,6 +21,7 @@ __all__ = [
     "RouterStartError",
     "StaleBuildError",
     "TraceError",
+    "WarmupError",
 ]
 
 
@@ -64,3 +65,7 @@ class RouterStartError(PrefixkitError, RuntimeError):
 
 class StaleBuildError(PrefixkitError, ImportError):
     """A compiled module was built from a source that has changed since: rebuild."""
+
+
+class WarmupError(PrefixkitError, RuntimeError):
+    """A warm-up request failed: its replica or gateway is unreachable or answered an error."""

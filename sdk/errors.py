@@ -28,6 +28,8 @@
         ├── ReplicaStartError (RuntimeError)    a replica exited or stayed unhealthy   3
         ├── PortInUseError (RuntimeError)       a port is taken by another process     3
         ├── RouterStartError (RuntimeError)     the router did not start               3
+        ├── WarmupError (RuntimeError)          a warm-up request found no replica
+        │                                       or got an error answer                 3
         └── StaleBuildError (ImportError)       a compiled module older than its source 2
 
     PrefixkitWarning (UserWarning)              root of the warnings prefixkit issues
