@@ -5,23 +5,33 @@
     prefixkit lint --fix                   # apply safe fixes (sort_keys=True, sorted(set))
     prefixkit lint --format sarif > prefixkit.sarif
     prefixkit lint --jobs 4
+    prefixkit lint --exclude vendor --no-cache
+    prefixkit lint analysis.ipynb          # notebooks: findings as nb.ipynb:cell 3:12:5
 
 Exit codes: 0 clean, 1 findings (`--exit-zero` turns 1 into 0), 2 usage or
 configuration error, 3 a file the linter failed on (an internal error).
-Configuration: `[tool.prefixkit.lint]` in the nearest pyproject.toml (see
-docs/rules.md). Silence one line with `# noqa: PFX001`, a whole file with
-`# prefixkit: noqa`.
+Configuration: `[tool.prefixkit.lint]` in the nearest pyproject.toml (or `[lint]`
+in a prefixkit.toml) above each linted path (see docs/linter/configuration.md).
+Results are cached in .prefixkit_cache/ at the project root (`--no-cache`).
+Silence one line with `# noqa: PFX001`, a whole file with `# prefixkit: noqa`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefixkit.sdk.errors import UsageError
 
 from .main import EXIT_CONFIG, EXIT_RUNTIME
+
+if TYPE_CHECKING:
+    from prefixkit.linter.config import LintConfig
+    from prefixkit.linter.finding import Finding
 
 __all__ = ["configure", "run"]
 
@@ -53,31 +63,73 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         default=None,
-        metavar="PYPROJECT",
-        help="pyproject.toml to read (default: the nearest one from the current folder up)",
+        metavar="FILE",
+        help="pyproject.toml or prefixkit.toml to use for every file "
+        "(default: the nearest one above each linted path)",
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="also exclude files matching this gitignore pattern (relative to the "
+        "current folder; repeatable)",
+    )
+    parser.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply exclusions and prompt globs to files named on the command line "
+        "too (the pre-commit hooks use it)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="lint every file again without reading or writing .prefixkit_cache/",
+    )
+    parser.add_argument(
+        "--statistics",
+        action="store_true",
+        help="print counts (files checked and skipped, findings per rule) instead of "
+        "the findings; JSON with --format json",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Lint, print the findings in the chosen format, and return the exit code."""
-    from prefixkit.linter.config import find_pyproject, load_config
+    from prefixkit.linter.config import ConfigResolver
     from prefixkit.linter.discovery import discover
-    from prefixkit.linter.engine import lint_paths
-    from prefixkit.linter.formats import render
+    from prefixkit.linter.engine import lint_targets
+    from prefixkit.linter.formats import render, render_statistics
+    from prefixkit.linter.result_cache import ResultCache
     from prefixkit.linter.rules import ALL_RULES
+    from prefixkit.linter.summary import RunSummary
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    known = frozenset(rule.code for rule in ALL_RULES)
-    pyproject = args.config if args.config is not None else find_pyproject(Path.cwd())
     if args.config is not None and not args.config.is_file():
         raise UsageError(f"--config {args.config}: no such file")
-    config = load_config(pyproject, known)
+    known = frozenset(rule.code for rule in ALL_RULES)
+    resolver = ConfigResolver(known, args.config)
     try:
-        files = discover(list(args.paths) or [Path(".")], config)
+        found = discover(
+            list(args.paths) or [Path(".")], resolver, args.exclude, args.force_exclude
+        )
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
-    outcomes = lint_paths(files, config, fix=args.fix, jobs=args.jobs)
+    for warning in found.warnings:
+        print(f"prefixkit lint: warning: {warning}", file=sys.stderr)
+    caches: list[ResultCache] = []
+
+    def cache(config: LintConfig) -> ResultCache:
+        store = ResultCache.for_config(config)
+        caches.append(store)
+        return store
+
+    outcomes = lint_targets(
+        found.targets, fix=args.fix, jobs=args.jobs, cache=None if args.no_cache else cache
+    )
+    for warning in {store.warning for store in caches if store.warning}:
+        print(f"prefixkit lint: warning: {warning}", file=sys.stderr)
     findings = sorted(
         (finding for outcome in outcomes for finding in outcome.findings),
         key=lambda finding: finding.sort_key,
@@ -88,16 +140,14 @@ def run(args: argparse.Namespace) -> int:
     errors = [outcome.error for outcome in outcomes if outcome.error]
     for message in errors:
         print(f"prefixkit lint: error: {message}", file=sys.stderr)
-    texts: dict[str, str] = {}
-    if args.format == "full":
-        for finding in findings:
-            if finding.filename not in texts:
-                texts[finding.filename] = Path(finding.filename).read_text(
-                    encoding="utf-8", errors="replace"
-                )
-    output = render(args.format, findings, texts)
-    if output:
-        print(output)
+    summary = RunSummary.of(outcomes, findings)
+    if args.statistics:
+        print(render_statistics(args.format, summary))
+    else:
+        output = render(args.format, findings, _texts(args.format, findings))
+        if output:
+            print(output)
+        print(f"prefixkit lint: {summary.line()}", file=sys.stderr)
     fixed = sum(outcome.fixed for outcome in outcomes)
     if fixed:
         print(f"prefixkit lint: fixed {fixed} finding(s)", file=sys.stderr)
@@ -106,3 +156,21 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         return EXIT_CONFIG  # the project's configuration (its lock) is broken
     return 1 if findings and not args.exit_zero else 0
+
+
+def _texts(fmt: str, findings: Sequence[Finding]) -> dict[str, str]:
+    """The source each `full` finding shows (a notebook's by cell: `file:cell N`)."""
+    from prefixkit.linter.notebook import NotebookError, parse_notebook
+
+    texts: dict[str, str] = {}
+    if fmt != "full":
+        return texts
+    for finding in findings:
+        if finding.filename in texts:
+            continue
+        text = Path(finding.filename).read_text(encoding="utf-8", errors="replace")
+        texts[finding.filename] = text
+        if finding.cell is not None:
+            with contextlib.suppress(NotebookError):
+                texts.update(parse_notebook(text).cell_texts(finding.filename))
+    return texts

@@ -7,18 +7,24 @@
     extra-volatile-callables = ["myapp.clock.now", "myapp.ids.*"]
     extra-cached-callables = ["myapp.prompts.static_block"]   # every argument is cached
     extra-cached-keywords = ["preamble"]                       # preamble=... is cached
-    prompt-globs = ["prompts/**/*.{md,txt,j2,jinja}"]
+    prompt-globs = ["**/prompts/**/*.{md,txt,j2,jinja,jinja2}"]
     prompt-root = "prompts"               # the registry root (prefixkit.lock beside it)
-    exclude = ["generated/**"]
+    exclude = ["vendor", "generated/"]    # gitignore patterns
+    extend-exclude = ["legacy/*.py"]      # more of them
     max-file-size = 1000000               # bytes; larger files are skipped with a note
 
-Paths and globs are relative to the folder holding pyproject.toml (the
-project root). Unknown keys, wrong types and codes that match no rule are
-`LintConfigError`s that name the key and the file.
+The same table without the `tool.prefixkit.` part, `[lint]`, in a
+`prefixkit.toml`. Each linted path takes its settings from the nearest
+`prefixkit.toml`, or `pyproject.toml` that has a `[tool.prefixkit.lint]` table,
+in its own folder or above (`find_config`). Paths and globs are relative to
+the folder holding that file (the project root). Unknown keys, wrong types and
+codes that match no rule are `LintConfigError`s that name the key and the file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -27,9 +33,23 @@ from typing import Any
 
 from prefixkit.sdk.errors import PrefixkitError
 
-__all__ = ["DEFAULT_PROMPT_GLOBS", "LintConfig", "LintConfigError", "find_pyproject", "load_config"]
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "DEFAULT_PROMPT_GLOBS",
+    "ConfigResolver",
+    "LintConfig",
+    "LintConfigError",
+    "find_config",
+    "find_pyproject",
+    "load_config",
+]
 
-DEFAULT_PROMPT_GLOBS: tuple[str, ...] = ("prompts/**/*.{md,txt,j2,jinja}",)
+DEFAULT_PROMPT_GLOBS: tuple[str, ...] = (
+    "**/prompts/**/*.{md,txt,j2,jinja,jinja2}",
+    "**/*.prompt",
+    "**/*.prompt.{md,txt}",
+)
+CONFIG_FILE_NAME = "prefixkit.toml"
 
 
 class LintConfigError(PrefixkitError, ValueError):
@@ -50,8 +70,23 @@ class LintConfig:
     prompt_globs: tuple[str, ...] = DEFAULT_PROMPT_GLOBS
     prompt_root: str = "prompts"
     exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
     max_file_size: int = 1_000_000
     source: Path | None = None
+
+    @property
+    def exclude_patterns(self) -> tuple[str, ...]:
+        """`exclude` then `extend-exclude` (gitignore patterns relative to `root`)."""
+        return self.exclude + self.extend_exclude
+
+    def fingerprint(self) -> str:
+        """A hash of every setting that can change a finding (for the re-lint cache)."""
+        settings = {
+            name: sorted(value) if isinstance(value, frozenset) else value
+            for name, value in ((f.name, getattr(self, f.name)) for f in fields(self))
+        }
+        encoded = json.dumps(settings, sort_keys=True, default=str).encode()
+        return hashlib.sha256(encoded).hexdigest()
 
     def enabled_codes(self, known: Iterable[str], relative_path: str) -> frozenset[str]:
         """The codes that apply to a file (select, then ignore, then per-file-ignores)."""
@@ -82,6 +117,7 @@ _KEYS: dict[str, str] = {
     "prompt-globs": "prompt_globs",
     "prompt-root": "prompt_root",
     "exclude": "exclude",
+    "extend-exclude": "extend_exclude",
     "max-file-size": "max_file_size",
 }
 
@@ -93,6 +129,81 @@ def find_pyproject(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def _has_lint_table(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "prefixkit" not in text:
+        return False
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return True  # load_config names the error
+    section = document.get("tool", {}).get("prefixkit", {})
+    return isinstance(section, Mapping) and "lint" in section
+
+
+def find_config(start: Path) -> Path | None:
+    """The config for files in folder `start` (None: the defaults).
+
+    The nearest prefixkit.toml, or pyproject.toml with a `[tool.prefixkit.lint]`
+    table, in `start` or above; a pyproject.toml without one is passed over.
+    """
+    for folder in (start, *start.parents):
+        own = folder / CONFIG_FILE_NAME
+        if own.is_file():
+            return own
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and _has_lint_table(pyproject):
+            return pyproject
+    return None
+
+
+class ConfigResolver:
+    """The settings of each folder, found once per folder.
+
+    `explicit` (from `--config`) applies everywhere. Otherwise a folder's
+    settings come from `find_config`; a folder without any config file gets the
+    defaults, rooted at the nearest pyproject.toml above it (the project) or at
+    the current folder.
+    """
+
+    def __init__(self, known_codes: frozenset[str], explicit: Path | None = None) -> None:
+        self.known_codes = known_codes
+        self._explicit = None if explicit is None else load_config(explicit, known_codes)
+        self._by_folder: dict[Path, LintConfig] = {}
+
+    def for_folder(self, folder: Path) -> LintConfig:
+        """The settings that apply to files in `folder`."""
+        if self._explicit is not None:
+            return self._explicit
+        folder = folder.absolute()
+        config = self._by_folder.get(folder)
+        if config is None:
+            config = self._by_folder[folder] = self._settle(folder)
+        return config
+
+    def _settle(self, folder: Path) -> LintConfig:
+        own = folder / CONFIG_FILE_NAME
+        pyproject = folder / "pyproject.toml"
+        if own.is_file():
+            return load_config(own, self.known_codes)
+        if pyproject.is_file():
+            if _has_lint_table(pyproject):
+                return load_config(pyproject, self.known_codes)
+            if find_config(folder.parent) is None:
+                # a project without settings: the defaults, rooted here
+                return load_config(None, self.known_codes, root=folder)
+        if folder.parent == folder:
+            return load_config(None, self.known_codes, root=Path.cwd())
+        return self.for_folder(folder.parent)
+
+    def for_path(self, path: Path) -> LintConfig:
+        """The settings that apply to a file, or to a folder's own files."""
+        return self.for_folder(path if path.is_dir() else path.absolute().parent)
 
 
 def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
@@ -113,17 +224,24 @@ def _check_codes(codes: Iterable[str], known: frozenset[str], key: str, where: s
 def load_config(
     pyproject: Path | None, known_codes: frozenset[str], root: Path | None = None
 ) -> LintConfig:
-    """Read `[tool.prefixkit.lint]` from `pyproject` (defaults when None or absent)."""
+    """Read `[tool.prefixkit.lint]` from `pyproject` (defaults when None or absent).
+
+    A file named prefixkit.toml is read from its `[lint]` table instead.
+    """
     if pyproject is None:
         return LintConfig(root=(root or Path.cwd()).absolute())
-    where = f"{pyproject} [tool.prefixkit.lint]"
+    own = pyproject.name == CONFIG_FILE_NAME
+    where = f"{pyproject} [lint]" if own else f"{pyproject} [tool.prefixkit.lint]"
     try:
         document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise LintConfigError(f"cannot read {pyproject}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LintConfigError(f"{pyproject} is not valid TOML: {exc}") from None
-    section = document.get("tool", {}).get("prefixkit", {}).get("lint", {})
+    if own:
+        section = document.get("lint", {})
+    else:
+        section = document.get("tool", {}).get("prefixkit", {}).get("lint", {})
     if not isinstance(section, Mapping):
         raise LintConfigError(f"{where} must be a table")
     return _parse(section, where, known_codes, pyproject.parent.absolute(), pyproject)
@@ -157,7 +275,7 @@ def _parse(
                 _check_codes(checked, known, f"{key}.{pattern}", where)
                 pairs.append((pattern, checked))
             values[name] = tuple(pairs)
-        elif key in ("prompt-globs", "exclude"):
+        elif key in ("prompt-globs", "exclude", "extend-exclude"):
             values[name] = _strings(value, key, where)
         elif key.startswith("extra-"):
             values[name] = frozenset(_strings(value, key, where))

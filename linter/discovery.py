@@ -1,11 +1,21 @@
-"""Which files `prefixkit lint PATHS` looks at.
+"""Which files `prefixkit lint PATHS` looks at, and with which settings.
 
 Directories are walked recursively; folders that never hold project sources
-(`.git`, `.venv`, `build`, caches, ...) are skipped, and so is everything a
-`.gitignore` on the way excludes. A file named explicitly is always linted
-(that is how pre-commit passes files), unless it matches `exclude`. Python
-files (`.py`, `.pyi`) get the code rules; files matching the prompt globs get
-the prompt-file rules; everything else is ignored.
+(`.git`, `.venv`, `node_modules`, `build`, `site-packages`, caches, ...) are
+never entered, and neither is anything a `.gitignore` on the way or an
+`exclude` / `extend-exclude` pattern of the settings (gitignore patterns
+relative to the config's folder: `vendor` and `vendor/` match that folder at
+any depth, `/vendor` only at the root) excludes. Python files (`.py`, `.pyi`)
+and notebooks (`.ipynb`) get the code rules; files matching the prompt globs
+get the prompt-file rules; everything else is ignored.
+
+A file named explicitly is always linted (that is how pre-commit passes
+files): a named `.md`, `.txt` or Jinja file is a prompt file even outside the
+prompt globs. With `force_exclude` (the pre-commit hooks), named files follow
+the same exclusions and globs as walked ones.
+
+Each file takes its settings from `ConfigResolver` (the nearest config file
+above it), so a sub-project with its own config is linted with it.
 """
 
 from __future__ import annotations
@@ -13,21 +23,30 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
 
-from .config import LintConfig
+from .config import ConfigResolver, LintConfig
 
 __all__ = [
+    "CACHE_DIR_NAME",
     "DEFAULT_EXCLUDED_DIRS",
+    "NAMED_PROMPT_SUFFIXES",
+    "NOTEBOOK_SUFFIX",
     "PYTHON_SUFFIXES",
+    "Discovery",
+    "Target",
     "discover",
+    "file_kind",
     "glob_matches",
     "is_prompt_file",
     "relative_to_root",
 ]
+
+CACHE_DIR_NAME = ".prefixkit_cache"
 
 DEFAULT_EXCLUDED_DIRS = frozenset(
     {
@@ -47,9 +66,14 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
         ".pytest_cache",
         ".hypothesis",
         "site-packages",
+        ".eggs",
+        ".ipynb_checkpoints",
+        CACHE_DIR_NAME,
     }
 )
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
+NOTEBOOK_SUFFIX = ".ipynb"
+NAMED_PROMPT_SUFFIXES = frozenset({".md", ".txt", ".j2", ".jinja", ".jinja2", ".prompt"})
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -115,11 +139,107 @@ def is_prompt_file(relative_path: str, config: LintConfig) -> bool:
     return any(glob_matches(pattern, relative_path) for pattern in config.prompt_globs)
 
 
-def _wanted(path: Path, config: LintConfig) -> bool:
-    relative = relative_to_root(path, config.root)
-    if any(glob_matches(pattern, relative) for pattern in config.exclude):
-        return False
-    return path.suffix in PYTHON_SUFFIXES or is_prompt_file(relative, config)
+def file_kind(path: Path, config: LintConfig, named: bool = False) -> str | None:
+    """`python`, `notebook`, `prompt`, or None for a file the linter ignores.
+
+    `named`: the user named the file itself, so any prompt-like suffix counts.
+    """
+    if path.suffix in PYTHON_SUFFIXES:
+        return "python"
+    if path.suffix == NOTEBOOK_SUFFIX:
+        return "notebook"
+    if is_prompt_file(relative_to_root(path, config.root), config):
+        return "prompt"
+    if named and path.suffix in NAMED_PROMPT_SUFFIXES:
+        return "prompt"
+    return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file to lint, the settings that apply to it, and its kind."""
+
+    path: Path
+    config: LintConfig
+    kind: str
+
+
+@dataclass
+class Discovery:
+    """The files to lint, and warnings about the settings (unused exclude patterns)."""
+
+    targets: list[Target] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Patterns:
+    """Gitignore patterns relative to `base`; remembers which ones matched something."""
+
+    def __init__(self, base: Path, patterns: Sequence[str], where: str) -> None:
+        self.base = base
+        self.where = where
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.pending = {
+            pattern: pathspec.GitIgnoreSpec.from_lines([pattern])
+            for pattern in patterns
+            if pattern.strip() and not pattern.startswith(("#", "!"))
+        }
+
+    def matches(self, path: Path, is_dir: bool) -> bool:
+        try:
+            relative = path.relative_to(self.base).as_posix()
+        except ValueError:
+            return False
+        if relative == ".":
+            return False
+        relative += "/" if is_dir else ""
+        if not self.spec.match_file(relative):
+            return False
+        for pattern, single in list(self.pending.items()):
+            if single.match_file(relative):
+                del self.pending[pattern]
+        return True
+
+
+class _Exclusions:
+    """The exclude patterns of every config met, and those given on the command line."""
+
+    def __init__(self, extra: Sequence[str]) -> None:
+        self.cli = _Patterns(Path.cwd(), extra, "--exclude") if extra else None
+        self.by_config: dict[int, tuple[LintConfig, _Patterns | None]] = {}
+        self.walked_roots: set[Path] = set()
+
+    def _of(self, config: LintConfig) -> _Patterns | None:
+        known = self.by_config.get(id(config))
+        if known is None:
+            patterns = config.exclude_patterns
+            where = str(config.source or config.root)
+            spec = _Patterns(config.root, patterns, where) if patterns else None
+            known = self.by_config[id(config)] = (config, spec)
+        return known[1]
+
+    def excluded(self, path: Path, config: LintConfig, is_dir: bool) -> bool:
+        absolute = path.absolute()
+        found = False
+        for spec in (self._of(config), self.cli):
+            if spec is not None and spec.matches(absolute, is_dir):
+                found = True
+        return found
+
+    def warnings(self) -> list[str]:
+        notes = []
+        for config, spec in self.by_config.values():
+            if spec is None or config.root not in self.walked_roots:
+                continue
+            for pattern in spec.pending:
+                notes.append(
+                    f"exclude pattern {pattern!r} ({spec.where}) matches nothing under "
+                    f"{config.root}; patterns are gitignore patterns relative to that folder"
+                )
+        if self.cli is not None and self.cli.base in self.walked_roots:
+            for pattern in self.cli.pending:
+                notes.append(f"--exclude {pattern!r} matches nothing under {self.cli.base}")
+        return notes
 
 
 def _gitignore(folder: Path) -> pathspec.GitIgnoreSpec | None:
@@ -130,13 +250,26 @@ def _gitignore(folder: Path) -> pathspec.GitIgnoreSpec | None:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _walk(top: Path, config: LintConfig) -> Iterator[Path]:
+def _walk(top: Path, resolver: ConfigResolver, exclusions: _Exclusions) -> Iterator[Target]:
+    # .gitignore files above `top`, from the repository's root down, apply too
     specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    in_repository = False
+    for ancestor in reversed(top.absolute().parents):
+        in_repository = in_repository or (ancestor / ".git").exists()
+        spec = _gitignore(ancestor) if in_repository else None
+        if spec is not None:
+            specs.append((ancestor, spec))
     for folder, dirnames, filenames in os.walk(top):
         here = Path(folder)
+        absolute_here = here.absolute()
+        config = resolver.for_folder(here)
+        if absolute_here in (config.root, *config.root.parents):
+            exclusions.walked_roots.add(config.root)
+        if absolute_here == Path.cwd() or Path.cwd() in absolute_here.parents:
+            exclusions.walked_roots.add(Path.cwd())
         spec = _gitignore(here)
         if spec is not None:
-            specs.append((here, spec))
+            specs.append((absolute_here, spec))
 
         def ignored(path: Path, is_dir: bool) -> bool:
             for base, base_spec in specs:
@@ -146,33 +279,51 @@ def _walk(top: Path, config: LintConfig) -> Iterator[Path]:
                         return True
             return False
 
-        dirnames[:] = sorted(
-            name
-            for name in dirnames
-            if name not in DEFAULT_EXCLUDED_DIRS
-            and not name.endswith(".egg-info")
-            and not ignored(here / name, True)
-        )
+        kept = []
+        for name in sorted(dirnames):
+            path = absolute_here / name
+            # checked first so a pattern naming a default folder counts as used
+            excluded = exclusions.excluded(path, config, True)
+            default = name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info")
+            if not (excluded or default or ignored(path, True)):
+                kept.append(name)
+        dirnames[:] = kept
         for name in sorted(filenames):
             path = here / name
-            if _wanted(path, config) and not ignored(path, False):
-                yield path
+            kind = file_kind(path, config)
+            if kind is None:
+                continue
+            absolute = absolute_here / name
+            if exclusions.excluded(absolute, config, False) or ignored(absolute, False):
+                continue
+            yield Target(path, config, kind)
 
 
-def discover(paths: list[Path], config: LintConfig) -> list[Path]:
+def discover(
+    paths: Sequence[Path],
+    resolver: ConfigResolver,
+    exclude: Sequence[str] = (),
+    force_exclude: bool = False,
+) -> Discovery:
     """Files to lint under `paths`, each once, in a stable order.
 
+    `exclude`: more gitignore patterns (relative to the current folder).
+    `force_exclude`: named files follow the exclusions and prompt globs too.
     Raises `FileNotFoundError` naming a path that does not exist.
     """
-    found: dict[Path, None] = {}
+    exclusions = _Exclusions(exclude)
+    found: dict[Path, Target] = {}
     for path in paths:
         if path.is_dir():
-            for file in _walk(path, config):
-                found.setdefault(file, None)
+            for target in _walk(path, resolver, exclusions):
+                found.setdefault(target.path.absolute(), target)
         elif path.is_file():
-            relative = relative_to_root(path, config.root)
-            if not any(glob_matches(pattern, relative) for pattern in config.exclude):
-                found.setdefault(path, None)
+            config = resolver.for_path(path)
+            if force_exclude and exclusions.excluded(path.absolute(), config, False):
+                continue
+            kind = file_kind(path, config, named=not force_exclude)
+            if kind is not None:
+                found.setdefault(path.absolute(), Target(path, config, kind))
         else:
             raise FileNotFoundError(f"{path}: no such file or directory")
-    return list(found)
+    return Discovery(list(found.values()), exclusions.warnings())

@@ -4,35 +4,58 @@ A Python file is parsed once; all enabled rules share one `LintContext`
 (one metadata wrapper, computed lazily). A module that mentions none of the
 words a cached segment needs (`system`, `tools`, `cache_control`, ...) is
 only parsed, which keeps large code bases fast. A file that does not parse
-is one `PFX000` finding. Prompt files (the prompt globs) get the prompt rules.
+is one `PFX000` finding, unless it looks like a Jinja template (`{{`, `{%`):
+then it is skipped as a template. A notebook's code cells are linted as one
+module (`prefixkit.linter.notebook`) and its findings placed in their cells.
+Prompt files get the prompt rules.
 
-`lint_paths` never raises for a single bad file: unreadable, binary or huge
-files become notes, unexpected failures become errors, and linting goes on.
+`lint_targets` never raises for a single bad file: unreadable, binary or huge
+files are skipped with a note, unexpected failures become errors, and linting
+goes on. With a cache (`prefixkit.linter.result_cache`), a file whose content,
+settings and recorded dependencies are unchanged is not linted again.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Sequence
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from prefixkit.sdk.errors import PrefixkitError
 
 from .config import LintConfig
 from .context import LintContext, ProjectState, PromptContext
-from .discovery import PYTHON_SUFFIXES, is_prompt_file, relative_to_root
+from .dependencies import record_dependency, recording
+from .discovery import Target, file_kind, relative_to_root
 from .finding import Edit, Finding, Position
+from .notebook import Notebook, NotebookError, parse_notebook
 from .rule import PromptRule, PythonRule
 from .rules import ALL_RULES, SYNTAX_ERROR_CODE
 from .suppression import Suppressions
 
-__all__ = ["FileOutcome", "apply_edits", "lint_paths", "lint_prompt", "lint_python", "lint_text"]
+if TYPE_CHECKING:
+    from .result_cache import ResultCache
+
+__all__ = [
+    "FileOutcome",
+    "apply_edits",
+    "lint_file",
+    "lint_paths",
+    "lint_prompt",
+    "lint_python",
+    "lint_targets",
+    "lint_text",
+]
 
 _MAX_FIX_PASSES = 8
 _BINARY_PROBE = 8192
+_TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 
 
 @dataclass
@@ -41,11 +64,16 @@ class FileOutcome:
 
     path: Path
     findings: list[Finding] = field(default_factory=list)
+    kind: str = "python"
     lines: int = 0
     fixed: int = 0
     note: str | None = None
+    skipped: str | None = None  # why the file was not linted (short: "binary", ...)
     error: str | None = None
     internal: bool = False  # the error is the linter's own failure, not the project's
+    digest: str | None = None  # sha256 of the content the findings are for
+    dependencies: dict[str, str | None] = field(default_factory=dict)
+    cached: bool = False
 
 
 def _known_codes() -> list[str]:
@@ -119,17 +147,55 @@ def lint_prompt(
     return findings
 
 
-def lint_text(
+def lint_notebook(
     text: str, path: Path, config: LintConfig, project: ProjectState | None = None
 ) -> list[Finding]:
-    """Findings for a file's text, with selection and noqa comments applied."""
+    """Findings for a notebook's JSON text, each placed in its cell (noqa applied).
+
+    A notebook that cannot be read is one `PFX000` finding saying why.
+    """
+    try:
+        notebook = parse_notebook(text)
+    except NotebookError as exc:
+        return _unreadable_notebook(exc, path, config)
+    return [
+        notebook.map_finding(f) for f in lint_text(notebook.module(), path, config, kind="python")
+    ]
+
+
+def _unreadable_notebook(exc: NotebookError, path: Path, config: LintConfig) -> list[Finding]:
+    enabled = config.enabled_codes(_known_codes(), relative_to_root(path, config.root))
+    if SYNTAX_ERROR_CODE not in enabled:
+        return []
+    message = f"cannot read this notebook: {exc}; other files are still linted"
+    return [Finding(SYNTAX_ERROR_CODE, message, str(path), Position(1, 1), Position(1, 1))]
+
+
+def lint_text(
+    text: str,
+    path: Path,
+    config: LintConfig,
+    project: ProjectState | None = None,
+    kind: str | None = None,
+) -> list[Finding]:
+    """Findings for a file's text, with selection and noqa comments applied.
+
+    `kind` (`python`, `notebook`, `prompt`) defaults to what the path says.
+    """
+    kind = kind or file_kind(path, config)
+    if kind == "notebook":
+        return lint_notebook(text, path, config, project)
     relative = relative_to_root(path, config.root)
     enabled = config.enabled_codes(_known_codes(), relative)
     filename = str(path)
-    if path.suffix in PYTHON_SUFFIXES:
+    if kind == "python":
         findings = lint_python(text, filename, config, enabled)
-    elif is_prompt_file(relative, config):
-        findings = lint_prompt(text, path, filename, project or ProjectState(config), enabled)
+    elif kind == "prompt":
+        project = project or ProjectState(config)
+        from prefixkit.sdk.registry import default_lock_path
+
+        record_dependency(default_lock_path(project.prompt_root))
+        findings = lint_prompt(text, path, filename, project, enabled)
     else:
         return []
     unique = {(f.code, f.start, f.end, f.message): f for f in findings}
@@ -167,97 +233,233 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(out)
 
 
+def _chosen_edits(findings: Iterable[Finding]) -> tuple[list[Edit], int]:
+    """The fixes' edits that do not overlap one another, and how many fixes they make."""
+    edits: list[Edit] = []
+    taken: list[tuple[int, int, int, int]] = []
+    count = 0
+    for finding in findings:
+        if finding.fix is None:
+            continue
+        spans = [(e.start.row, e.start.column, e.end.row, e.end.column) for e in finding.fix.edits]
+        if any(_overlaps(span, other) for span in spans for other in taken):
+            continue
+        taken += spans
+        edits += finding.fix.edits
+        count += 1
+    return edits, count
+
+
 def _fix_text(
-    text: str, path: Path, config: LintConfig, project: ProjectState
+    text: str, path: Path, config: LintConfig, project: ProjectState, kind: str
 ) -> tuple[str, list[Finding], int]:
     fixed = 0
-    findings = lint_text(text, path, config, project)
+    findings = lint_text(text, path, config, project, kind)
     for _ in range(_MAX_FIX_PASSES):
-        edits: list[Edit] = []
-        taken: list[tuple[int, int, int, int]] = []
-        for finding in findings:
-            if finding.fix is None:
-                continue
-            spans = [
-                (e.start.row, e.start.column, e.end.row, e.end.column) for e in finding.fix.edits
-            ]
-            if any(_overlaps(span, other) for span in spans for other in taken):
-                continue
-            taken += spans
-            edits += finding.fix.edits
-            fixed += 1
+        edits, count = _chosen_edits(findings)
         if not edits:
             break
+        fixed += count
         text = apply_edits(text, edits)
-        findings = lint_text(text, path, config, project)
+        findings = lint_text(text, path, config, project, kind)
     return text, findings, fixed
+
+
+def _fix_notebook(text: str, path: Path, config: LintConfig) -> tuple[str, list[Finding], int]:
+    try:
+        notebook: Notebook = parse_notebook(text)
+    except NotebookError as exc:
+        return text, _unreadable_notebook(exc, path, config), 0
+    fixed = 0
+
+    def module_findings() -> list[Finding]:
+        return lint_text(notebook.module(), path, config, kind="python")
+
+    findings = module_findings()
+    for _ in range(_MAX_FIX_PASSES):
+        edits, _count = _chosen_edits(findings)
+        if not edits:
+            break
+        notebook, applied = notebook.apply(edits)
+        if not applied:
+            break
+        fixed += applied
+        findings = module_findings()
+    return notebook.text, [notebook.map_finding(f) for f in findings], fixed
 
 
 def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
     return (a[0], a[1]) <= (b[2], b[3]) and (b[0], b[1]) <= (a[2], a[3])
 
 
-def _read(path: Path, config: LintConfig) -> tuple[str | None, str | None]:
+def _human_size(size: int) -> str:
+    if size % 1_000_000 == 0:
+        return f"{size // 1_000_000} MB"
+    if size % 1000 == 0:
+        return f"{size // 1000} kB"
+    return f"{size} bytes"
+
+
+def _read(path: Path, config: LintConfig) -> tuple[bytes | None, str | None, str, str]:
+    """(bytes, text, note, short reason); text is None when the file is skipped."""
     try:
         size = path.stat().st_size
         if size > config.max_file_size:
-            return None, (
-                f"skipped {path}: {size} bytes is over max-file-size ({config.max_file_size})"
+            return (
+                None,
+                None,
+                f"skipped {path}: {size} bytes is over max-file-size ({config.max_file_size})",
+                f"over {_human_size(config.max_file_size)}",
             )
         data = path.read_bytes()
     except OSError as exc:
-        return None, f"skipped {path}: cannot read it ({exc.strerror or exc})"
+        return None, None, f"skipped {path}: cannot read it ({exc.strerror or exc})", "unreadable"
     if b"\0" in data[:_BINARY_PROBE]:
-        return None, f"skipped {path}: binary file"
+        return data, None, f"skipped {path}: binary file", "binary"
     try:
-        return data.decode("utf-8"), None
+        return data, data.decode("utf-8"), "", ""
     except UnicodeDecodeError as exc:
-        return None, f"skipped {path}: not UTF-8 (byte {exc.start})"
+        return data, None, f"skipped {path}: not UTF-8 (byte {exc.start})", "not UTF-8"
+
+
+def _is_template(text: str, findings: Sequence[Finding]) -> bool:
+    """A `.py` file that does not parse and holds template syntax: a Jinja template."""
+    return any(f.code == SYNTAX_ERROR_CODE for f in findings) and bool(
+        _TEMPLATE_SYNTAX.search(text)
+    )
 
 
 def lint_file(
-    path: Path, config: LintConfig, fix: bool = False, project: ProjectState | None = None
+    path: Path,
+    config: LintConfig,
+    fix: bool = False,
+    project: ProjectState | None = None,
+    kind: str | None = None,
 ) -> FileOutcome:
-    """Lint one file (and with `fix`, rewrite it with the safe fixes applied)."""
-    outcome = FileOutcome(path)
-    text, note = _read(path, config)
-    if text is None:
-        outcome.note = note
+    """Lint one file (and with `fix`, rewrite it with the safe fixes applied).
+
+    `kind` defaults to what the path says (a named prompt-like file is a prompt).
+    """
+    kind = kind or file_kind(path, config, named=True) or "other"
+    outcome = FileOutcome(path, kind=kind)
+    data, text, outcome.note, reason = _read(path, config)
+    if data is None or text is None:
+        outcome.skipped = reason
         return outcome
+    outcome.digest = hashlib.sha256(data).hexdigest()
     project = project or ProjectState(config)
-    outcome.lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     try:
-        if fix:
-            new_text, outcome.findings, outcome.fixed = _fix_text(text, path, config, project)
-            if new_text != text:
-                path.write_text(new_text, encoding="utf-8", newline="")
-        else:
-            outcome.findings = lint_text(text, path, config, project)
+        with recording() as dependencies:
+            new_text = text
+            if fix and kind == "notebook":
+                new_text, outcome.findings, outcome.fixed = _fix_notebook(text, path, config)
+            elif fix:
+                new_text, outcome.findings, outcome.fixed = _fix_text(
+                    text, path, config, project, kind
+                )
+            else:
+                outcome.findings = lint_text(text, path, config, project, kind)
+        outcome.dependencies = dependencies
+        if new_text != text:
+            path.write_text(new_text, encoding="utf-8", newline="")
+            outcome.digest = hashlib.sha256(new_text.encode("utf-8")).hexdigest()
+            text = new_text
     except PrefixkitError as exc:
         outcome.error = str(exc)
     except Exception as exc:  # one bad file must not stop the run
         outcome.error = f"internal error while linting {path}: {type(exc).__name__}: {exc}"
         outcome.internal = True
+    if kind == "python" and _is_template(text, outcome.findings):
+        outcome.findings = []
+        outcome.skipped = "Jinja template"
+        outcome.note = f"skipped {path}: a Jinja template (it holds {{{{ }}}} or {{% %}} syntax and is not Python)"
+        return outcome
+    if kind == "notebook":
+        outcome.lines = _notebook_lines(text)
+    else:
+        outcome.lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     return outcome
 
 
-def _lint_batch(paths: list[Path], config: LintConfig, fix: bool) -> list[FileOutcome]:
-    project = ProjectState(config)
-    return [lint_file(path, config, fix, project) for path in paths]
+def _notebook_lines(text: str) -> int:
+    try:
+        return sum(len(cell.lines) for cell in parse_notebook(text).cells)
+    except NotebookError:
+        return 0
+
+
+def _lint_batch(targets: list[Target], fix: bool) -> list[FileOutcome]:
+    projects: dict[int, ProjectState] = {}
+    outcomes = []
+    for target in targets:
+        project = projects.setdefault(id(target.config), ProjectState(target.config))
+        outcomes.append(lint_file(target.path, target.config, fix, project, target.kind))
+    return outcomes
+
+
+def lint_targets(
+    targets: Sequence[Target],
+    fix: bool = False,
+    jobs: int = 1,
+    cache: Callable[[LintConfig], ResultCache | None] | None = None,
+) -> list[FileOutcome]:
+    """Lint files, `jobs` processes at a time (1: in this process), in input order.
+
+    `cache` gives the result cache for a config (None: no cache); files whose
+    cached result still holds are not linted again (`--fix` always lints).
+    """
+    outcomes: list[FileOutcome | None] = [None] * len(targets)
+    caches: dict[int, ResultCache | None] = {}
+
+    def cache_of(config: LintConfig) -> ResultCache | None:
+        if cache is None:
+            return None
+        if id(config) not in caches:
+            caches[id(config)] = cache(config)
+        return caches[id(config)]
+
+    missing: list[int] = []
+    for position, target in enumerate(targets):
+        store = None if fix else cache_of(target.config)
+        hit = store.lookup(target) if store is not None else None
+        if hit is not None:
+            outcomes[position] = hit
+        else:
+            missing.append(position)
+    fresh = _lint_many([targets[p] for p in missing], fix, jobs)
+    for position, outcome in zip(missing, fresh, strict=True):
+        outcomes[position] = outcome
+        store = cache_of(targets[position].config)
+        if store is not None:
+            store.store(targets[position], outcome)
+    for store in caches.values():
+        if store is not None:
+            store.save()
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _lint_many(targets: list[Target], fix: bool, jobs: int) -> list[FileOutcome]:
+    if jobs <= 1 or len(targets) < 2:
+        return _lint_batch(targets, fix)
+    jobs = min(jobs, len(targets))
+    chunk = max(1, len(targets) // (jobs * 4))
+    batches = [targets[i : i + chunk] for i in range(0, len(targets), chunk)]
+    outcomes: list[FileOutcome] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for batch in pool.map(_lint_batch, batches, [fix] * len(batches)):
+            outcomes += batch
+    return outcomes
 
 
 def lint_paths(
-    paths: Iterable[Path], config: LintConfig, fix: bool = False, jobs: int = 1
+    paths: Iterable[Path],
+    config: LintConfig,
+    fix: bool = False,
+    jobs: int = 1,
+    cache: Callable[[LintConfig], ResultCache | None] | None = None,
 ) -> list[FileOutcome]:
-    """Lint files, `jobs` processes at a time (1: in this process), in input order."""
-    files = list(paths)
-    if jobs <= 1 or len(files) < 2:
-        return _lint_batch(files, config, fix)
-    jobs = min(jobs, len(files))
-    chunk = max(1, len(files) // (jobs * 4))
-    batches = [files[i : i + chunk] for i in range(0, len(files), chunk)]
-    outcomes: list[FileOutcome] = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for batch in pool.map(_lint_batch, batches, [config] * len(batches), [fix] * len(batches)):
-            outcomes += batch
-    return outcomes
+    """Lint files with one config, `jobs` processes at a time, in input order."""
+    targets = [
+        Target(path, config, file_kind(path, config, named=True) or "other") for path in paths
+    ]
+    return lint_targets(targets, fix, jobs, cache)

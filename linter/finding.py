@@ -2,6 +2,8 @@
 
 Positions are 1-based rows and 1-based columns (as ruff prints them); an edit
 replaces the text between `start` and `end` (end exclusive) with `content`.
+In a notebook, `cell` is the 1-based number of the cell (among all cells) and
+rows count within that cell.
 """
 
 from __future__ import annotations
@@ -46,8 +48,15 @@ class Finding:
     start: Position
     end: Position
     fix: Fix | None = None
+    cell: int | None = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        """Order by file, position, code (the order every output format uses)."""
-        return (self.filename, self.start.row, self.start.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        """Order by file, cell, position, code (the order every output format uses)."""
+        return (self.filename, self.cell or 0, self.start.row, self.start.column, self.code)
+
+    @property
+    def location(self) -> str:
+        """`file:row:column`, or `file:cell N:row:column` in a notebook."""
+        cell = "" if self.cell is None else f"cell {self.cell}:"
+        return f"{self.filename}:{cell}{self.start.row}:{self.start.column}"

@@ -2,9 +2,11 @@
 
 All are pure functions of the findings (and, for `full`, the file texts).
 JSON follows ruff's shape: a list of objects with `code`, `message`,
-`filename`, `location` / `end_location` (`{row, column}`, 1-based), `fix`
-(null or `{applicability, message, edits}`) and `url`. SARIF is version 2.1.0
-with one run whose driver lists every rule.
+`filename`, `cell` (a notebook's 1-based cell number, else null), `location` /
+`end_location` (`{row, column}`, 1-based; in a notebook, within the cell),
+`fix` (null or `{applicability, message, edits}`) and `url`. SARIF is version
+2.1.0 with one run whose driver lists every rule. A notebook's findings read
+`nb.ipynb:cell 3:12:5` in the text formats.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .finding import Finding, Position
-from .rules import ALL_RULES
+from .rules import ALL_RULES, rule_for_code
+from .summary import RunSummary
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "render", "render_statistics", "source_key"]
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 _DOCS_URL = "https://github.com/prefixkit/prefixkit/blob/main/docs/rules.md"
@@ -32,11 +35,7 @@ def _location(position: Position) -> dict[str, int]:
 
 
 def _concise(findings: Sequence[Finding]) -> str:
-    lines = [
-        f"{f.filename}:{f.start.row}:{f.start.column}: {f.code}{' [*]' if f.fix else ''} "
-        f"{f.message}"
-        for f in findings
-    ]
+    lines = [f"{f.location}: {f.code}{' [*]' if f.fix else ''} {f.message}" for f in findings]
     return "\n".join(lines + _summary(findings))
 
 
@@ -57,9 +56,9 @@ def _full(findings: Sequence[Finding], texts: Mapping[str, str]) -> str:
         marker = " [*]" if f.fix else ""
         lines = [
             f"{f.code}{marker} {f.message}",
-            f"  --> {f.filename}:{f.start.row}:{f.start.column}",
+            f"  --> {f.location}",
         ]
-        source = texts.get(f.filename, "").splitlines()
+        source = texts.get(source_key(f), "").splitlines()
         if 0 < f.start.row <= len(source):
             gutter = len(str(f.start.row))
             line = source[f.start.row - 1]
@@ -98,6 +97,7 @@ def _json_object(f: Finding) -> dict[str, Any]:
         "code": f.code,
         "message": f.message,
         "filename": f.filename,
+        "cell": f.cell,
         "location": _location(f.start),
         "end_location": _location(f.end),
         "fix": fix,
@@ -112,7 +112,7 @@ def _github(findings: Sequence[Finding]) -> str:
     return "\n".join(
         f"::error title=prefixkit ({f.code}),file={f.filename},line={f.start.row},"
         f"col={f.start.column},endLine={f.end.row},endColumn={f.end.column}::"
-        f"{escape(f'{f.filename}:{f.start.row}:{f.start.column}: {f.code} {f.message}')}"
+        f"{escape(f'{f.location}: {f.code} {f.message}')}"
         for f in findings
     )
 
@@ -134,7 +134,7 @@ def _sarif(findings: Sequence[Finding]) -> dict[str, Any]:
             "ruleId": f.code,
             "ruleIndex": index[f.code],
             "level": "error",
-            "message": {"text": f.message},
+            "message": {"text": f.message if f.cell is None else f"cell {f.cell}: {f.message}"},
             "locations": [
                 {
                     "physicalLocation": {
@@ -167,6 +167,22 @@ def _sarif(findings: Sequence[Finding]) -> dict[str, Any]:
             }
         ],
     }
+
+
+def source_key(finding: Finding) -> str:
+    """The key of the text a `full` finding quotes: the file, or `file:cell N`."""
+    return finding.filename if finding.cell is None else f"{finding.filename}:cell {finding.cell}"
+
+
+def render_statistics(fmt: str, summary: RunSummary) -> str:
+    """The run's counts: a JSON object with `--format json`, else lines of text."""
+    if fmt == "json":
+        return json.dumps(summary.as_json(), indent=2, sort_keys=True)
+    lines = [
+        f"{count:5d}\t{code}\t{rule_for_code(code).name}"
+        for code, count in summary.findings.items()
+    ]
+    return "\n".join([*lines, summary.line()])
 
 
 def render(fmt: str, findings: Sequence[Finding], texts: Mapping[str, str] | None = None) -> str:

@@ -1,0 +1,353 @@
+"""Jupyter notebooks (`.ipynb`, nbformat 4) as one Python module, the way ruff lints them.
+
+The code cells are joined into one module, each cell ending with a newline,
+so a row of the module is a row of exactly one cell. IPython syntax that
+libcst cannot parse is neutralised without moving anything: a line magic or
+shell escape (`%pip install x`, `!ls`, `files = !ls`, `obj?`) becomes `pass`
+(or `files = None`) at the same indentation, and a cell whose first line is a
+cell magic is blanked (`%%bash`, `%%writefile`, ...) except for the magics
+that run the cell as Python (`%%time`, `%%capture`, ...), whose first line
+alone is blanked. Markdown and raw cells are not code and are skipped.
+
+Findings on the module are mapped back to (cell, row in cell); fixes are
+applied to the cells' own source and written back by replacing only the JSON
+text of each changed cell's `source`, so outputs, metadata, key order and the
+indentation the notebook was saved with stay byte for byte as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prefixkit.sdk.errors import PrefixkitError
+
+from .finding import Edit, Finding, Position
+
+__all__ = ["Notebook", "NotebookError", "parse_notebook"]
+
+# cell magics whose body is still Python
+_PYTHON_CELL_MAGICS = frozenset(
+    {"time", "timeit", "capture", "prun", "debug", "python", "python3", "ipython", "pypy"}
+)
+_LINE_MAGIC = re.compile(r"^(?P<indent>[ \t]*)(?P<target>[\w.,\s\[\]]*?\w\s*=\s*)?[%!]")
+_HELP = re.compile(r"^(?P<indent>[ \t]*)[%?]*[\w.]+\?{1,2}\s*$")
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+class NotebookError(PrefixkitError, ValueError):
+    """A `.ipynb` file that is not a notebook prefixkit can read."""
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: int  # position among all cells, 0-based
+    lines: tuple[str, ...]  # the cell's source, each line with its newline (last maybe not)
+    span: tuple[int, int] | None  # where the JSON text of `source` is in the file
+    # each item of a `source` list: (its value, its JSON text); None when a plain string
+    raw_items: tuple[tuple[str, str], ...] | None
+
+
+def _neutralise(lines: Sequence[str]) -> list[str]:
+    """The cell's lines with IPython-only syntax replaced, one output line per line."""
+    if lines and lines[0].startswith("%%"):
+        name = lines[0][2:].split(maxsplit=1)[0] if lines[0][2:].strip() else ""
+        if name not in _PYTHON_CELL_MAGICS:
+            return ["\n" for _ in lines]
+        return ["\n", *(_neutralise_line(line) for line in lines[1:])]
+    return [_neutralise_line(line) for line in lines]
+
+
+def _neutralise_line(line: str) -> str:
+    ending = "\n" if line.endswith("\n") else ""
+    body = line.rstrip("\r\n")
+    magic = _LINE_MAGIC.match(body)
+    if magic is not None:
+        target = magic.group("target")
+        replacement = f"{target}None" if target else "pass"
+        return f"{magic.group('indent')}{replacement}{ending}"
+    help_line = _HELP.match(body)
+    if help_line is not None and not body.lstrip().startswith("#"):
+        return f"{help_line.group('indent')}pass{ending}"
+    return line
+
+
+class _Scanner:
+    """Finds where each cell's `source` value is in the notebook's JSON text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.sources: list[tuple[int, int, tuple[tuple[str, str], ...] | None]] = []
+
+    def skip(self, index: int) -> int:
+        match = _WHITESPACE.match(self.text, index)
+        return match.end() if match else index
+
+    def string(self, index: int) -> tuple[str, int]:
+        """The JSON string starting at `index` and the index after it."""
+        value, end = _DECODER.raw_decode(self.text, index)
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string at offset {index}")
+        return value, end
+
+    def value(self, index: int, path: tuple[str | int, ...]) -> int:
+        """Scan one JSON value starting at `index`; the index after it."""
+        index = self.skip(index)
+        char = self.text[index : index + 1]
+        if char == "{":
+            index = self.skip(index + 1)
+            if self.text.startswith("}", index):
+                return index + 1
+            while True:
+                key, index = self.string(self.skip(index))
+                index = self.skip(index) + 1  # the colon
+                start = self.skip(index)
+                index = self.value(index, (*path, key))
+                if len(path) == 2 and path[0] == "cells" and key == "source":
+                    self.sources.append((start, index, self.items(start, index)))
+                index = self.skip(index)
+                if self.text.startswith("}", index):
+                    return index + 1
+                index += 1  # the comma
+        if char == "[":
+            index = self.skip(index + 1)
+            if self.text.startswith("]", index):
+                return index + 1
+            position = 0
+            while True:
+                index = self.value(index, (*path, position))
+                position += 1
+                index = self.skip(index)
+                if self.text.startswith("]", index):
+                    return index + 1
+                index += 1
+        if char == '"':
+            return self.string(index)[1]
+        for literal in ("true", "false", "null"):
+            if self.text.startswith(literal, index):
+                return index + len(literal)
+        number = _NUMBER.match(self.text, index)
+        if number is None:
+            raise ValueError(f"unexpected {char!r} at offset {index}")
+        return number.end()
+
+    def items(self, start: int, end: int) -> tuple[tuple[str, str], ...] | None:
+        """Each string of a `source` list with its JSON text (None for a plain string)."""
+        if self.text[start] != "[":
+            return None
+        found = []
+        index = self.skip(start + 1)
+        while index < end - 1:
+            value, item_end = self.string(index)
+            found.append((value, self.text[index:item_end]))
+            index = self.skip(item_end)
+            index = self.skip(index + 1) if self.text.startswith(",", index) else index
+        return tuple(found)
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A parsed notebook: its text, its code cells, and the Python module they make."""
+
+    text: str
+    cells: tuple[_Cell, ...]
+
+    def module(self) -> str:
+        """The code cells as one module (IPython syntax neutralised, rows kept)."""
+        parts = []
+        for cell in self.cells:
+            lines = _neutralise(cell.lines)
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            parts.append("".join(lines))
+        return "".join(parts)
+
+    def cell_texts(self, filename: str) -> dict[str, str]:
+        """Each code cell's source keyed `filename:cell N` (N 1-based, among all cells)."""
+        return {f"{filename}:cell {cell.index + 1}": "".join(cell.lines) for cell in self.cells}
+
+    def _starts(self) -> list[int]:
+        """The module row (1-based) where each code cell starts."""
+        starts = []
+        row = 1
+        for cell in self.cells:
+            starts.append(row)
+            row += len(cell.lines)
+        return starts
+
+    def _locate(self, row: int) -> tuple[int, int]:
+        """(position in `cells`, row in that cell) of a module row."""
+        starts = self._starts()
+        for position in range(len(starts) - 1, -1, -1):
+            if row >= starts[position]:
+                return position, row - starts[position] + 1
+        return 0, row
+
+    def map_finding(self, finding: Finding) -> Finding:
+        """A finding on the module, placed in its cell (cell numbers are 1-based)."""
+        if not self.cells:
+            return finding
+        position, start_row = self._locate(finding.start.row)
+        end_position, end_row = self._locate(finding.end.row)
+        if end_position != position:
+            lines = self.cells[position].lines
+            end_row, end_column = len(lines), len(lines[-1].rstrip("\n")) + 1
+        else:
+            end_column = finding.end.column
+        cell_number = self.cells[position].index + 1
+
+        def in_cell(match: re.Match[str]) -> str:
+            # rules name other rows of the module ("reaches `system=` (line 17)")
+            other, row = self._locate(int(match.group(1)))
+            number = self.cells[other].index + 1
+            return f"line {row}" if number == cell_number else f"cell {number}, line {row}"
+
+        return Finding(
+            finding.code,
+            _LINE_REFERENCE.sub(in_cell, finding.message),
+            finding.filename,
+            Position(start_row, finding.start.column),
+            Position(end_row, end_column),
+            finding.fix,
+            cell=cell_number,
+        )
+
+    def apply(self, edits: Sequence[Edit]) -> tuple[Notebook, int]:
+        """The notebook with module `edits` applied to its cells, and how many were applied.
+
+        An edit that crosses cells or touches a neutralised line is left out.
+        """
+        from .engine import apply_edits
+
+        per_cell: dict[int, list[Edit]] = {}
+        applied = 0
+        for edit in edits:
+            position, start_row = self._locate(edit.start.row)
+            end_position, end_row = self._locate(edit.end.row)
+            cell = self.cells[position]
+            neutral = _neutralise(cell.lines)
+            rows = range(start_row - 1, min(end_row, len(cell.lines)))
+            if end_position != position or any(neutral[r] != cell.lines[r] for r in rows):
+                continue
+            per_cell.setdefault(position, []).append(
+                Edit(
+                    Position(start_row, edit.start.column),
+                    Position(end_row, edit.end.column),
+                    edit.content,
+                )
+            )
+            applied += 1
+        if not per_cell:
+            return self, 0
+        new_cells = list(self.cells)
+        pieces: list[str] = []
+        cursor = 0
+        for position, cell in enumerate(self.cells):
+            if position not in per_cell:
+                continue
+            source = apply_edits("".join(cell.lines), per_cell[position])
+            lines = tuple(source.splitlines(keepends=True))
+            new_cells[position] = _Cell(cell.index, lines, cell.span, cell.raw_items)
+            if cell.span is None:
+                raise NotebookError("cannot write back a cell whose source was not found")
+            start, end = cell.span
+            pieces += [self.text[cursor:start], _encode_source(self.text, cell, lines)]
+            cursor = end
+        pieces.append(self.text[cursor:])
+        text = "".join(pieces)
+        return parse_notebook(text), applied
+
+
+def _encode_source(text: str, cell: _Cell, lines: tuple[str, ...]) -> str:
+    """The JSON text for a cell's new `source`, laid out as the old one was."""
+    start, end = cell.span or (0, 0)
+    old = text[start:end]
+    ascii_only = not any(ord(char) > 127 for char in text)
+    escaped = ascii_only and "\\u" in text
+
+    def encode(line: str) -> str:
+        return json.dumps(line, ensure_ascii=escaped)
+
+    if cell.raw_items is None:
+        return encode("".join(lines))
+    # unchanged lines keep their JSON text exactly; new ones are encoded
+    known = dict(cell.raw_items)
+    items = [known.get(line) or encode(line) for line in lines]
+    raw = [item for _, item in cell.raw_items]
+    if not raw:
+        return "[" + ", ".join(items) + "]"
+    first = old.index(raw[0])
+    opening = old[:first]
+    if len(raw) > 1:
+        after_first = first + len(raw[0])
+        separator = old[after_first : old.index(raw[1], after_first)]
+    else:
+        indent = opening[opening.rfind("\n") :] if "\n" in opening else " "
+        separator = "," + indent
+    closing = old[old.rindex(raw[-1]) + len(raw[-1]) :]
+    return opening + separator.join(items) + closing
+
+
+def _source_lines(source: Any, where: str) -> tuple[str, ...]:
+    if isinstance(source, str):
+        return tuple(source.splitlines(keepends=True))
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        # nbformat keeps a newline at the end of every item but the last; join then split
+        return tuple("".join(source).splitlines(keepends=True))
+    raise NotebookError(f"{where}: `source` must be a string or a list of strings")
+
+
+def _language(document: dict[str, Any]) -> str:
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return "python"
+    for key, field_name in (("kernelspec", "language"), ("language_info", "name")):
+        section = metadata.get(key)
+        if isinstance(section, dict) and isinstance(section.get(field_name), str):
+            return str(section[field_name]).lower()
+    return "python"
+
+
+def parse_notebook(text: str) -> Notebook:
+    """Read a notebook's JSON text (nbformat 4; a notebook in another language has no
+    code cells to lint). Raises `NotebookError` saying what is wrong."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "a notebook must be nbformat 4 JSON as Jupyter saves it"
+        ) from None
+    if not isinstance(document, dict) or not isinstance(document.get("cells"), list):
+        raise NotebookError(
+            "not a Jupyter notebook: no `cells` list at the top level (nbformat 4 is needed)"
+        )
+    if document.get("nbformat", 4) != 4:
+        raise NotebookError(
+            f"nbformat {document.get('nbformat')} is not supported; "
+            "open and save it with Jupyter to upgrade it to nbformat 4"
+        )
+    scanner = _Scanner(text)
+    try:
+        scanner.value(0, ())
+    except (ValueError, IndexError) as exc:
+        raise NotebookError(f"cannot locate the cells' sources: {exc}") from None
+    spans = iter(scanner.sources)
+    cells = []
+    python = _language(document) in ("python", "python3", "ipython", "ipython3")
+    for index, cell in enumerate(document["cells"]):
+        if not isinstance(cell, dict):
+            raise NotebookError(f"cell {index + 1} is not a JSON object")
+        span = next(spans, None) if "source" in cell else None
+        if cell.get("cell_type") != "code" or not python:
+            continue
+        lines = _source_lines(cell.get("source", ""), f"cell {index + 1}")
+        location = None if span is None else (span[0], span[1])
+        cells.append(_Cell(index, lines, location, None if span is None else span[2]))
+    return Notebook(text, tuple(cells))
