@@ -2,16 +2,28 @@
 
 Recognised (a value reaching one of these is part of the cached prefix):
 
-- `system=`, `instructions=` and `tools=` arguments of any call (provider
-  clients, agent frameworks, `prefixkit.sdk.Prompt`), plus configured keywords,
-  and the same keys of a request payload dict (one with `model`, `messages`,
-  `max_tokens` or `input`, sent with `**params`);
-- the `content` of `{"role": "system" | "developer", ...}` messages;
-- LangChain-style `SystemMessage(...)`;
-- content blocks carrying `cache_control` or `prompt_cache_breakpoint` (not
-  request payloads with a top-level `cache_control`), unless they sit in a
-  user or assistant message (a breakpoint on the latest user turn
-  is the recommended rolling pattern);
+- `system=`, `instructions=`, `tools=`, `system_prompt=` and `system_message=`
+  arguments of any call (provider clients, pydantic-ai, openai-agents, swarm,
+  autogen, `prefixkit.sdk.Prompt`), plus configured keywords, the same keys of
+  a request payload dict (one with `model`, `messages`, `max_tokens` or
+  `input`, sent with `**params`) and `kwargs["system"] = ...` assignments; a
+  function given there (`Agent(instructions=build)`) contributes its return
+  value;
+- the return values of functions decorated with `@agent.system_prompt` or
+  `@agent.instructions` (pydantic-ai);
+- the content of system and developer messages: dicts, `dict(role=...)`,
+  typed params and message classes called with `role=` (`MessageRole.SYSTEM`
+  too), LangChain `("system", ...)` tuples, `msg["content"] = ...` on a
+  system message;
+- `SystemMessage(...)`, `SystemMessagePromptTemplate(.from_template)(...)`,
+  `ChatCompletionSystemMessageParam(...)` / `...DeveloperMessageParam(...)`,
+  and the template text of `PromptTemplate(...)` / `.from_template(...)`
+  (LangChain, LlamaIndex);
+- content blocks carrying `cache_control` or `prompt_cache_breakpoint` (dicts,
+  typed params such as `TextBlockParam(...)`, or a block completed by
+  `block["cache_control"] = ...`; not request payloads with a top-level
+  `cache_control`), unless they sit in a user or assistant message (a
+  breakpoint on the latest user turn is the recommended rolling pattern);
 - prefixkit's `Segment.static(...)` and `Segment.versioned(...)`;
 - arguments of configured cached callables.
 
@@ -25,8 +37,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .catalog import CACHE_MARKER_KEYS, SEGMENT_CONSTRUCTORS, SYSTEM_MESSAGE_CLASSES
-from .module_index import FunctionNode, ModuleIndex, string_value
+from .catalog import (
+    CACHE_MARKER_KEYS,
+    PROMPT_TEMPLATE_CLASSES,
+    SEGMENT_CONSTRUCTORS,
+    SYSTEM_MESSAGE_CLASSES,
+    TEMPLATE_CONSTRUCTORS,
+    is_system_role,
+)
+from .module_index import FunctionNode, ModuleIndex, SiteCandidate, string_value
 from .taint import Env, TaintAnalysis, dotted_parts
 
 __all__ = ["Block", "CachedSegment", "cached_segments", "callee_names", "request_blocks"]
@@ -59,8 +78,16 @@ def _call_segments(
     if names & extra:
         label = f"`{min(names & extra)}(...)`"
         return [CachedSegment(arg.value, label, function) for arg in call.args]
-    if any(name.rsplit(".", 1)[-1] in SYSTEM_MESSAGE_CLASSES for name in names):
-        label = "`SystemMessage(...)`"
+    classes = set()
+    for name in names:
+        parts = name.split(".")
+        classes.add(parts[-1])
+        if len(parts) > 1 and parts[-1] in TEMPLATE_CONSTRUCTORS:
+            classes.add(parts[-2])
+    if classes & SYSTEM_MESSAGE_CLASSES:
+        label = f"`{min(classes & SYSTEM_MESSAGE_CLASSES)}(...)`"
+    elif classes & PROMPT_TEMPLATE_CLASSES:
+        label = f"the text of a `{min(classes & PROMPT_TEMPLATE_CLASSES)}`"
     elif any(".".join(name.split(".")[-2:]) in SEGMENT_CONSTRUCTORS for name in names):
         label = "a static prefixkit `Segment`"
     else:
@@ -69,9 +96,50 @@ def _call_segments(
         arg.value
         for position, arg in enumerate(call.args)
         if (arg.keyword is None and position == 0)
-        or (arg.keyword is not None and arg.keyword.value == "content")
+        or (arg.keyword is not None and arg.keyword.value in ("content", "template"))
     ]
     return [CachedSegment(value, label, function) for value in content]
+
+
+def _returned(function: FunctionNode, label: str, index: ModuleIndex) -> list[CachedSegment]:
+    """The return values of a function whose result is a prompt (its parameters: request data)."""
+    return [CachedSegment(value, label, function) for value in index.returns.get(id(function), [])]
+
+
+def _keyword_segments(
+    candidate: SiteCandidate, node: cst.BaseExpression, index: ModuleIndex, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """A keyword's value; a function passed there (`instructions=build`) gives its returns."""
+    if isinstance(node, cst.Lambda):
+        return _returned(
+            node, f"the return value of the function given to {candidate.label}", index
+        )
+    if isinstance(node, cst.Name):
+        functions = analysis.functions_named(node)
+        if functions:
+            label = f"the return value of `{node.value}`, given to {candidate.label}"
+            return [s for f in functions for s in _returned(f, label, index)]
+    return [CachedSegment(node, candidate.label, candidate.function)]
+
+
+def _written_segments(candidate: SiteCandidate, analysis: TaintAnalysis) -> list[CachedSegment]:
+    receiver = candidate.receiver
+    node = candidate.node
+    if not isinstance(receiver, cst.BaseExpression) or not isinstance(node, cst.BaseExpression):
+        return []
+    entries = analysis.entries(receiver, Env(candidate.function))
+    if candidate.kind == "content-write":
+        role = entries.get("role")
+        if role is None or not is_system_role(string_value(role[0])):
+            return []
+        return [CachedSegment(node, candidate.label, candidate.function)]
+    if "role" in entries and not is_system_role(string_value(entries["role"][0])):
+        return []  # a rolling breakpoint on a user or assistant turn
+    return [
+        CachedSegment(value, candidate.label, candidate.function)
+        for key, (value, _env, _key) in entries.items()
+        if key not in _BLOCK_META_KEYS
+    ]
 
 
 def cached_segments(
@@ -83,6 +151,10 @@ def cached_segments(
         node = candidate.node
         if candidate.kind == "call" and isinstance(node, cst.Call):
             found += _call_segments(node, candidate.function, analysis, extra_callables)
+        elif candidate.kind == "returns" and isinstance(node, cst.FunctionDef):
+            found += _returned(node, candidate.label, index)
+        elif candidate.kind in ("marker-write", "content-write"):
+            found += _written_segments(candidate, analysis)
         elif candidate.kind == "marker" and isinstance(node, cst.Dict):
             for element in node.elements:
                 if (
@@ -90,6 +162,12 @@ def cached_segments(
                     and string_value(element.key) not in _BLOCK_META_KEYS
                 ):
                     found.append(CachedSegment(element.value, candidate.label, candidate.function))
+        elif candidate.kind == "marker" and isinstance(node, cst.Call):
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value not in _BLOCK_META_KEYS:
+                    found.append(CachedSegment(arg.value, candidate.label, candidate.function))
+        elif candidate.kind == "keyword" and isinstance(node, cst.BaseExpression):
+            found += _keyword_segments(candidate, node, index, analysis)
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
     return found

@@ -12,19 +12,30 @@ import re
 __all__ = [
     "CACHED_KEYWORDS",
     "CACHE_MARKER_KEYS",
+    "DAILY_CALLABLES",
     "MAX_CACHE_MARKERS",
     "MESSAGE_CLASSES",
+    "PER_PROCESS_CALLABLES",
+    "PROMPT_DECORATORS",
+    "PROMPT_TEMPLATE_CLASSES",
     "SEGMENT_CONSTRUCTORS",
     "SET_METHODS",
     "STABLE_ROOTS",
     "STRING_METHODS",
     "SYSTEM_MESSAGE_CLASSES",
+    "SYSTEM_ROLES",
+    "TEMPLATE_CONSTRUCTORS",
     "TRANSPARENT_FUNCTIONS",
+    "TRIGGER_WORDS",
     "UNSORTED_JSON_FUNCTIONS",
     "VOLATILE_CALLABLES",
+    "is_dict_shaped_call",
     "is_identity_name",
+    "is_message_class",
+    "is_system_role",
     "is_volatile_callable",
     "name_words",
+    "volatile_period",
 ]
 
 # Calls whose result differs between two requests (or two processes).
@@ -73,6 +84,15 @@ VOLATILE_CALLABLES: frozenset[str] = frozenset(
     }
 )
 
+# Volatile calls whose value changes once a day, not per call.
+DAILY_CALLABLES: frozenset[str] = frozenset({"datetime.date.today", "pendulum.today"})
+
+# Volatile calls whose value is fixed for a process (or a machine) but differs
+# between processes, workers and hosts.
+PER_PROCESS_CALLABLES: frozenset[str] = frozenset(
+    {"os.getpid", "os.getppid", "socket.gethostname", "socket.getfqdn", "platform.node"}
+)
+
 # Serialisers whose key order follows insertion order unless sort_keys=True.
 UNSORTED_JSON_FUNCTIONS: frozenset[str] = frozenset({"json.dumps", "simplejson.dumps"})
 
@@ -92,9 +112,23 @@ TRANSPARENT_FUNCTIONS: frozenset[str] = frozenset(
     }
 )
 
-# Chat message classes (matched on the last dotted part): their content is their arguments.
+# Chat message and prompt template classes (matched on the last dotted part, LangChain
+# and LlamaIndex): their content is their arguments.
 MESSAGE_CLASSES: frozenset[str] = frozenset(
-    {"SystemMessage", "HumanMessage", "AIMessage", "ChatMessage", "ToolMessage"}
+    {
+        "SystemMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ChatMessage",
+        "ToolMessage",
+        "SystemMessagePromptTemplate",
+        "HumanMessagePromptTemplate",
+        "AIMessagePromptTemplate",
+        "ChatMessagePromptTemplate",
+        "PromptTemplate",
+        "ChatPromptTemplate",
+        "RichPromptTemplate",
+    }
 )
 
 # Methods that pass their arguments (not only their receiver) into the result.
@@ -117,8 +151,20 @@ SET_METHODS: frozenset[str] = frozenset(
     {"union", "intersection", "difference", "symmetric_difference", "copy"}
 )
 
-# Keyword arguments whose value is part of the cached prefix of a request.
-CACHED_KEYWORDS: frozenset[str] = frozenset({"system", "instructions", "tools"})
+# Keyword arguments whose value is part of the cached prefix of a request: provider
+# clients (`system=`, `instructions=`, `tools=`), pydantic-ai `Agent(system_prompt=...,
+# instructions=...)`, openai-agents and swarm `Agent(instructions=...)`, autogen
+# `AssistantAgent(system_message=...)` and other agents' `system_prompt=`.
+CACHED_KEYWORDS: frozenset[str] = frozenset(
+    {"system", "instructions", "tools", "system_prompt", "system_message"}
+)
+
+# Decorators (attribute names: `@agent.system_prompt`, `@agent.instructions`, pydantic-ai)
+# whose function's return value is a system prompt.
+PROMPT_DECORATORS: frozenset[str] = frozenset({"system_prompt", "instructions"})
+
+# Message roles whose content is cached (the start of the prefix).
+SYSTEM_ROLES: frozenset[str] = frozenset({"system", "developer"})
 
 # Keys that put a cache breakpoint on a content block (Anthropic, OpenAI).
 CACHE_MARKER_KEYS: frozenset[str] = frozenset({"cache_control", "prompt_cache_breakpoint"})
@@ -126,8 +172,38 @@ CACHE_MARKER_KEYS: frozenset[str] = frozenset({"cache_control", "prompt_cache_br
 # Anthropic and OpenAI both allow at most 4 explicit cache writes per request.
 MAX_CACHE_MARKERS = 4
 
-# LangChain-style system message classes (matched on the last dotted part).
-SYSTEM_MESSAGE_CLASSES: frozenset[str] = frozenset({"SystemMessage"})
+# System message classes (matched on the last dotted part): LangChain's message and
+# template, and the OpenAI SDK's typed message params.
+SYSTEM_MESSAGE_CLASSES: frozenset[str] = frozenset(
+    {
+        "SystemMessage",
+        "SystemMessagePromptTemplate",
+        "ChatCompletionSystemMessageParam",
+        "ChatCompletionDeveloperMessageParam",
+    }
+)
+
+# Prompt templates whose template text is built once and sent as the start of a prompt
+# (LangChain, LlamaIndex): `PromptTemplate(template)` and `PromptTemplate.from_template(...)`.
+PROMPT_TEMPLATE_CLASSES: frozenset[str] = frozenset({"PromptTemplate", "RichPromptTemplate"})
+
+# Class methods that build a message or template from its text.
+TEMPLATE_CONSTRUCTORS: frozenset[str] = frozenset({"from_template"})
+
+# Words without one of which a module cannot build a cached segment (the engine skips
+# analysing it): keywords, roles, classes, markers.
+TRIGGER_WORDS: tuple[str, ...] = (
+    "system",
+    "SYSTEM",
+    "instructions",
+    "tools",
+    "cache_control",
+    "prompt_cache_breakpoint",
+    "Segment",
+    "SystemMessage",
+    "PromptTemplate",
+    "developer",
+)
 
 # prefixkit's own constructors of cached segments (matched on the last two parts).
 SEGMENT_CONSTRUCTORS: frozenset[str] = frozenset({"Segment.static", "Segment.versioned"})
@@ -195,6 +271,34 @@ def is_identity_name(parts: list[str]) -> bool:
         return False
     earlier = [word for part in parts[:-1] for word in name_words(part)] + last[:-1]
     return any(word in _ENTITIES for word in earlier)
+
+
+def volatile_period(qualified_name: str) -> str:
+    """When a volatile callable's value changes: "request", "day" or "process"."""
+    if qualified_name in DAILY_CALLABLES:
+        return "day"
+    if qualified_name in PER_PROCESS_CALLABLES:
+        return "process"
+    return "request"
+
+
+def _tails(names: frozenset[str]) -> set[str]:
+    return {name.rsplit(".", 1)[-1] for name in names}
+
+
+def is_message_class(names: frozenset[str]) -> bool:
+    """Whether a callee (its qualified names and spelling) builds a message from its arguments."""
+    return any(tail in MESSAGE_CLASSES or tail.endswith("Param") for tail in _tails(names))
+
+
+def is_dict_shaped_call(names: frozenset[str]) -> bool:
+    """Whether a call builds a dict from its keywords: `dict(...)` or an SDK's typed param."""
+    return "builtins.dict" in names or any(tail.endswith("Param") for tail in _tails(names))
+
+
+def is_system_role(role: str | None) -> bool:
+    """Whether a role (`"system"`, `MessageRole.SYSTEM`'s last part) starts the prefix."""
+    return role is not None and role.lower() in SYSTEM_ROLES
 
 
 def is_volatile_callable(qualified_name: str, extra: frozenset[str] = frozenset()) -> bool:

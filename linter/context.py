@@ -25,11 +25,17 @@ from libcst.metadata import (
 )
 
 from .cached_segments import Block, CachedSegment, cached_segments, request_blocks
-from .catalog import CACHED_KEYWORDS, SEGMENT_CONSTRUCTORS, SYSTEM_MESSAGE_CLASSES
+from .catalog import (
+    CACHED_KEYWORDS,
+    PROMPT_TEMPLATE_CLASSES,
+    SEGMENT_CONSTRUCTORS,
+    SYSTEM_MESSAGE_CLASSES,
+    TEMPLATE_CONSTRUCTORS,
+)
 from .config import LintConfig
 from .finding import Finding, Fix, Position
 from .module_index import FunctionNode, ModuleIndex
-from .taint import Env, Taint, TaintAnalysis
+from .taint import PERIODS, Env, Taint, TaintAnalysis
 
 __all__ = ["LintContext", "ProjectState", "PromptContext", "Request"]
 
@@ -62,6 +68,8 @@ class LintContext:
         """The one-pass module index."""
         tails = (
             SYSTEM_MESSAGE_CLASSES
+            | PROMPT_TEMPLATE_CLASSES
+            | TEMPLATE_CONSTRUCTORS
             | {name.rsplit(".", 1)[-1] for name in SEGMENT_CONSTRUCTORS}
             | {name.rsplit(".", 1)[-1] for name in self.config.extra_cached_callables}
         )
@@ -80,16 +88,18 @@ class LintContext:
 
     @functools.cached_property
     def segment_taints(self) -> list[tuple[CachedSegment, Taint]]:
-        """Each taint reaching a cached segment, once per (kind, origin), in source order."""
-        seen: set[tuple[str, int]] = set()
-        found: list[tuple[CachedSegment, Taint]] = []
+        """Each taint reaching a cached segment, once per (kind, origin), in source order.
+
+        A volatile origin reached with several periods (a clock formatted to the
+        day in one place, in full in another) keeps the most frequent change.
+        """
+        found: dict[tuple[str, int], tuple[CachedSegment, Taint]] = {}
         for segment in self.segments:
             for taint in self.analysis.taints(segment.node, Env(segment.function)):
                 key = (taint.kind, id(taint.origin))
-                if key not in seen:
-                    seen.add(key)
-                    found.append((segment, taint))
-        return found
+                if key not in found or _more_frequent(taint, found[key][1]):
+                    found[key] = (segment, taint)
+        return list(found.values())
 
     @functools.cached_property
     def requests(self) -> list[Request]:
@@ -121,6 +131,12 @@ class LintContext:
         """A finding spanning `node`."""
         start, end = self.span(node)
         return Finding(code, message, self.filename, start, end, fix)
+
+
+def _more_frequent(taint: Taint, than: Taint) -> bool:
+    if taint.period is None or than.period is None:
+        return False
+    return PERIODS.index(taint.period) < PERIODS.index(than.period)
 
 
 @dataclass

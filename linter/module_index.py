@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .catalog import CACHE_MARKER_KEYS
+from .catalog import CACHE_MARKER_KEYS, PROMPT_DECORATORS, is_system_role
 
 __all__ = [
     "FunctionNode",
@@ -55,16 +55,23 @@ class ValueSource:
 class SiteCandidate:
     """A syntactic place where a cached segment may be built.
 
-    `kind`: "keyword" (a `system=`-like argument), "role" (content of a
-    system/developer message dict), "marker" (a dict carrying a cache marker),
-    "call" (arguments of a call that may be `SystemMessage(...)`,
-    `Segment.static(...)` or a configured cached callable).
+    `kind`: "keyword" (a `system=`-like argument, or `kwargs["system"] = ...`),
+    "role" (content of a system/developer message: a dict, a `("system", ...)`
+    tuple, a call with `role=`), "marker" (a dict, or a call with keywords,
+    carrying a cache marker), "call" (arguments of a call that may be
+    `SystemMessage(...)`, `Segment.static(...)`, a prompt template or a
+    configured cached callable), "returns" (the return values of a function
+    decorated with `@agent.system_prompt` / `@agent.instructions`),
+    "marker-write" (`receiver["cache_control"] = ...`: the receiver's other
+    entries are cached) and "content-write" (`receiver["content"] = node`: cached
+    when the receiver is a system message).
     """
 
     kind: str
     node: cst.CSTNode
     label: str
     function: FunctionNode | None
+    receiver: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,9 @@ class ModuleIndex:
         default_factory=dict
     )
     mutations: dict[int, list[Mutation]] = field(default_factory=dict)
+    item_writes: dict[int, list[tuple[str, cst.BaseExpression, cst.CSTNode]]] = field(
+        default_factory=dict
+    )
     sites: list[SiteCandidate] = field(default_factory=list)
 
     @property
@@ -129,6 +139,13 @@ def _role_of(node: cst.Dict) -> str | None:
         if _dict_key(element) == "role" and isinstance(element, cst.DictElement):
             return string_value(element.value)
     return None
+
+
+def _role_value(node: cst.BaseExpression) -> str | None:
+    """A role given as a string or as an enum member (`MessageRole.SYSTEM` gives "SYSTEM")."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return string_value(node)
 
 
 class _Indexer(cst.CSTVisitor):
@@ -192,6 +209,13 @@ class _Indexer(cst.CSTVisitor):
         self.classes.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        for decorator in node.decorators:
+            expression = decorator.decorator
+            if isinstance(expression, cst.Call):
+                expression = expression.func
+            if isinstance(expression, cst.Attribute) and expression.attr.value in PROMPT_DECORATORS:
+                label = f"the return value of an `@{expression.attr.value}` function"
+                self.index.sites.append(SiteCandidate("returns", node, label, node))
         owner = self.classes[-1]
         if owner is not None and not self.functions:
             self.index.class_methods[id(owner)][node.name.value] = node
@@ -230,7 +254,33 @@ class _Indexer(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._bind(target.target, ValueSource("assign", node.value))
+            if isinstance(target.target, cst.Subscript):
+                self._item_write(target.target, node.value)
         self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+
+    def _item_write(self, target: cst.Subscript, value: cst.BaseExpression) -> None:
+        """`receiver["key"] = value`: completes a dict built elsewhere."""
+        if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+            return
+        key_node = target.slice[0].slice.value
+        key = string_value(key_node)
+        receiver = target.value
+        if key is None or not isinstance(receiver, cst.Name):
+            return
+        self.index.item_writes.setdefault(id(receiver), []).append((key, value, key_node))
+        if key in self.cached_keywords:
+            label = f"`{receiver.value}[{key!r}]`"
+            self.index.sites.append(SiteCandidate("keyword", value, label, self.function))
+        elif key in CACHE_MARKER_KEYS:
+            label = "a block with a cache marker"
+            self.index.sites.append(
+                SiteCandidate("marker-write", target, label, self.function, receiver)
+            )
+        elif key == "content":
+            label = "a `system` message"
+            self.index.sites.append(
+                SiteCandidate("content-write", value, label, self.function, receiver)
+            )
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         annotation = node.annotation.annotation
@@ -273,8 +323,10 @@ class _Indexer(cst.CSTVisitor):
         ):
             mutation = Mutation(func.attr.value, node)
             self.index.mutations.setdefault(id(func.value), []).append(mutation)
-        keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
-        if keywords & _REQUEST_KEYWORDS:
+        keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
+        role = _role_value(keywords["role"]) if "role" in keywords else None
+        self.roles.append(role.lower() if role else None)
+        if keywords.keys() & _REQUEST_KEYWORDS:
             self.index.requests.append((node, self.function))
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in self.cached_keywords:
@@ -282,6 +334,24 @@ class _Indexer(cst.CSTVisitor):
                 self.index.sites.append(SiteCandidate("keyword", arg.value, label, self.function))
         if node.args and tail in self.call_tails:
             self.index.sites.append(SiteCandidate("call", node, "", self.function))
+        if is_system_role(role):
+            content = keywords.get("content")
+            if content is None and node.args and node.args[0].keyword is None:
+                content = node.args[0].value
+            if content is not None:
+                label = f"a `{(role or '').lower()}` message"
+                self.index.sites.append(SiteCandidate("role", content, label, self.function))
+        if (
+            keywords.keys() & CACHE_MARKER_KEYS
+            and not keywords.keys() & (_REQUEST_KEYWORDS | _PAYLOAD_KEYS)
+            and not any(r in ("user", "assistant") for r in self.roles)
+        ):
+            self.index.sites.append(
+                SiteCandidate("marker", node, "a block with a cache marker", self.function)
+            )
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.roles.pop()
 
     def visit_Dict(self, node: cst.Dict) -> None:
         role = _role_of(node)
@@ -317,6 +387,12 @@ class _Indexer(cst.CSTVisitor):
 
     def visit_Tuple(self, node: cst.Tuple) -> None:
         self._ordered(node)
+        # LangChain's ("system", "...") message tuples
+        if len(node.elements) == 2 and is_system_role(string_value(node.elements[0].value)):
+            label = "a `system` message"
+            self.index.sites.append(
+                SiteCandidate("role", node.elements[1].value, label, self.function)
+            )
 
     def _ordered(self, node: cst.List | cst.Tuple) -> None:
         # Only lists that can hold a static system entry matter for ordering:

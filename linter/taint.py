@@ -3,18 +3,30 @@
 `TaintAnalysis.taints(expr, env)` follows an expression through f-strings,
 `.format`, `%`, `+`, `"".join`, containers, local and module-level
 assignments (via libcst's `ScopeProvider`), `self.<attr>` assignments and
-small helper functions and methods of the same module (arguments bound to
-parameters), and returns every `Taint` that reaches it:
+the functions and methods of the same module, and returns every `Taint`
+that reaches it:
 
 - `volatile`: a call from the volatile catalog (clock, uuid, random, pid...),
   matched against every qualified name the callee may have (aliases and
-  conditional imports included; no single name is privileged);
+  conditional imports included; no single name is privileged). Its
+  `period` says when the value changes: `"request"` (computed on each call),
+  `"day"` (a date, or a clock formatted to the day) or `"process"`
+  (computed once at import, in a module or class body, or a per-process
+  value such as the pid or hostname);
 - `identity`: a parameter, attribute or key named like a user, tenant or
   session id, name or email;
 - `request`: an unbound parameter of `root`, the function that builds the
   cached segment (data that arrives with each request);
 - `json`: `json.dumps` without `sort_keys=True`;
 - `set`: iteration over a set or frozenset, or `str()` of one.
+
+Calls between functions use one summary per function: the taints its
+return values carry, with each parameter that flows into them kept as a
+placeholder. A call site substitutes its arguments for the placeholders, so
+every function is analysed once however often it is called, and every
+expression's (context-free) taints are computed once: the cost stays linear
+in the module. Recursion is cut where a function (or a value) reaches
+itself; that back edge contributes nothing.
 
 Unknown calls into other modules are opaque (no taint): the analysis prefers
 silence to guessing. The analysis is pure: it reads the module and its
@@ -23,32 +35,68 @@ metadata and never changes them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
-from libcst.metadata import BuiltinAssignment, ImportAssignment, Scope
+from libcst.metadata import (
+    BuiltinAssignment,
+    ClassScope,
+    ComprehensionScope,
+    GlobalScope,
+    ImportAssignment,
+    Scope,
+)
 
 from .catalog import (
-    MESSAGE_CLASSES,
     SET_METHODS,
     STABLE_ROOTS,
     STRING_METHODS,
     TRANSPARENT_FUNCTIONS,
     UNSORTED_JSON_FUNCTIONS,
+    is_dict_shaped_call,
     is_identity_name,
+    is_message_class,
     is_volatile_callable,
+    volatile_period,
 )
 from .module_index import FunctionNode, ModuleIndex, string_value
 
-__all__ = ["Env", "Taint", "TaintAnalysis", "dotted_parts"]
+__all__ = [
+    "PERIODS",
+    "Env",
+    "Taint",
+    "TaintAnalysis",
+    "date_only_format",
+    "dotted_parts",
+    "spellings",
+]
+
+# When a volatile value changes, most frequent first.
+PERIODS = ("request", "process", "day")
 
 _MAX_DEPTH = 6
+_MAX_ACTIVE = 400  # values being followed at once: deeper chains are cut, not crashed on
 _SET_BUILDERS = frozenset({"builtins.set", "builtins.frozenset"})
 _SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractSet", "MutableSet"})
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})
 _STRINGIFY = frozenset({"builtins.str", "builtins.repr"})
 _SET_OPERATORS = (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)
+# Dict views: iterating one exposes the dict's insertion order.
+_DICT_VIEWS = frozenset({"keys", "values", "items"})
+
+# Placeholders in function summaries (never returned by `taints`): the value of
+# a parameter; the same with its order hidden by `sorted`; iteration over a
+# parameter (a `set` taint when the argument is a set).
+_PARAM = "param"
+_PARAM_SORTED = "param-sorted"
+_PARAM_SET = "param-set"
+_PLACEHOLDERS = frozenset({_PARAM, _PARAM_SORTED, _PARAM_SET})
+
+# strftime directives that change more often than once a day.
+_SUB_DAY_DIRECTIVES = frozenset("HIMSfpXcTRrksl")
+_DIRECTIVE = re.compile(r"%[-_0^#]?([A-Za-z])")
 
 
 @dataclass(frozen=True)
@@ -57,11 +105,15 @@ class Taint:
 
     `origin` is the node to report (and, for `json` and `set`, the node a fix
     edits: the `json.dumps` call, or the set expression to wrap in `sorted`).
+    `period` (volatile taints only) is one of `PERIODS`. `param` is set only
+    on the placeholders of function summaries, which `taints` never returns.
     """
 
     kind: str
     origin: cst.CSTNode
     detail: str
+    period: str | None = None
+    param: cst.Param | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +143,18 @@ def dotted_parts(node: cst.BaseExpression) -> list[str] | None:
     return parts[::-1]
 
 
+def spellings(names: frozenset[str], func: cst.BaseExpression) -> frozenset[str]:
+    """A callee's qualified names plus its dotted spelling (for unresolved imports)."""
+    parts = dotted_parts(func)
+    return names | {".".join(parts)} if parts else names
+
+
+def date_only_format(text: str) -> bool:
+    """Whether a strftime format shows the date and nothing that changes within a day."""
+    directives = _DIRECTIVE.findall(text)
+    return bool(directives) and not any(d in _SUB_DAY_DIRECTIVES for d in directives)
+
+
 def _is_stable_root(parts: list[str]) -> bool:
     return parts[0] in STABLE_ROOTS or ".".join(parts[:2]) in STABLE_ROOTS
 
@@ -101,6 +165,23 @@ def _annotation_is_set(annotation: cst.BaseExpression | None) -> bool:
         node = node.value
     parts = dotted_parts(node) if isinstance(node, cst.BaseExpression) else None
     return bool(parts) and parts is not None and parts[-1] in _SET_ANNOTATIONS
+
+
+def _per_day(taints: Iterable[Taint]) -> set[Taint]:
+    """A clock formatted to the day changes once a day, not per request."""
+    return {
+        replace(t, period="day") if t.kind == "volatile" and t.period == "request" else t
+        for t in taints
+    }
+
+
+def _sorted(taint: Taint) -> Taint:
+    return replace(taint, kind=_PARAM_SORTED) if taint.kind == _PARAM else taint
+
+
+def _without_order(taints: Iterable[Taint]) -> set[Taint]:
+    """What `sorted(...)` (or a set built from the value) keeps: everything but order."""
+    return {_sorted(t) for t in taints if t.kind not in ("set", _PARAM_SET)}
 
 
 class TaintAnalysis:
@@ -121,8 +202,10 @@ class TaintAnalysis:
         self.scopes = scopes
         self.extra_volatile = extra_volatile
         self._qualified: dict[int, frozenset[str]] = {}
-        self._cache: dict[tuple[int, int], frozenset[Taint]] = {}
-        self._active: set[tuple[int, int]] = set()
+        self._raw_cache: dict[int, frozenset[Taint]] = {}
+        self._active: set[int] = set()
+        self._summaries: dict[int, frozenset[Taint]] = {}
+        self._summarising: set[int] = set()
 
     # names ------------------------------------------------------------------
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
@@ -141,7 +224,8 @@ class TaintAnalysis:
             self._qualified[id(node)] = cached
         return cached
 
-    def _assignments(self, name: cst.Name) -> list[object]:
+    def assignments(self, name: cst.Name) -> list[object]:
+        """The scope's assignments of `name` (every one, not only the reaching ones)."""
         scope = self.scopes.get(name)
         if scope is None:
             return []
@@ -150,19 +234,19 @@ class TaintAnalysis:
         except KeyError:
             return []
 
+    def at_import(self, node: cst.CSTNode) -> bool:
+        """Whether `node` runs once at import: in a module or class body, not a function."""
+        scope = self.scopes.get(node)
+        while isinstance(scope, ComprehensionScope):
+            scope = scope.parent
+        return isinstance(scope, (GlobalScope, ClassScope))
+
     def functions_called(self, call: cst.Call) -> list[tuple[FunctionNode, bool]]:
         """Local functions (and methods via `self.`) `call` may run; True when a method."""
         func = call.func
         found: list[tuple[FunctionNode, bool]] = []
         if isinstance(func, cst.Name):
-            for assignment in self._assignments(func):
-                target = getattr(assignment, "node", None)
-                if isinstance(target, cst.FunctionDef):
-                    found.append((target, False))
-                elif isinstance(target, cst.Name):
-                    for source in self.index.values.get(id(target), []):
-                        if isinstance(source.value, cst.Lambda):
-                            found.append((source.value, False))
+            found = [(f, False) for f in self.functions_named(func)]
         elif isinstance(func, cst.Attribute):
             owner = self._owner_class(func.value)
             if owner is not None:
@@ -171,10 +255,23 @@ class TaintAnalysis:
                     found.append((method, True))
         return found
 
+    def functions_named(self, name: cst.Name) -> list[FunctionNode]:
+        """The module's functions (defs and lambdas bound to a name) `name` may refer to."""
+        found: list[FunctionNode] = []
+        for assignment in self.assignments(name):
+            target = getattr(assignment, "node", None)
+            if isinstance(target, cst.FunctionDef):
+                found.append(target)
+            elif isinstance(target, cst.Name):
+                for source in self.index.values.get(id(target), []):
+                    if isinstance(source.value, cst.Lambda):
+                        found.append(source.value)
+        return found
+
     def _owner_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
         if not isinstance(node, cst.Name) or node.value not in ("self", "cls"):
             return None
-        for assignment in self._assignments(node):
+        for assignment in self.assignments(node):
             target = getattr(assignment, "node", None)
             if isinstance(target, cst.Param):
                 function = self.index.param_function.get(id(target))
@@ -182,78 +279,129 @@ class TaintAnalysis:
                     return self.index.function_class.get(id(function))
         return None
 
-    def bind(self, function: FunctionNode, call: cst.Call, method: bool, env: Env) -> Env:
-        """The environment for running `function` on `call`'s arguments."""
+    def arguments(
+        self, function: FunctionNode, call: cst.Call, method: bool
+    ) -> dict[int, cst.BaseExpression]:
+        """`id(Param)` to the expression `call` passes (or the default), for `function`."""
         params = function.params
         positional = [*params.posonly_params, *params.params]
         if method and positional:
             positional = positional[1:]
         by_name = {p.name.value: p for p in (*positional, *params.kwonly_params)}
-        bindings: dict[int, tuple[cst.BaseExpression, Env]] = {}
+        bound: dict[int, cst.BaseExpression] = {}
         position = 0
         for arg in call.args:
             if arg.star:
                 continue
             if arg.keyword is None:
                 if position < len(positional):
-                    bindings[id(positional[position])] = (arg.value, env)
+                    bound[id(positional[position])] = arg.value
                 position += 1
             elif arg.keyword.value in by_name:
-                bindings[id(by_name[arg.keyword.value])] = (arg.value, env)
-        root_env = Env(env.root)
+                bound[id(by_name[arg.keyword.value])] = arg.value
         for param in by_name.values():
-            if id(param) not in bindings and param.default is not None:
-                bindings[id(param)] = (param.default, root_env)
+            if id(param) not in bound and param.default is not None:
+                bound[id(param)] = param.default
+        return bound
+
+    def bind(self, function: FunctionNode, call: cst.Call, method: bool, env: Env) -> Env:
+        """The environment for running `function` on `call`'s arguments."""
+        defaults = {id(p.default) for p in _all_params(function) if p.default is not None}
+        root_env = Env(env.root)
+        bindings = {
+            key: (value, root_env if id(value) in defaults else env)
+            for key, value in self.arguments(function, call, method).items()
+        }
         return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
 
     # taints -----------------------------------------------------------------
     def taints(self, node: cst.CSTNode, env: Env) -> frozenset[Taint]:
         """Every taint reaching the value of `node` (an expression) in `env`."""
-        if env.depth > _MAX_DEPTH or not isinstance(node, cst.BaseExpression):
+        if not isinstance(node, cst.BaseExpression):
             return frozenset()
-        key = (id(node), id(env.root) if not env.bindings else id(env))
-        cached = self._cache.get(key)
+        return frozenset(self._in_env(self._raw(node), env))
+
+    def summary(self, function: FunctionNode) -> frozenset[Taint]:
+        """The taints of `function`'s return values, its parameters as placeholders."""
+        key = id(function)
+        cached = self._summaries.get(key)
         if cached is not None:
             return cached
-        if key in self._active:
+        if key in self._summarising:
+            return frozenset()
+        self._summarising.add(key)
+        try:
+            result = frozenset(self._union(self.index.returns.get(key, [])))
+        finally:
+            self._summarising.discard(key)
+        self._summaries[key] = result
+        return result
+
+    def _in_env(self, raw: Iterable[Taint], env: Env) -> set[Taint]:
+        """Resolve placeholders: bound parameters to their arguments, `root`'s to request data."""
+        result: set[Taint] = set()
+        for taint in raw:
+            if taint.kind not in _PLACEHOLDERS or taint.param is None:
+                result.add(taint)
+                continue
+            bound = env.bindings.get(id(taint.param))
+            if bound is not None:
+                argument, caller = bound
+                if taint.kind == _PARAM_SET:
+                    if self.is_set(argument, caller):
+                        result.add(Taint("set", argument, taint.detail))
+                    continue
+                found = self.taints(argument, caller)
+                result |= _without_order(found) if taint.kind == _PARAM_SORTED else found
+            elif (
+                taint.kind != _PARAM_SET
+                and env.root is not None
+                and self.index.param_function.get(id(taint.param)) is env.root
+            ):
+                result.add(Taint("request", taint.origin, taint.detail))
+        return result
+
+    def _raw(self, node: cst.BaseExpression) -> frozenset[Taint]:
+        key = id(node)
+        cached = self._raw_cache.get(key)
+        if cached is not None:
+            return cached
+        if key in self._active or len(self._active) > _MAX_ACTIVE:
             return frozenset()
         self._active.add(key)
         try:
-            result = frozenset(self._taints(node, env))
+            result = frozenset(self._compute(node))
         finally:
             self._active.discard(key)
-        if not env.bindings:
-            self._cache[key] = result
+        self._raw_cache[key] = result
         return result
 
-    def _union(self, nodes: Iterable[cst.CSTNode], env: Env) -> set[Taint]:
+    def _union(self, nodes: Iterable[cst.CSTNode]) -> set[Taint]:
         result: set[Taint] = set()
         for node in nodes:
-            result |= self.taints(node, env)
+            if isinstance(node, cst.BaseExpression):
+                result |= self._raw(node)
         return result
 
-    def _taints(self, node: cst.BaseExpression, env: Env) -> set[Taint]:
+    def _compute(self, node: cst.BaseExpression) -> set[Taint]:
         if isinstance(node, cst.Name):
-            return self._name(node, env)
+            return self._name(node)
         if isinstance(node, cst.Attribute):
-            return self._attribute(node, env)
+            return self._attribute(node)
         if isinstance(node, cst.Call):
-            return self._call(node, env)
+            return self._call(node)
         if isinstance(node, cst.FormattedString):
-            return self._union(
-                [p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression)],
-                env,
-            )
+            return self._formatted(node)
         if isinstance(node, (cst.ConcatenatedString, cst.BinaryOperation, cst.BooleanOperation)):
-            return self._union([node.left, node.right], env)
+            return self._union([node.left, node.right])
         if isinstance(node, cst.UnaryOperation):
-            return set(self.taints(node.expression, env))
+            return set(self._raw(node.expression))
         if isinstance(node, cst.IfExp):
-            return self._union([node.body, node.orelse], env)
+            return self._union([node.body, node.orelse])
         if isinstance(node, cst.Subscript):
-            return self._subscript(node, env)
+            return self._subscript(node)
         if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-            return self._union([e.value for e in node.elements], env)
+            return self._union([e.value for e in node.elements])
         if isinstance(node, cst.Dict):
             values: list[cst.CSTNode] = []
             for element in node.elements:
@@ -261,81 +409,98 @@ class TaintAnalysis:
                     values += [element.key, element.value]
                 else:
                     values.append(element.value)
-            return self._union(values, env)
+            return self._union(values)
         # Comprehension targets resolve (through the index) to their iterables,
         # so the element expressions carry the iteration's taints.
         if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
-            return set(self.taints(node.elt, env))
+            return set(self._raw(node.elt))
         if isinstance(node, cst.DictComp):
-            return self._union([node.key, node.value], env)
+            return self._union([node.key, node.value])
         if isinstance(node, cst.SetComp):
-            return {t for t in self.taints(node.elt, env) if t.kind != "set"}
-        if isinstance(node, cst.Await):
-            return set(self.taints(node.expression, env))
-        if isinstance(node, cst.NamedExpr):
-            return set(self.taints(node.value, env))
+            return _without_order(self._raw(node.elt))
+        if isinstance(node, (cst.Await, cst.NamedExpr)):
+            inner = node.expression if isinstance(node, cst.Await) else node.value
+            return set(self._raw(inner))
         return set()
 
-    def _name(self, node: cst.Name, env: Env) -> set[Taint]:
+    def _formatted(self, node: cst.FormattedString) -> set[Taint]:
         result: set[Taint] = set()
-        for assignment in self._assignments(node):
+        for part in node.parts:
+            if not isinstance(part, cst.FormattedStringExpression):
+                continue
+            found = self._raw(part.expression)
+            spec = part.format_spec
+            if spec and date_only_format(
+                "".join(p.value for p in spec if isinstance(p, cst.FormattedStringText))
+            ):
+                found = frozenset(_per_day(found))
+            result |= found
+        return result
+
+    def _name(self, node: cst.Name) -> set[Taint]:
+        result: set[Taint] = set()
+        for assignment in self.assignments(node):
             if isinstance(assignment, (BuiltinAssignment, ImportAssignment)):
                 continue
             target = getattr(assignment, "node", None)
             if isinstance(target, cst.Param):
-                result |= self._param(target, node, env)
+                result |= self._param(target, node)
             elif isinstance(target, cst.Name):
                 for source in self.index.values.get(id(target), []):
                     if source.value is None:
                         continue
-                    result |= self.taints(source.value, env)
-                    if source.kind == "iter" and self.is_set(source.value, env):
-                        result.add(Taint("set", source.value, "iterates over a set"))
+                    result |= self._raw(source.value)
+                    if source.kind == "iter":
+                        result |= self._ordered(source.value, "iterates over a set")
                 for access in getattr(assignment, "references", ()):
                     for mutation in self.index.mutations.get(id(access.node), []):
-                        result |= self._union([arg.value for arg in mutation.call.args], env)
+                        result |= self._union([arg.value for arg in mutation.call.args])
+                    for _key, value, _key_node in self.index.item_writes.get(id(access.node), []):
+                        result |= self._raw(value)
         return result
 
-    def _param(self, param: cst.Param, use: cst.Name, env: Env) -> set[Taint]:
+    def _param(self, param: cst.Param, use: cst.Name) -> set[Taint]:
         name = param.name.value
         if name in ("self", "cls"):
             return set()
-        result: set[Taint] = set()
+        result = {Taint(_PARAM, use, f"parameter `{name}`", param=param)}
         if is_identity_name([name]):
             result.add(Taint("identity", use, f"parameter `{name}`"))
-        bound = env.bindings.get(id(param))
-        if bound is not None:
-            argument, caller = bound
-            result |= self.taints(argument, caller)
-        elif self.index.param_function.get(id(param)) is env.root and env.root is not None:
-            result.add(Taint("request", use, f"parameter `{name}`"))
         return result
 
-    def _attribute(self, node: cst.Attribute, env: Env) -> set[Taint]:
+    def _ordered(self, node: cst.BaseExpression, detail: str) -> set[Taint]:
+        """A `set` taint when iterating `node` exposes set order (or a placeholder)."""
+        if self.is_set(node, Env(None)):
+            return {Taint("set", node, detail)}
+        if isinstance(node, cst.Name):
+            for assignment in self.assignments(node):
+                target = getattr(assignment, "node", None)
+                if isinstance(target, cst.Param) and target.name.value not in ("self", "cls"):
+                    return {Taint(_PARAM_SET, node, detail, param=target)}
+        return set()
+
+    def _attribute(self, node: cst.Attribute) -> set[Taint]:
         parts = dotted_parts(node)
         if parts is not None and _is_stable_root(parts):
             return set()
         owner = self._owner_class(node.value)
         if owner is not None:
-            return self._class_attribute(owner, node, env)
-        result = set(self.taints(node.value, env))
+            return self._class_attribute(owner, node)
+        result = set(self._raw(node.value))
         if parts is not None and is_identity_name(parts):
             # one finding for `user.email`, not another for `user`
             result = {t for t in result if t.kind != "identity"}
             result.add(Taint("identity", node, f"`{'.'.join(parts)}`"))
         return result
 
-    def _class_attribute(self, owner: cst.ClassDef, node: cst.Attribute, env: Env) -> set[Taint]:
+    def _class_attribute(self, owner: cst.ClassDef, node: cst.Attribute) -> set[Taint]:
         name = node.attr.value
-        result: set[Taint] = set()
         entries = self.index.class_attrs.get(id(owner), {}).get(name, [])
         method = self.index.class_methods.get(id(owner), {}).get(name)
         if method is not None and not entries:
-            for value in self.index.returns.get(id(method), []):
-                result |= self.taints(value, Env(env.root, {}, env.depth + 1))
-            return result
-        for value, _function in entries:
-            result |= self.taints(value, Env(env.root, {}, env.depth + 1))
+            # a property: its return value, its own parameters unknown
+            return {t for t in self.summary(method) if not self._param_of(t, method)}
+        result = self._union([value for value, _ in entries])
         literal_only = bool(entries) and all(
             isinstance(value, (cst.SimpleString, cst.Integer, cst.Float)) for value, _ in entries
         )
@@ -345,56 +510,117 @@ class TaintAnalysis:
             result.add(Taint("identity", node, f"`self.{name}`"))
         return result
 
-    def _subscript(self, node: cst.Subscript, env: Env) -> set[Taint]:
+    def _param_of(self, taint: Taint, function: FunctionNode) -> bool:
+        return (
+            taint.kind in _PLACEHOLDERS
+            and taint.param is not None
+            and self.index.param_function.get(id(taint.param)) is function
+        )
+
+    def _subscript(self, node: cst.Subscript) -> set[Taint]:
         parts = dotted_parts(node.value)
         if parts is not None and _is_stable_root(parts):
             return set()
-        result = set(self.taints(node.value, env))
+        result = set(self._raw(node.value))
         for element in node.slice:
             if isinstance(element.slice, cst.Index):
-                result |= self.taints(element.slice.value, env)
+                result |= self._raw(element.slice.value)
                 key = string_value(element.slice.value)
                 if key is not None and is_identity_name([key]):
                     result.add(Taint("identity", node, f"key {key!r}"))
         return result
 
-    def _call(self, node: cst.Call, env: Env) -> set[Taint]:
+    def _call(self, node: cst.Call) -> set[Taint]:
         names = self.qualified_names(node.func)
-        for name in sorted(names):
-            if is_volatile_callable(name, self.extra_volatile):
-                return {Taint("volatile", node, f"`{name}()`")}
         args = [arg.value for arg in node.args]
         first = args[0] if args else None
+        for name in sorted(names):
+            if is_volatile_callable(name, self.extra_volatile):
+                return {Taint("volatile", node, f"`{name}()`", self._period(name, first, node))}
         if names & UNSORTED_JSON_FUNCTIONS:
-            result = self._union(args, env)
+            result = self._union(args)
             if not _sorts_keys(node):
                 result.add(Taint("json", node, "`json.dumps` without `sort_keys=True`"))
             return result
         if "builtins.sorted" in names or names & _SET_BUILDERS:
-            return {t for t in self._union(args, env) if t.kind != "set"}
+            return _without_order(self._union(args))
         if names & (_STRINGIFY | _ORDER_EXPOSING) and first is not None:
-            result = self._union(args, env)
-            if self.is_set(first, env):
-                result.add(Taint("set", first, "turns a set into ordered text or a sequence"))
-            return result
-        functions = [(f, m) for f, m in self.functions_called(node) if id(f) not in env.calling]
+            return self._union(args) | self._ordered(
+                first, "turns a set into ordered text or a sequence"
+            )
+        functions = self.functions_called(node)
         if functions:
             result = set()
             for function, method in functions:
-                inner = self.bind(function, node, method, env)
-                result |= self._union(self.index.returns.get(id(function), []), inner)
+                result |= self._through(function, node, method)
             return result
         func = node.func
         if isinstance(func, cst.Attribute):
-            result = set(self.taints(func.value, env))
-            if func.attr.value in STRING_METHODS:
-                result |= self._union(args, env)
-                if func.attr.value == "join" and first is not None and self.is_set(first, env):
-                    result.add(Taint("set", first, "joins a set"))
-            return result
-        if names & TRANSPARENT_FUNCTIONS or _is_message_class(names, func):
-            return self._union(args, env)
+            return self._method(func, args, first)
+        if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
+            return self._union(args)
         return set()
+
+    def _method(
+        self, func: cst.Attribute, args: list[cst.BaseExpression], first: cst.BaseExpression | None
+    ) -> set[Taint]:
+        method = func.attr.value
+        result = set(self._raw(func.value))
+        if method in STRING_METHODS:
+            result |= self._union(args)
+            if method == "join" and first is not None:
+                result |= self._ordered(first, "joins a set")
+        elif method in _DICT_VIEWS and self._set_keyed(func.value):
+            result.add(Taint("set", func.value, "iterates over a dict whose keys come from a set"))
+        if method == "date" or (
+            method == "strftime"
+            and isinstance(first, cst.BaseExpression)
+            and date_only_format(string_value(first) or "%H")
+        ):
+            result = _per_day(result)
+        return result
+
+    def _set_keyed(self, node: cst.BaseExpression) -> bool:
+        """Whether `node` is a dict built with its keys in a set's order."""
+        for value, _ in self.resolve(node, Env(None)):
+            if isinstance(value, cst.DictComp):
+                if self.is_set(value.for_in.iter, Env(None)):
+                    return True
+            elif (
+                isinstance(value, cst.Call)
+                and "builtins.dict.fromkeys" in self.qualified_names(value.func)
+                and value.args
+                and self.is_set(value.args[0].value, Env(None))
+            ):
+                return True
+        return False
+
+    def _through(self, function: FunctionNode, call: cst.Call, method: bool) -> set[Taint]:
+        """The taints of a call to a local function: its summary, arguments substituted."""
+        arguments = self.arguments(function, call, method)
+        result: set[Taint] = set()
+        for taint in self.summary(function):
+            if not self._param_of(taint, function) or taint.param is None:
+                result.add(taint)
+                continue
+            argument = arguments.get(id(taint.param))
+            if argument is None:
+                continue
+            if taint.kind == _PARAM_SET:
+                result |= self._ordered(argument, taint.detail)
+            elif taint.kind == _PARAM_SORTED:
+                result |= _without_order(self._raw(argument))
+            else:
+                result |= self._raw(argument)
+        return result
+
+    def _period(self, name: str, first: cst.BaseExpression | None, call: cst.Call) -> str:
+        if self.at_import(call):
+            return "process"
+        period = volatile_period(name)
+        if name.endswith(".strftime") and date_only_format(string_value(first) or "%H"):
+            return "day"
+        return period
 
     # sets -------------------------------------------------------------------
     def is_set(self, node: cst.BaseExpression, env: Env) -> bool:
@@ -427,25 +653,29 @@ class TaintAnalysis:
             entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
             return any(self._is_set(value, env, seen) for value, _ in entries)
         if isinstance(node, cst.Name):
-            for assignment in self._assignments(node):
-                target = getattr(assignment, "node", None)
-                if isinstance(target, cst.Param):
-                    annotation = target.annotation
-                    if annotation is not None and _annotation_is_set(annotation.annotation):
+            return self._name_is_set(node, env, seen)
+        return False
+
+    def _name_is_set(self, node: cst.Name, env: Env, seen: set[int]) -> bool:
+        for assignment in self.assignments(node):
+            target = getattr(assignment, "node", None)
+            if isinstance(target, cst.Param):
+                annotation = target.annotation
+                if annotation is not None and _annotation_is_set(annotation.annotation):
+                    return True
+                bound = env.bindings.get(id(target))
+                if bound is not None and self._is_set(bound[0], bound[1], seen):
+                    return True
+            elif isinstance(target, cst.Name):
+                for source in self.index.values.get(id(target), []):
+                    if _annotation_is_set(source.annotation):
                         return True
-                    bound = env.bindings.get(id(target))
-                    if bound is not None and self._is_set(bound[0], bound[1], seen):
+                    if (
+                        source.kind == "assign"
+                        and source.value is not None
+                        and self._is_set(source.value, env, seen)
+                    ):
                         return True
-                elif isinstance(target, cst.Name):
-                    for source in self.index.values.get(id(target), []):
-                        if _annotation_is_set(source.annotation):
-                            return True
-                        if (
-                            source.kind == "assign"
-                            and source.value is not None
-                            and self._is_set(source.value, env, seen)
-                        ):
-                            return True
         return False
 
     # structure --------------------------------------------------------------
@@ -460,7 +690,7 @@ class TaintAnalysis:
             return
         if isinstance(node, cst.Name):
             sources: list[tuple[cst.BaseExpression, Env]] = []
-            for assignment in self._assignments(node):
+            for assignment in self.assignments(node):
                 target = getattr(assignment, "node", None)
                 if isinstance(target, cst.Param) and id(target) in env.bindings:
                     sources.append(env.bindings[id(target)])
@@ -512,7 +742,7 @@ class TaintAnalysis:
         if depth > _MAX_DEPTH:
             return
         if isinstance(node, cst.Name):
-            for assignment in self._assignments(node):
+            for assignment in self.assignments(node):
                 for access in getattr(assignment, "references", ()):
                     for mutation in self.index.mutations.get(id(access.node), []):
                         args = mutation.call.args
@@ -536,7 +766,12 @@ class TaintAnalysis:
     def entries(
         self, node: cst.BaseExpression, env: Env
     ) -> dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]]:
-        """String keys of the dict `node` evaluates to: value, its env, and the key node."""
+        """String keys of the dict `node` evaluates to: value, its env, and the key node.
+
+        Dicts are literals, `dict(...)` and the SDKs' typed params
+        (`TextBlockParam(...)`, ...) called with keywords, completed by
+        `name["key"] = value` assignments.
+        """
         result: dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]] = {}
         for value, value_env in self._resolve(node, env, 0):
             if isinstance(value, cst.Dict):
@@ -547,19 +782,29 @@ class TaintAnalysis:
                             result[key] = (element.value, value_env, element.key)
                     else:
                         result.update(self.entries(element.value, value_env))
-            elif isinstance(value, cst.Call) and "builtins.dict" in self.qualified_names(
-                value.func
+            elif isinstance(value, cst.Call) and is_dict_shaped_call(
+                spellings(self.qualified_names(value.func), value.func)
             ):
                 for arg in value.args:
                     if arg.keyword is not None:
                         result[arg.keyword.value] = (arg.value, value_env, arg.keyword)
+        if isinstance(node, cst.Name):
+            for write_key, write_value, key_node in self.item_writes(node):
+                result[write_key] = (write_value, env, key_node)
         return result
 
+    def item_writes(self, node: cst.Name) -> list[tuple[str, cst.BaseExpression, cst.CSTNode]]:
+        """`node["key"] = value` assignments to the variable `node` names, in source order."""
+        found: list[tuple[str, cst.BaseExpression, cst.CSTNode]] = []
+        for assignment in self.assignments(node):
+            for access in getattr(assignment, "references", ()):
+                found += self.index.item_writes.get(id(access.node), [])
+        return found
 
-def _is_message_class(names: frozenset[str], func: cst.BaseExpression) -> bool:
-    parts = dotted_parts(func)
-    tails = {name.rsplit(".", 1)[-1] for name in names} | ({parts[-1]} if parts else set())
-    return bool(tails & MESSAGE_CLASSES)
+
+def _all_params(function: FunctionNode) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _sorts_keys(call: cst.Call) -> bool:

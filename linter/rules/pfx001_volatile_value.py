@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
+from ..cached_segments import CachedSegment
+from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import Invalid, PythonRule, Valid
+from ..taint import Env, Taint
 
 __all__ = ["VolatileValueInCachedSegment"]
 
@@ -226,14 +231,77 @@ class VolatileValueInCachedSegment(PythonRule):
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
-        """Report each volatile origin once, where it is produced."""
+        """Report each volatile origin once, where it is produced, saying when it changes."""
         for segment, taint in context.segment_taints:
             if taint.kind != "volatile":
                 continue
-            yield context.finding(
-                self.code,
-                taint.origin,
-                f"{taint.detail} changes on every request and reaches {segment.label} "
-                f"(line {context.line_of(segment.node)}), so the cached prefix never matches: "
-                "move it after the cached part (e.g. into the latest user message)",
+            yield context.finding(self.code, taint.origin, _message(context, segment, taint))
+
+
+def _message(context: LintContext, segment: CachedSegment, taint: Taint) -> str:
+    where = f"{segment.label} (line {context.line_of(segment.node)})"
+    if taint.period == "process":
+        if context.analysis.at_import(taint.origin):
+            stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
+            return (
+                f"{taint.detail} is computed once at import and reaches {where}: it changes on "
+                f"every process start (deploy, restart, each worker), so each process writes "
+                f"its own cache entry{stale}; use a fixed value, or put it in the latest user "
+                "message"
             )
+        return (
+            f"{taint.detail} differs between processes and hosts and reaches {where}: each "
+            "worker writes its own cache entry; use a fixed value, or put it in the latest "
+            "user message"
+        )
+    if taint.period == "day":
+        daily = " formatted to the day" if _callable(taint) not in DAILY_CALLABLES else ""
+        return (
+            f"{taint.detail}{daily} changes once a day and reaches {where}: from that point on the "
+            "prefix is written to the cache again each day (and differs between servers in "
+            "other time zones); keep it last in the cached part if that is acceptable, or "
+            "move it into the latest user message"
+        )
+    if _at_tail(context, segment, taint):
+        return (
+            f"{taint.detail} changes on every request and ends {where}: the text before it can "
+            "still be cached, but nothing after it (tools or messages that follow) ever is; "
+            "move it into the latest user message"
+        )
+    return (
+        f"{taint.detail} changes on every request and reaches {where}, so the cached prefix "
+        "never matches: move it after the cached part (e.g. into the latest user message)"
+    )
+
+
+def _callable(taint: Taint) -> str:
+    return taint.detail.strip("`").removesuffix("()")
+
+
+def _is_date(taint: Taint) -> bool:
+    return _callable(taint).split(".")[0] in ("datetime", "time", "pendulum", "arrow")
+
+
+def _at_tail(context: LintContext, segment: CachedSegment, taint: Taint) -> bool:
+    """Whether `taint` enters only through the last piece of the segment's text."""
+    node = segment.node
+    if isinstance(node, cst.FormattedString):
+        pieces: list[cst.BaseExpression] = [
+            part.expression
+            for part in node.parts
+            if isinstance(part, cst.FormattedStringExpression)
+        ]
+        trailing = node.parts[-1] if node.parts else None
+        if isinstance(trailing, cst.FormattedStringText) and trailing.value.strip():
+            return False
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        pieces = [node.left, node.right]
+    else:
+        return False
+    if len(pieces) < 2:
+        return False
+    env = Env(segment.function)
+    analysis = context.analysis
+    return taint in analysis.taints(pieces[-1], env) and not any(
+        taint in analysis.taints(piece, env) for piece in pieces[:-1]
+    )
