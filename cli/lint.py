@@ -49,6 +49,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     parser.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="with --fix, also apply fixes that may change what the program sends",
+    )
+    parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings"
     )
     parser.add_argument(
@@ -126,7 +131,11 @@ def run(args: argparse.Namespace) -> int:
         return store
 
     outcomes = lint_targets(
-        found.targets, fix=args.fix, jobs=args.jobs, cache=None if args.no_cache else cache
+        found.targets,
+        fix=args.fix,
+        jobs=args.jobs,
+        cache=None if args.no_cache else cache,
+        unsafe_fixes=args.unsafe_fixes,
     )
     for warning in {store.warning for store in caches if store.warning}:
         print(f"prefixkit lint: warning: {warning}", file=sys.stderr)
@@ -144,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if args.statistics:
         print(render_statistics(args.format, summary))
     else:
-        output = render(args.format, findings, _texts(args.format, findings))
+        texts = _texts(args.format, findings)
+        output = render(args.format, findings, texts, args.unsafe_fixes)
         if output:
             print(output)
         print(f"prefixkit lint: {summary.line()}", file=sys.stderr)

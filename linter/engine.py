@@ -233,13 +233,13 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(out)
 
 
-def _chosen_edits(findings: Iterable[Finding]) -> tuple[list[Edit], int]:
-    """The fixes' edits that do not overlap one another, and how many fixes they make."""
+def _chosen_edits(findings: Iterable[Finding], unsafe_fixes: bool) -> tuple[list[Edit], int]:
+    """The applicable fixes' edits that do not overlap one another, and how many fixes."""
     edits: list[Edit] = []
     taken: list[tuple[int, int, int, int]] = []
     count = 0
     for finding in findings:
-        if finding.fix is None:
+        if finding.fix is None or not finding.fix.applies(unsafe_fixes):
             continue
         spans = [(e.start.row, e.start.column, e.end.row, e.end.column) for e in finding.fix.edits]
         if any(_overlaps(span, other) for span in spans for other in taken):
@@ -251,12 +251,12 @@ def _chosen_edits(findings: Iterable[Finding]) -> tuple[list[Edit], int]:
 
 
 def _fix_text(
-    text: str, path: Path, config: LintConfig, project: ProjectState, kind: str
+    text: str, path: Path, config: LintConfig, project: ProjectState, kind: str, unsafe: bool
 ) -> tuple[str, list[Finding], int]:
     fixed = 0
     findings = lint_text(text, path, config, project, kind)
     for _ in range(_MAX_FIX_PASSES):
-        edits, count = _chosen_edits(findings)
+        edits, count = _chosen_edits(findings, unsafe)
         if not edits:
             break
         fixed += count
@@ -265,7 +265,9 @@ def _fix_text(
     return text, findings, fixed
 
 
-def _fix_notebook(text: str, path: Path, config: LintConfig) -> tuple[str, list[Finding], int]:
+def _fix_notebook(
+    text: str, path: Path, config: LintConfig, unsafe: bool
+) -> tuple[str, list[Finding], int]:
     try:
         notebook: Notebook = parse_notebook(text)
     except NotebookError as exc:
@@ -277,7 +279,7 @@ def _fix_notebook(text: str, path: Path, config: LintConfig) -> tuple[str, list[
 
     findings = module_findings()
     for _ in range(_MAX_FIX_PASSES):
-        edits, _count = _chosen_edits(findings)
+        edits, _count = _chosen_edits(findings, unsafe)
         if not edits:
             break
         notebook, applied = notebook.apply(edits)
@@ -335,8 +337,10 @@ def lint_file(
     fix: bool = False,
     project: ProjectState | None = None,
     kind: str | None = None,
+    unsafe_fixes: bool = False,
 ) -> FileOutcome:
-    """Lint one file (and with `fix`, rewrite it with the safe fixes applied).
+    """Lint one file (and with `fix`, rewrite it with the safe fixes applied; with
+    `unsafe_fixes` too, the unsafe ones as well).
 
     `kind` defaults to what the path says (a named prompt-like file is a prompt).
     """
@@ -352,10 +356,12 @@ def lint_file(
         with recording() as dependencies:
             new_text = text
             if fix and kind == "notebook":
-                new_text, outcome.findings, outcome.fixed = _fix_notebook(text, path, config)
+                new_text, outcome.findings, outcome.fixed = _fix_notebook(
+                    text, path, config, unsafe_fixes
+                )
             elif fix:
                 new_text, outcome.findings, outcome.fixed = _fix_text(
-                    text, path, config, project, kind
+                    text, path, config, project, kind, unsafe_fixes
                 )
             else:
                 outcome.findings = lint_text(text, path, config, project, kind)
@@ -388,12 +394,14 @@ def _notebook_lines(text: str) -> int:
         return 0
 
 
-def _lint_batch(targets: list[Target], fix: bool) -> list[FileOutcome]:
+def _lint_batch(targets: list[Target], fix: bool, unsafe_fixes: bool) -> list[FileOutcome]:
     projects: dict[int, ProjectState] = {}
     outcomes = []
     for target in targets:
         project = projects.setdefault(id(target.config), ProjectState(target.config))
-        outcomes.append(lint_file(target.path, target.config, fix, project, target.kind))
+        outcomes.append(
+            lint_file(target.path, target.config, fix, project, target.kind, unsafe_fixes)
+        )
     return outcomes
 
 
@@ -402,6 +410,7 @@ def lint_targets(
     fix: bool = False,
     jobs: int = 1,
     cache: Callable[[LintConfig], ResultCache | None] | None = None,
+    unsafe_fixes: bool = False,
 ) -> list[FileOutcome]:
     """Lint files, `jobs` processes at a time (1: in this process), in input order.
 
@@ -426,7 +435,7 @@ def lint_targets(
             outcomes[position] = hit
         else:
             missing.append(position)
-    fresh = _lint_many([targets[p] for p in missing], fix, jobs)
+    fresh = _lint_many([targets[p] for p in missing], fix, jobs, unsafe_fixes)
     for position, outcome in zip(missing, fresh, strict=True):
         outcomes[position] = outcome
         store = cache_of(targets[position].config)
@@ -438,15 +447,18 @@ def lint_targets(
     return [outcome for outcome in outcomes if outcome is not None]
 
 
-def _lint_many(targets: list[Target], fix: bool, jobs: int) -> list[FileOutcome]:
+def _lint_many(
+    targets: list[Target], fix: bool, jobs: int, unsafe_fixes: bool
+) -> list[FileOutcome]:
     if jobs <= 1 or len(targets) < 2:
-        return _lint_batch(targets, fix)
+        return _lint_batch(targets, fix, unsafe_fixes)
     jobs = min(jobs, len(targets))
     chunk = max(1, len(targets) // (jobs * 4))
     batches = [targets[i : i + chunk] for i in range(0, len(targets), chunk)]
     outcomes: list[FileOutcome] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for batch in pool.map(_lint_batch, batches, [fix] * len(batches)):
+        flags = [fix] * len(batches), [unsafe_fixes] * len(batches)
+        for batch in pool.map(_lint_batch, batches, *flags):
             outcomes += batch
     return outcomes
 
@@ -457,9 +469,10 @@ def lint_paths(
     fix: bool = False,
     jobs: int = 1,
     cache: Callable[[LintConfig], ResultCache | None] | None = None,
+    unsafe_fixes: bool = False,
 ) -> list[FileOutcome]:
     """Lint files with one config, `jobs` processes at a time, in input order."""
     targets = [
         Target(path, config, file_kind(path, config, named=True) or "other") for path in paths
     ]
-    return lint_targets(targets, fix, jobs, cache)
+    return lint_targets(targets, fix, jobs, cache, unsafe_fixes)

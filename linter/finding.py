@@ -1,4 +1,4 @@
-"""Findings: what a rule reports, where, and the safe fix it offers (if any).
+"""Findings: what a rule reports, where, and the fix it offers (if any).
 
 Positions are 1-based rows and 1-based columns (as ruff prints them); an edit
 replaces the text between `start` and `end` (end exclusive) with `content`.
@@ -32,10 +32,20 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
-    """A safe, behaviour-preserving change that removes a finding."""
+    """A change that removes a finding.
+
+    `safe`: it never changes what a correct program does or sends, so `--fix`
+    applies it; `unsafe`: it may (re-ordering a serialised schema, say), so only
+    `--fix --unsafe-fixes` applies it.
+    """
 
     message: str
     edits: tuple[Edit, ...]
+    applicability: str = "safe"
+
+    def applies(self, unsafe_fixes: bool) -> bool:
+        """Whether `--fix` applies this fix (with `--unsafe-fixes` when `unsafe_fixes`)."""
+        return self.applicability == "safe" or unsafe_fixes
 
 
 @dataclass(frozen=True)

@@ -34,26 +34,34 @@ def _location(position: Position) -> dict[str, int]:
     return {"row": position.row, "column": position.column}
 
 
-def _concise(findings: Sequence[Finding]) -> str:
-    lines = [f"{f.location}: {f.code}{' [*]' if f.fix else ''} {f.message}" for f in findings]
-    return "\n".join(lines + _summary(findings))
+def _marker(f: Finding, unsafe_fixes: bool) -> str:
+    return " [*]" if f.fix is not None and f.fix.applies(unsafe_fixes) else ""
 
 
-def _summary(findings: Sequence[Finding]) -> list[str]:
+def _concise(findings: Sequence[Finding], unsafe_fixes: bool) -> str:
+    lines = [f"{f.location}: {f.code}{_marker(f, unsafe_fixes)} {f.message}" for f in findings]
+    return "\n".join(lines + _summary(findings, unsafe_fixes))
+
+
+def _summary(findings: Sequence[Finding], unsafe_fixes: bool) -> list[str]:
     if not findings:
         return ["All checks passed!"]
-    fixable = sum(1 for f in findings if f.fix)
+    fixable = sum(1 for f in findings if f.fix is not None and f.fix.applies(unsafe_fixes))
+    hidden = sum(1 for f in findings if f.fix is not None and not f.fix.applies(unsafe_fixes))
     plural = "s" if len(findings) != 1 else ""
     lines = [f"Found {len(findings)} error{plural}."]
     if fixable:
         lines.append(f"[*] {fixable} fixable with the `--fix` option.")
+    if hidden:
+        fixes = "fix" if hidden == 1 else "fixes"
+        lines.append(f"{hidden} hidden {fixes} can be enabled with the `--unsafe-fixes` option.")
     return lines
 
 
-def _full(findings: Sequence[Finding], texts: Mapping[str, str]) -> str:
+def _full(findings: Sequence[Finding], texts: Mapping[str, str], unsafe_fixes: bool) -> str:
     blocks = []
     for f in findings:
-        marker = " [*]" if f.fix else ""
+        marker = _marker(f, unsafe_fixes)
         lines = [
             f"{f.code}{marker} {f.message}",
             f"  --> {f.location}",
@@ -75,14 +83,14 @@ def _full(findings: Sequence[Finding], texts: Mapping[str, str]) -> str:
         if f.fix:
             lines.append(f"  = help: {f.fix.message}")
         blocks.append("\n".join(lines))
-    return "\n\n".join([*blocks, "\n".join(_summary(findings))])
+    return "\n\n".join([*blocks, "\n".join(_summary(findings, unsafe_fixes))])
 
 
 def _json_object(f: Finding) -> dict[str, Any]:
     fix = None
     if f.fix is not None:
         fix = {
-            "applicability": "safe",
+            "applicability": f.fix.applicability,
             "message": f.fix.message,
             "edits": [
                 {
@@ -185,12 +193,20 @@ def render_statistics(fmt: str, summary: RunSummary) -> str:
     return "\n".join([*lines, summary.line()])
 
 
-def render(fmt: str, findings: Sequence[Finding], texts: Mapping[str, str] | None = None) -> str:
-    """The findings in output format `fmt` (one of `FORMATS`), without a final newline."""
+def render(
+    fmt: str,
+    findings: Sequence[Finding],
+    texts: Mapping[str, str] | None = None,
+    unsafe_fixes: bool = False,
+) -> str:
+    """The findings in output format `fmt` (one of `FORMATS`), without a final newline.
+
+    `unsafe_fixes`: count unsafe fixes as applicable (`--unsafe-fixes`).
+    """
     if fmt == "concise":
-        return _concise(findings)
+        return _concise(findings, unsafe_fixes)
     if fmt == "full":
-        return _full(findings, texts or {})
+        return _full(findings, texts or {}, unsafe_fixes)
     if fmt == "json":
         return json.dumps([_json_object(f) for f in findings], indent=2, sort_keys=True)
     if fmt == "github":

@@ -66,6 +66,7 @@ def _encode(finding: Finding) -> dict[str, Any]:
     if finding.fix is not None:
         fix = {
             "message": finding.fix.message,
+            "applicability": finding.fix.applicability,
             "edits": [
                 [*_position(edit.start), *_position(edit.end), edit.content]
                 for edit in finding.fix.edits
@@ -88,7 +89,7 @@ def _decode(item: dict[str, Any], filename: str) -> Finding:
             Edit(Position(a, b), Position(c, d), content)
             for a, b, c, d, content in item["fix"]["edits"]
         )
-        fix = Fix(item["fix"]["message"], edits)
+        fix = Fix(item["fix"]["message"], edits, item["fix"]["applicability"])
     return Finding(
         item["code"],
         item["message"],
