@@ -4,23 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
+from ..call_sites import CallSites
+from ..catalog import is_system_role
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import Invalid, PythonRule, Valid
+from ..taint import Env, Taint
 
 __all__ = ["MarkerOnChangingBlock"]
 
-_CHANGING = frozenset({"request", "identity", "volatile"})
-_CACHED_ROLES = frozenset({"system", "developer"})
+_MAX_CALLERS_DEPTH = 4
 
 
 class MarkerOnChangingBlock(PythonRule):
-    """A cache breakpoint sits on a system or tool block whose text changes per request.
+    """A cache breakpoint sits on a system or tool block whose text is shown to change per request.
 
-    The block's text comes from the request (a parameter of the function
-    that builds the request, followed through helpers), a per-user value or
-    the clock. Breakpoints on the latest user turn are the recommended rolling
-    pattern and are not reported.
+    Reported when the marked block is built from a value the module shows to
+    change on every request: the clock read on each call (`datetime.now()`,
+    `time.time()`), a fresh id (`uuid4()`), a per-user value (`user_id`,
+    `customer.email`), or a parameter that a call in the same module fills
+    with one of those. A bare parameter (`def ask(rules, question)` with the
+    breakpoint on `rules`, or a helper `call_llm(system_prompt, user_msg)`)
+    is not reported: the caller may well pass the same text every time, and
+    the rule cannot tell. Values that change per day or per process start
+    (a date, a constant formatted at import) are PFX001's; a breakpoint on
+    the latest user turn is the recommended rolling pattern and is not
+    reported.
 
     ## Why it breaks caching
     A breakpoint asks the provider to write everything up to it into the
@@ -29,9 +40,9 @@ class MarkerOnChangingBlock(PythonRule):
 
     ## Example
     ```python
-    def ask(client, summary, question):
+    def ask(client, user_id, question):
         return client.messages.create(
-            system=[{"type": "text", "text": f"Summary: {summary}",
+            system=[{"type": "text", "text": f"Account: {user_id}",
                      "cache_control": {"type": "ephemeral"}}],
             messages=[{"role": "user", "content": question}],
         )
@@ -41,7 +52,7 @@ class MarkerOnChangingBlock(PythonRule):
     Put the breakpoint on the last static block, and the changing text after it:
     ```python
     system=[{"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": f"Summary: {summary}"}]
+            {"type": "text", "text": f"Account: {user_id}"}]
     ```
     """
 
@@ -50,10 +61,10 @@ class MarkerOnChangingBlock(PythonRule):
     VALID = (
         Valid(
             "RULES = 'Rules.'\n"
-            "def ask(client, summary, question):\n"
+            "def ask(client, user_id, question):\n"
             "    return client.messages.create(\n"
             "        system=[{'type': 'text', 'text': RULES, 'cache_control': {'type': 'ephemeral'}},\n"
-            "                {'type': 'text', 'text': f'Summary: {summary}'}],\n"
+            "                {'type': 'text', 'text': f'Account: {user_id}'}],\n"
             "        messages=[{'role': 'user', 'content': [\n"
             "            {'type': 'text', 'text': question, 'cache_control': {'type': 'ephemeral'}}]}])\n"
         ),
@@ -66,57 +77,129 @@ class MarkerOnChangingBlock(PythonRule):
             "    return client.messages.create(system=[cached(RULES)],\n"
             "        messages=[{'role': 'user', 'content': question}])\n"
         ),
+        # a bare parameter: the caller may pass the same rules every time
+        Valid(
+            "def ask(client, rules, manual, question):\n"
+            "    return client.messages.create(\n"
+            "        system=[{'type': 'text', 'text': rules, 'cache_control': {'type': 'ephemeral'}}],\n"
+            "        messages=[{'role': 'user', 'content': f'{manual}\\n{question}'}])\n"
+        ),
+        # the most common helper shape; its caller passes a constant
+        Valid(
+            "SYSTEM = 'You are a careful assistant.'\n"
+            "def call_llm(client, system_prompt, user_msg):\n"
+            "    return client.messages.create(model='m', max_tokens=512,\n"
+            "        system=[{'type': 'text', 'text': system_prompt,\n"
+            "                 'cache_control': {'type': 'ephemeral'}}],\n"
+            "        messages=[{'role': 'user', 'content': user_msg}])\n"
+            "def answer(client, question):\n"
+            "    return call_llm(client, SYSTEM, question)\n"
+        ),
+        # a date changes once a day: PFX001 reports it, not this rule
+        Valid(
+            "from datetime import date\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(\n"
+            "        system=[{'type': 'text', 'text': f'Today is {date.today()}.',\n"
+            "                 'cache_control': {'type': 'ephemeral'}}],\n"
+            "        messages=[{'role': 'user', 'content': q}])\n"
+        ),
     )
     INVALID = (
         Invalid(
-            "def ask(client, summary, question):\n"
+            "def ask(client, user_id, question):\n"
             "    return client.messages.create(\n"
-            "        system=[{'type': 'text', 'text': f'Summary: {summary}',\n"
+            "        system=[{'type': 'text', 'text': f'Account: {user_id}',\n"
             "                 'cache_control': {'type': 'ephemeral'}}],\n"
             "        messages=[{'role': 'user', 'content': question}],\n"
             "    )\n",
             line=4,
         ),
+        # a helper's parameter that the caller fills with a fresh id
         Invalid(
+            "import uuid\n"
             "def cached(text):\n"
             "    return {'type': 'text', 'text': text, 'cache_control': {'type': 'ephemeral'}}\n"
-            "def ask(client, notes, question):\n"
-            "    return client.messages.create(system=[cached('Rules.'), cached(notes)],\n"
+            "def ask(client, question):\n"
+            "    trace = f'Trace {uuid.uuid4()}'\n"
+            "    return client.messages.create(system=[cached('Rules.'), cached(trace)],\n"
             "        messages=[{'role': 'user', 'content': question}])\n",
-            line=2,
+            line=3,
         ),
+        # a parameter of the request builder that its caller fills with the clock
         Invalid(
-            "def ask(client, retrieved, q):\n"
+            "import time\n"
+            "def build(client, context, q):\n"
             "    return client.chat.completions.create(model='m', messages=[\n"
-            "        {'role': 'developer', 'content': [{'type': 'text', 'text': retrieved,\n"
+            "        {'role': 'developer', 'content': [{'type': 'text', 'text': context,\n"
             "          'prompt_cache_breakpoint': {'mode': 'explicit'}}]},\n"
-            "        {'role': 'user', 'content': q}])\n",
-            line=4,
+            "        {'role': 'user', 'content': q}])\n"
+            "def handle(client, q):\n"
+            "    return build(client, f'Now: {time.time()}', q)\n",
+            line=5,
         ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
-        """Report marked system/tool blocks whose content depends on the request."""
+        """Report marked system/tool blocks whose content is shown to change per request."""
+        sites: CallSites | None = None
         for request in context.requests:
             for block in request.blocks:
                 if block.marker is None:
                     continue
-                if block.part == "messages" and block.role not in _CACHED_ROLES:
+                if block.part == "messages" and not is_system_role(block.role):
                     continue
-                reasons = [
+                taints = [
                     taint
                     for value, env in block.content
                     for taint in context.analysis.taints(value, env)
-                    if taint.kind in _CHANGING
+                ]
+                if not any(t.kind in ("identity", "volatile", "request") for t in taints):
+                    continue
+                sites = sites or CallSites(context.module, context.analysis)
+                reasons = [
+                    (context.line_of(origin), detail)
+                    for taint in taints
+                    for origin, detail in [_per_request(taint, context, sites, 0)]
+                    if origin is not None
                 ]
                 if reasons:
                     # the first in the source: taints come as a set, in no stable order
-                    first = min(reasons, key=lambda t: (context.line_of(t.origin), t.detail))
+                    _, detail = min(reasons)
+                    part = f"{block.role} message" if block.part == "messages" else block.part
                     yield context.finding(
                         self.code,
                         block.marker,
-                        f"this breakpoint marks a {block.part} block built from "
-                        f"{first.detail} (line {context.line_of(first.origin)}), which "
-                        "changes per request: every request writes a new cache entry; put the "
-                        "breakpoint on the last static block instead",
+                        f"this breakpoint marks a {part} block built from {detail}, which "
+                        "changes on every request: each request writes a new cache entry that "
+                        "no later request reads; put the breakpoint on the last static block "
+                        "instead",
                     )
+
+
+def _per_request(
+    taint: Taint, context: LintContext, sites: CallSites, depth: int
+) -> tuple[cst.CSTNode | None, str]:
+    """Where and why `taint` changes per request; (None, "") when not shown to."""
+    if taint.kind == "identity" or (taint.kind == "volatile" and taint.period == "request"):
+        return taint.origin, f"{taint.detail} (line {context.line_of(taint.origin)})"
+    if taint.kind != "request" or depth >= _MAX_CALLERS_DEPTH:
+        return None, ""
+    if not isinstance(taint.origin, cst.Name):
+        return None, ""
+    param = sites.parameter(taint.origin)
+    function = context.analysis.index.param_function.get(id(param)) if param else None
+    if param is None or function is None:
+        return None, ""
+    for call, enclosing, method in sites.callers(function):
+        argument = context.analysis.arguments(function, call, method).get(id(param))
+        if argument is None:
+            continue
+        for fed in context.analysis.taints(argument, Env(enclosing)):
+            origin, detail = _per_request(fed, context, sites, depth + 1)
+            if origin is not None:
+                return taint.origin, (
+                    f"parameter `{param.name.value}` (line {context.line_of(taint.origin)}), "
+                    f"filled by the call on line {context.line_of(call)} with {detail}"
+                )
+    return None, ""

@@ -58,12 +58,13 @@ def test_invalid_example_is_reported(tmp_path: Path, rule: type[Rule], example: 
 def test_fix_gives_expected_code_and_is_idempotent(
     tmp_path: Path, rule: type[Rule], example: Invalid
 ) -> None:
+    # every fix a rule offers, safe or unsafe (test_fix_safety covers which --fix applies)
     path, config = _project(tmp_path, rule, example)
-    outcome = lint_file(path, config, fix=True)
+    outcome = lint_file(path, config, fix=True, unsafe_fixes=True)
     assert path.read_text(encoding="utf-8") == example.expected_fix
     assert outcome.fixed >= 1
     assert outcome.findings == []
-    again = lint_file(path, config, fix=True)
+    again = lint_file(path, config, fix=True, unsafe_fixes=True)
     assert again.fixed == 0
     assert path.read_text(encoding="utf-8") == example.expected_fix
 

@@ -1,0 +1,323 @@
+"""prefixkit lint on real repositories: size, time, findings per rule, crashes, precision, recall.
+
+    .venv/bin/python bench/lint_real_world.py ~/src/aider ~/src/swarm
+    .venv/bin/python bench/lint_real_world.py /work/realworld/* \\
+        --judged bench/lint_real_world_judged.json
+
+The repositories are not part of prefixkit: clone them yourself and pass
+their folders (the folder's name is the repository's name in the output and
+in the judged list). Each is linted the way a new user would lint it: one
+`prefixkit lint . --format json --exit-zero` subprocess per repository, run
+inside the repository (with `--no-cache` when the CLI has a result cache, so
+every run does the full work). Printed per repository:
+
+- files, notebooks, lines: the `.py`/`.pyi` files, `.ipynb` notebooks and
+  their lines under the folder (outside the folders the linter never enters);
+- seconds: wall time of the lint subprocess (CPU seconds beside it);
+- findings per rule;
+- crashes: an exit code other than 0/1, a traceback or internal error on
+  stderr, or a `PFX000` (cannot parse) on a Python file CPython parses.
+
+With `--judged FILE`, findings are compared with a list judged by hand
+(`findings`: repo, path, line, rule, verdict true/false, reason) and with
+cache breakers found by hand (`breakers`: id, repo, path, line or lines
+[first, last], rule, what): precision per rule and overall over the judged
+findings this run produced, findings not judged yet, and recall of the
+breakers (one is caught when a finding other than PFX000 starts on one of
+its lines in its file). Exit code 1 when a crash happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefixkit.linter.discovery import DEFAULT_EXCLUDED_DIRS
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+NOTEBOOK_SUFFIX = ".ipynb"
+SYNTAX_ERROR = "PFX000"
+CRASH_MARKERS = ("Traceback (most recent call last)", "internal error")
+
+
+@dataclass
+class RepoRun:
+    """One repository's lint run and what was counted around it."""
+
+    name: str
+    path: Path
+    files: int = 0
+    notebooks: int = 0
+    lines: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    exit_code: int = 0
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)
+
+
+def source_files(root: Path) -> Iterator[Path]:
+    """Python files and notebooks under `root`, skipping the folders the linter never enters."""
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDED_DIRS)
+        for name in sorted(names):
+            if name.endswith((*PYTHON_SUFFIXES, NOTEBOOK_SUFFIX)):
+                yield Path(folder) / name
+
+
+def count_lines(path: Path) -> int:
+    """Lines of a text file (a notebook counts the lines of its code cells)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != NOTEBOOK_SUFFIX:
+        return text.count("\n") + (bool(text) and not text.endswith("\n"))
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (json.JSONDecodeError, AttributeError):
+        return 0
+    total = 0
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            total += len(source) if isinstance(source, list) else source.count("\n") + 1
+    return total
+
+
+def parses(path: Path) -> bool:
+    """Whether CPython parses the Python file (so a PFX000 on it is the linter's fault)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def lint_command(prefixkit: Sequence[str]) -> list[str]:
+    """The lint command line, with `--no-cache` when this prefixkit has a result cache."""
+    help_text = subprocess.run(
+        [*prefixkit, "lint", "--help"], capture_output=True, text=True, check=False
+    ).stdout
+    command = [*prefixkit, "lint", ".", "--format", "json", "--exit-zero"]
+    if "--no-cache" in help_text:
+        command.append("--no-cache")
+    return command
+
+
+def relative(filename: str, root: Path) -> str:
+    """A finding's file as a path relative to the repository, with forward slashes."""
+    path = Path(filename)
+    if not path.is_absolute():
+        path = root / path
+    return Path(os.path.normpath(path)).relative_to(root.resolve()).as_posix()
+
+
+def lint_repo(path: Path, command: Sequence[str], timeout: float) -> RepoRun:
+    """Count a repository's sources, lint it in a subprocess, and record crashes."""
+    root = path.resolve()
+    run = RepoRun(root.name, root)
+    for source in source_files(root):
+        if source.suffix == NOTEBOOK_SUFFIX:
+            run.notebooks += 1
+        else:
+            run.files += 1
+        run.lines += count_lines(source)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            list(command), cwd=root, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        run.seconds = time.perf_counter() - started
+        run.crashes.append(f"no answer within {timeout:.0f} s")
+        return run
+    run.seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run.exit_code = completed.returncode
+    if completed.returncode not in (0, 1):
+        run.crashes.append(f"exit code {completed.returncode}: {completed.stderr.strip()[-300:]}")
+    for line in completed.stderr.splitlines():
+        if any(marker in line for marker in CRASH_MARKERS):
+            run.crashes.append(line.strip())
+    try:
+        findings = json.loads(completed.stdout or "[]")
+    except json.JSONDecodeError:
+        run.crashes.append("stdout is not the JSON list of findings")
+        return run
+    for finding in findings:
+        finding["path"] = relative(finding["filename"], root)
+        if finding["code"] == SYNTAX_ERROR:
+            file = root / finding["path"]
+            if file.suffix in PYTHON_SUFFIXES and parses(file):
+                row = finding["location"]["row"]
+                run.crashes.append(
+                    f"{SYNTAX_ERROR} on {finding['path']}:{row}, which CPython parses"
+                )
+    run.findings = findings
+    return run
+
+
+def per_rule(runs: Sequence[RepoRun]) -> list[str]:
+    """Every rule code that appears in any run, in code order."""
+    return sorted({finding["code"] for run in runs for finding in run.findings})
+
+
+def print_table(runs: Sequence[RepoRun]) -> None:
+    """The per-repository table (Markdown) and its total row."""
+    codes = per_rule(runs)
+    header = ["repository", "files", "notebooks", "lines", "seconds", "CPU s", *codes, "crashes"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    totals = Counter[str]()
+    for run in runs:
+        counts = Counter(finding["code"] for finding in run.findings)
+        totals.update(counts)
+        cells = [
+            run.name,
+            str(run.files),
+            str(run.notebooks),
+            f"{run.lines:,}",
+            f"{run.seconds:.1f}",
+            f"{run.cpu_seconds:.1f}",
+            *(str(counts[code]) for code in codes),
+            str(len(run.crashes)),
+        ]
+        print("| " + " | ".join(cells) + " |")
+    total = [
+        "**total**",
+        str(sum(run.files for run in runs)),
+        str(sum(run.notebooks for run in runs)),
+        f"{sum(run.lines for run in runs):,}",
+        f"{sum(run.seconds for run in runs):.1f}",
+        f"{sum(run.cpu_seconds for run in runs):.1f}",
+        *(str(totals[code]) for code in codes),
+        str(sum(len(run.crashes) for run in runs)),
+    ]
+    print("| " + " | ".join(total) + " |")
+    for run in runs:
+        for crash in run.crashes:
+            print(f"crash in {run.name}: {crash}")
+
+
+def load_judged(path: Path) -> dict[str, Any]:
+    """The judged list, checked for the fields the comparison needs."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not {"findings", "breakers"} <= data.keys():
+        raise SystemExit(f"{path}: expected an object with 'findings' and 'breakers' lists")
+    for entry in data["findings"]:
+        missing = {"repo", "path", "line", "rule", "verdict", "reason"} - entry.keys()
+        if missing:
+            raise SystemExit(f"{path}: judged finding {entry} lacks {sorted(missing)}")
+    for entry in data["breakers"]:
+        missing = {"id", "repo", "path", "rule", "what"} - entry.keys()
+        if missing or not ({"line", "lines"} & entry.keys()):
+            raise SystemExit(f"{path}: breaker {entry} lacks {sorted(missing) or ['line']}")
+    return data
+
+
+def breaker_lines(entry: dict[str, Any]) -> range:
+    """The lines a breaker spans (its `lines` [first, last], or its one `line`)."""
+    if "lines" in entry:
+        first, last = entry["lines"]
+        return range(first, last + 1)
+    return range(entry["line"], entry["line"] + 1)
+
+
+def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
+    """Precision per rule over judged findings of this run, and recall of the breakers."""
+    linted = {run.name for run in runs}
+    verdicts = {
+        (entry["repo"], entry["path"], entry["line"], entry["rule"]): entry
+        for entry in judged["findings"]
+    }
+    true_count = Counter[str]()
+    judged_count = Counter[str]()
+    unjudged: list[str] = []
+    for run in runs:
+        for finding in run.findings:
+            key = (run.name, finding["path"], finding["location"]["row"], finding["code"])
+            entry = verdicts.get(key)
+            if entry is None:
+                unjudged.append(f"{run.name}/{finding['path']}:{key[2]} {key[3]}")
+                continue
+            judged_count[key[3]] += 1
+            true_count[key[3]] += bool(entry["verdict"])
+    print("\n| rule | judged | true | false | precision |")
+    print("|---|---|---|---|---|")
+    for code in sorted(judged_count):
+        n, t = judged_count[code], true_count[code]
+        print(f"| {code} | {n} | {t} | {n - t} | {t / n:.2f} |")
+    n, t = sum(judged_count.values()), sum(true_count.values())
+    print(f"| **all** | {n} | {t} | {n - t} | {t / n if n else 0:.2f} |")
+    if unjudged:
+        print(f"\n{len(unjudged)} finding(s) not judged yet:")
+        for line in unjudged:
+            print(f"  {line}")
+    found = {
+        (run.name, finding["path"], finding["location"]["row"])
+        for run in runs
+        for finding in run.findings
+        if finding["code"] != SYNTAX_ERROR
+    }
+    breakers = [entry for entry in judged["breakers"] if entry["repo"] in linted]
+    missed = [
+        entry
+        for entry in breakers
+        if not any((entry["repo"], entry["path"], line) in found for line in breaker_lines(entry))
+    ]
+    caught = len(breakers) - len(missed)
+    share = caught / len(breakers) if breakers else 0.0
+    print(f"\nrecall of hand-found breakers: {caught}/{len(breakers)} = {share:.2f}")
+    for entry in missed:
+        lines = breaker_lines(entry)
+        where = f"{lines[0]}" if len(lines) == 1 else f"{lines[0]}-{lines[-1]}"
+        print(
+            f"  missed {entry['id']} {entry['repo']}/{entry['path']}:{where} ({entry['rule']}) "
+            f"{entry['what']}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("repos", nargs="+", type=Path, help="repository folders")
+    parser.add_argument("--judged", type=Path, help="JSON list of judged findings and breakers")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per repository")
+    parser.add_argument(
+        "--prefixkit",
+        default=f"{sys.executable} -m prefixkit.cli.main",
+        help="command that runs prefixkit (default: this interpreter's prefixkit)",
+    )
+    parser.add_argument("--save", type=Path, help="write every finding (JSON) to this file")
+    args = parser.parse_args(argv)
+    for repo in args.repos:
+        if not repo.is_dir():
+            parser.error(f"{repo} is not a folder")
+    judged = load_judged(args.judged) if args.judged else None
+    command = lint_command(args.prefixkit.split())
+    print(f"command: {' '.join(command)} (in each repository)\n")
+    runs = [lint_repo(repo, command, args.timeout) for repo in args.repos]
+    print_table(runs)
+    if args.save:
+        saved = [{"repo": run.name, **finding} for run in runs for finding in run.findings]
+        args.save.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if judged is not None:
+        compare(runs, judged)
+    return 1 if any(run.crashes for run in runs) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
