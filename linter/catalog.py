@@ -25,6 +25,8 @@ __all__ = [
     "SYSTEM_MESSAGE_CLASSES",
     "SYSTEM_ROLES",
     "TEMPLATE_CONSTRUCTORS",
+    "TOOL_BASE_CLASSES",
+    "TOOL_FIELDS",
     "TRANSPARENT_FUNCTIONS",
     "TRIGGER_WORDS",
     "UNSORTED_JSON_FUNCTIONS",
@@ -163,6 +165,11 @@ CACHED_KEYWORDS: frozenset[str] = frozenset(
 # whose function's return value is a system prompt.
 PROMPT_DECORATORS: frozenset[str] = frozenset({"system_prompt", "instructions"})
 
+# Base classes of tool classes whose definition is sent with every request
+# (smolagents `Tool`, LangChain and crewAI `BaseTool`), and the fields that define them.
+TOOL_BASE_CLASSES: frozenset[str] = frozenset({"Tool", "BaseTool"})
+TOOL_FIELDS: frozenset[str] = frozenset({"description", "inputs"})
+
 # Message roles whose content is cached (the start of the prefix).
 SYSTEM_ROLES: frozenset[str] = frozenset({"system", "developer"})
 
@@ -231,9 +238,12 @@ _ENTITIES = frozenset(
         "caller",
         "visitor",
         "subscriber",
+        "context",
     }
 )
-_IDENTITY_SUFFIXES = frozenset({"id", "ids", "uuid", "guid", "name", "email", "handle", "phone"})
+_IDENTITY_SUFFIXES = frozenset(
+    {"id", "ids", "uuid", "guid", "name", "email", "handle", "phone", "context", "profile"}
+)
 _IDENTITY_WORDS = frozenset(
     {
         "email",

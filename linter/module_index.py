@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .catalog import CACHE_MARKER_KEYS, PROMPT_DECORATORS, is_system_role
+from .catalog import (
+    CACHE_MARKER_KEYS,
+    PROMPT_DECORATORS,
+    TOOL_BASE_CLASSES,
+    TOOL_FIELDS,
+    is_system_role,
+)
 
 __all__ = [
     "FunctionNode",
@@ -159,6 +165,7 @@ class _Indexer(cst.CSTVisitor):
         self.functions: list[FunctionNode] = []
         self.classes: list[cst.ClassDef | None] = [None]
         self.roles: list[str | None] = []
+        self.tool_classes: set[int] = set()
 
     @property
     def function(self) -> FunctionNode | None:
@@ -198,9 +205,23 @@ class _Indexer(cst.CSTVisitor):
             return
         attrs = self.index.class_attrs.setdefault(id(owner), {})
         attrs.setdefault(target.attr.value, []).append((source.value, self.function))
+        self._tool_field(owner, target.attr.value, source.value)
+
+    def _tool_field(self, owner: cst.ClassDef, name: str, value: cst.BaseExpression) -> None:
+        """`description` / `inputs` of a tool class (smolagents, LangChain, crewAI) are tools."""
+        if name in TOOL_FIELDS and id(owner) in self.tool_classes:
+            label = f"the `{name}` of tool class `{owner.name.value}`"
+            self.index.sites.append(SiteCandidate("keyword", value, label, self.function))
 
     # scopes -----------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            value = base.value
+            tail = value.attr.value if isinstance(value, cst.Attribute) else None
+            if isinstance(value, cst.Name):
+                tail = value.value
+            if tail in TOOL_BASE_CLASSES:
+                self.tool_classes.add(id(node))
         self.classes.append(node)
         self.index.class_methods[id(node)] = {}
         self.index.class_attrs[id(node)] = {}
@@ -293,6 +314,7 @@ class _Indexer(cst.CSTVisitor):
         if owner is not None and isinstance(target, cst.Name):
             attrs = self.index.class_attrs[id(owner)]
             attrs.setdefault(target.value, []).append((value, None))
+            self._tool_field(owner, target.value, value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind(node.target, ValueSource("assign", node.value))

@@ -83,6 +83,9 @@ _SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractS
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})
 _STRINGIFY = frozenset({"builtins.str", "builtins.repr"})
 _SET_OPERATORS = (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)
+# Fields of a datetime that change once a day at most, or never (time zone).
+_CLOCK_FIELDS_PER_DAY = frozenset({"year", "month", "day", "weekday", "isoweekday"})
+_CLOCK_FIELDS_STABLE = frozenset({"tzinfo", "tzname", "utcoffset"})
 # Dict views: iterating one exposes the dict's insertion order.
 _DICT_VIEWS = frozenset({"keys", "values", "items"})
 
@@ -449,9 +452,18 @@ class TaintAnalysis:
                 for source in self.index.values.get(id(target), []):
                     if source.value is None:
                         continue
-                    result |= self._raw(source.value)
+                    found = self._raw(source.value)
+                    result |= found
                     if source.kind == "iter":
                         result |= self._ordered(source.value, "iterates over a set")
+                    if (
+                        is_identity_name([node.value])
+                        and any(t.kind == _PARAM for t in found)
+                        and not any(t.kind == "identity" for t in found)
+                    ):
+                        # `customer_name = db.lookup(ctx.deps.customer_id)`: named like
+                        # identity and computed from the function's parameters
+                        result.add(Taint("identity", node, f"`{node.value}`"))
                 for access in getattr(assignment, "references", ()):
                     for mutation in self.index.mutations.get(id(access.node), []):
                         result |= self._union([arg.value for arg in mutation.call.args])
@@ -487,6 +499,10 @@ class TaintAnalysis:
         if owner is not None:
             return self._class_attribute(owner, node)
         result = set(self._raw(node.value))
+        if node.attr.value in _CLOCK_FIELDS_PER_DAY:
+            result = _per_day(result)
+        elif node.attr.value in _CLOCK_FIELDS_STABLE:
+            result = {t for t in result if t.kind != "volatile"}
         if parts is not None and is_identity_name(parts):
             # one finding for `user.email`, not another for `user`
             result = {t for t in result if t.kind != "identity"}
@@ -526,7 +542,7 @@ class TaintAnalysis:
             if isinstance(element.slice, cst.Index):
                 result |= self._raw(element.slice.value)
                 key = string_value(element.slice.value)
-                if key is not None and is_identity_name([key]):
+                if key is not None and is_identity_name([*(parts or []), key]):
                     result.add(Taint("identity", node, f"key {key!r}"))
         return result
 
@@ -566,6 +582,14 @@ class TaintAnalysis:
     ) -> set[Taint]:
         method = func.attr.value
         result = set(self._raw(func.value))
+        key = string_value(first) if method == "get" else None
+        receiver = dotted_parts(func.value) or []
+        if (
+            key is not None
+            and not (receiver and _is_stable_root(receiver))
+            and is_identity_name([*receiver, key])
+        ):
+            result.add(Taint("identity", func, f"key {key!r}"))
         if method in STRING_METHODS:
             result |= self._union(args)
             if method == "join" and first is not None:

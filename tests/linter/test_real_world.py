@@ -133,13 +133,16 @@ def test_breaking_the_clean_app_is_caught_at_the_right_places(tmp_path: Path) ->
         CLEAN_APP.replace("for name in sorted(ENABLED_TOOLS)", "for name in ENABLED_TOOLS")
         .replace(
             '{"type": "text", "text": SYSTEM, "cache_control": HOUR}',
-            '{"type": "text", "text": SYSTEM + f" Today: {dt.now():%A}", "cache_control": HOUR}',
+            '{"type": "text", "text": SYSTEM + f" Now: {dt.now():%H:%M}", "cache_control": HOUR}',
         )
         .replace(
             '{"role": "developer", "content": SYSTEM}',
             '{"role": "developer", "content": f"{SYSTEM} for {user_email}"}',
         )
-        .replace("sort_keys=True)", ")")
+        .replace(
+            'json.dumps({"answer": "str", "sources": ["str"]}, sort_keys=True)',
+            'json.dumps({name: "str" for name in ENABLED_TOOLS})',
+        )
         .replace(
             'return [SystemMessage(content=SYSTEM), HumanMessage(content=f"{dt.now():%Y-%m-%d} {question}")]',
             "return [HumanMessage(content=question), SystemMessage(content=SYSTEM)]",
