@@ -15,8 +15,11 @@ with the model's own tokenizer and chat template), and only its static prefix is
 Targets: by default each replica listed in RUN_DIR/serve.json (written by `prefixkit
 serve`), directly, each warm request carrying the tenant's cache salt; `--via router`
 sends them to the deployment's endpoint instead, with the tenant's API key: the gateway
-salts them and the router places them where it will place the real requests; `--url`
-sends them through that gateway (a Ray Serve ingress, a remote deployment).
+salts them and the router places them where it will place the real requests. A run
+directory of `prefixkit serve --backend ray` is warmed through its gateway: each replica
+(pinned with the x-prefixkit-replica header) with prefixkit's router, or through the router
+(--via router) with Ray's routers. `--url` sends them through that gateway (a KubeRay
+service, a remote deployment).
 
 Tenants: the deployment's tenants file (--tenants, else PREFIXKIT_TENANT_KEYS and
 PREFIXKIT_SALT_SECRET, else RUN_DIR/tenants.toml); every tenant unless --tenant is given.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["configure", "run"]
 
 SERVE_STATE = "serve.json"  # what `prefixkit serve` writes in its run directory
+RAY_SPEC = "ray-spec.json"  # what `prefixkit serve --backend ray` deploys, in the same folder
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -82,13 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Warm the prompts; 0 when every probe found its whole prefix cached, else 1."""
     from prefixkit.engine_adapter.engine.home import runs_dir
-    from prefixkit.engine_adapter.serving.warmup import (
-        WarmTarget,
-        registered_prompt,
-        replica_targets,
-        warm,
-        warm_prefix,
-    )
+    from prefixkit.engine_adapter.serving.warmup import registered_prompt, warm, warm_prefix
     from prefixkit.sdk import HFTokenizer, PromptRegistry
     from prefixkit.sdk.errors import UsageError
     from prefixkit.sdk.extras import require_extra
@@ -101,35 +100,84 @@ def run(args: argparse.Namespace) -> int:
     segments = {key: registry.load(*_name_and_version(key)) for key in args.keys}
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     tenants = None if args.unsalted else _tenants(args.tenants, run_dir)
-    targets: list[WarmTarget]
-    if args.url is not None:
-        if args.via == "replicas":
-            raise UsageError(
-                "--url warms through a gateway, which reaches no replica directly: drop "
-                "--via replicas, or give --run-dir of a local deployment instead of --url"
-            )
-        discovery = args.url.rstrip("/")
-        targets = [WarmTarget("gateway", discovery, gateway=not args.unsalted)]
-    else:
-        state = _serve_state(run_dir)
-        discovery = state["replicas"][0]
-        if args.via == "router":
-            targets = [WarmTarget("router", state["endpoint"], gateway=not args.unsalted)]
-        else:
-            targets = replica_targets(state["replicas"])
+    served = _served(args, run_dir)
     headers = {} if tenants is None else {"authorization": f"Bearer {min(tenants.keys)}"}
-    model, root = _served_model(discovery, headers)
+    model, root = args.model or served.model, served.model_dir
+    if model is None or (root is None and args.tokenizer is None):
+        model, root = _served_model(served.discovery, headers)
     tokenizer = HFTokenizer(args.tokenizer or _tokenizer_folder(root))
-    block_size = args.block_size or _block_size(discovery, headers)
+    block_size = args.block_size or served.block_size or _block_size(served.discovery, headers)
     prefixes = [
         warm_prefix(key, registered_prompt(segment), tokenizer, block_size)
         for key, segment in segments.items()
     ]
     report = warm(
-        prefixes, targets, model=args.model or model, tenants=tenants, tenant_ids=args.tenant
+        prefixes, served.targets, model=args.model or model, tenants=tenants, tenant_ids=args.tenant
     )
     print(_render(report, args.json))
     return 0 if report.all_warmed else 1
+
+
+@dataclass(frozen=True)
+class _Served:
+    """Where to warm, and what is known there without asking the server."""
+
+    targets: list[WarmTarget]
+    discovery: str  # a URL answering /v1/models and /metrics
+    model: str | None = None
+    model_dir: str | None = None
+    block_size: int | None = None
+
+
+def _served(args: argparse.Namespace, run_dir: Path) -> _Served:
+    """The targets of --url, or of the local or Ray deployment in the run directory."""
+    from prefixkit.engine_adapter.ray.launch import STATE_FILE as RAY_STATE
+    from prefixkit.engine_adapter.serving.warmup import (
+        WarmTarget,
+        pinned_replica_targets,
+        replica_targets,
+    )
+    from prefixkit.sdk.errors import UsageError
+
+    gateway = not args.unsalted
+    if args.url is not None:
+        if args.via == "replicas":
+            raise UsageError(
+                "--url warms through a gateway, which reaches no replica directly: drop "
+                "--via replicas, or give --run-dir of the deployment instead of --url"
+            )
+        url = args.url.rstrip("/")
+        return _Served([WarmTarget("gateway", url, gateway=gateway)], url)
+    if (run_dir / RAY_STATE).exists() and not (run_dir / SERVE_STATE).exists():
+        state = _read_state(run_dir / RAY_STATE)
+        spec = _read_state(run_dir / RAY_SPEC)["app_args"]
+        llm = spec["llm_config"]
+        router, url = spec["router"], state["url"]
+        if args.via == "router":
+            targets = [WarmTarget("router", url, gateway=router != "kv-aware")]
+        elif router == "prefixkit":
+            targets = pinned_replica_targets(url, len(state["replicas"]))
+        else:
+            raise UsageError(
+                f"the Ray deployment in {run_dir} routes with the {router} router, which "
+                "cannot be told which replica to use: give --via router (the router then "
+                "places the prefix where it will place the real requests)"
+            )
+        return _Served(
+            targets,
+            url,
+            model=llm["model_loading_config"]["model_id"],
+            model_dir=llm["model_loading_config"]["model_source"],
+            block_size=llm["engine_kwargs"]["block_size"],
+        )
+    state = _read_state(run_dir / SERVE_STATE)
+    if not state.get("replicas") or not state.get("endpoint"):
+        raise UsageError(f"{run_dir / SERVE_STATE} lists no replicas: restart `prefixkit serve`")
+    if args.via == "router":
+        targets = [WarmTarget("router", state["endpoint"], gateway=gateway)]
+    else:
+        targets = replica_targets(state["replicas"])
+    return _Served(targets, state["replicas"][0])
 
 
 def _name_and_version(key: str) -> tuple[str, str | None]:
@@ -147,21 +195,18 @@ def _tenants(path: Path | None, run_dir: Path) -> Tenants:
     return Tenants.load(path)
 
 
-def _serve_state(run_dir: Path) -> dict[str, Any]:
+def _read_state(path: Path) -> dict[str, Any]:
     from prefixkit.sdk.errors import UsageError
 
-    path = run_dir / SERVE_STATE
     try:
         state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(
-            f"nothing served from {run_dir} (no {SERVE_STATE}): start `prefixkit serve`, pass "
-            "the --run-dir it used, or give --url of the deployment's gateway"
+            f"nothing served from {path.parent} (no {path.name}): start `prefixkit serve`, "
+            "pass the --run-dir it used, or give --url of the deployment's gateway"
         ) from None
     except ValueError:
         raise UsageError(f"{path} is not JSON: restart `prefixkit serve`") from None
-    if not state.get("replicas") or not state.get("endpoint"):
-        raise UsageError(f"{path} lists no replicas or endpoint: restart `prefixkit serve`")
     return state
 
 

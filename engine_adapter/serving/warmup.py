@@ -13,6 +13,12 @@ last token of the static prefix plus one token, so that every block of the prefi
 and cached (vLLM caches whole blocks only). A real chat or token-id request rendered from the
 same prompt starts with the same tokens, so its prefix blocks hash alike and are found.
 
+On a Ray deployment (`prefixkit serve --backend ray`) every request enters through its
+gateway: `pinned_replica_targets` reaches each replica there with prefixkit's router (the
+``x-prefixkit-replica`` header pins a request to one replica); with another router, one
+target through the gateway lets the router place the prefix where it will place the real
+requests.
+
 Salting: vLLM keys a block by its tokens and the request's `cache_salt`, so a prefix is
 warmed once per tenant. Sent straight to a replica (`WarmTarget(..., gateway=False)`), a
 warm request carries the salt the tenant gateway gives that tenant's requests
@@ -41,6 +47,7 @@ from prefixkit.sdk.alignment import align_static_prefix
 from prefixkit.sdk.render_vllm import vllm_tool
 
 from ..errors import GatewayConfigError, WarmupError
+from ..ray.gateway import PIN_HEADER
 from .tenants import Tenants
 
 __all__ = [
@@ -49,6 +56,7 @@ __all__ = [
     "WarmRequest",
     "WarmResult",
     "WarmTarget",
+    "pinned_replica_targets",
     "plan_warmup",
     "registered_prompt",
     "replica_targets",
@@ -83,6 +91,7 @@ class WarmTarget:
     name: str
     url: str
     gateway: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,15 @@ class WarmReport:
 def replica_targets(urls: Sequence[str]) -> list[WarmTarget]:
     """Each replica of a deployment as a direct target (`Deployment.replica_urls`)."""
     return [WarmTarget(f"replica {index}", url) for index, url in enumerate(urls)]
+
+
+def pinned_replica_targets(url: str, replicas: int) -> list[WarmTarget]:
+    """Each replica of a Ray deployment routed by prefixkit's policy, through its gateway:
+    the ``x-prefixkit-replica`` header pins a request to one replica."""
+    return [
+        WarmTarget(f"replica {index}", url, gateway=True, headers={PIN_HEADER: str(index)})
+        for index in range(replicas)
+    ]
 
 
 def registered_prompt(segment: Segment) -> Prompt:
@@ -214,7 +232,7 @@ def plan_warmup(
         ).encode()
         for target in targets:
             for tenant in chosen:
-                headers: dict[str, str] = {"content-type": "application/json"}
+                headers = {"content-type": "application/json", **target.headers}
                 sent = body
                 if tenants is not None and tenant is not None:
                     if target.gateway:

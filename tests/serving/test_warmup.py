@@ -17,6 +17,7 @@ from prefixkit.engine_adapter.serving.tenants import Tenants
 from prefixkit.engine_adapter.serving.warmup import (
     WarmPrefix,
     WarmTarget,
+    pinned_replica_targets,
     plan_warmup,
     registered_prompt,
     replica_targets,
@@ -97,6 +98,15 @@ def test_a_gateway_target_gets_the_tenants_key_and_no_salt() -> None:
     (request,) = plan_warmup([PREFIX], [target], model="m", tenants=TENANTS, tenant_ids=["acme"])
     assert request.headers["authorization"] == "Bearer key-acme"
     assert "cache_salt" not in json.loads(request.body)
+
+
+def test_a_pinned_ray_replica_target_carries_its_replica_index_and_the_tenants_key() -> None:
+    targets = pinned_replica_targets("http://ray:8000", 2)
+    plan = plan_warmup([PREFIX], targets, model="m", tenants=TENANTS, tenant_ids=["acme"])
+    assert [(r.headers["x-prefixkit-replica"], r.headers["authorization"]) for r in plan] == [
+        ("0", "Bearer key-acme"),
+        ("1", "Bearer key-acme"),
+    ]
 
 
 def test_the_warm_request_generates_one_token_from_the_prefix_tokens() -> None:
