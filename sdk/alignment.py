@@ -22,13 +22,17 @@ never silently accepted.
     prompt, report = align_static_prefix(prompt, tokenizer, block_size=32)
     report.aligned, report.static_tokens, report.pad_tokens, report.reason
 
-`messages` maps a `Prompt` to the chat messages handed to the template; the
-vLLM renderer passes its own so that alignment and the request agree.
+`messages` maps a `Prompt` to the chat messages of the request; the vLLM
+renderer passes its own so that alignment and the request agree.
+`template_messages` turns them into what vLLM hands the chat template (text
+parts joined by newlines, missing content as "", tool-call arguments parsed
+into dicts), so the local rendering matches the server's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,10 +41,17 @@ from typing import Any
 from .canonical import sha256_hex
 from .errors import AlignmentError
 from .prompt import Part, Prompt
+from .render_openai import chat_segment_messages
 from .segment import Segment
 from .tokenizer import HFTokenizer
 
-__all__ = ["AlignmentReport", "MessagesFn", "align_static_prefix", "chat_messages"]
+__all__ = [
+    "AlignmentReport",
+    "MessagesFn",
+    "align_static_prefix",
+    "chat_messages",
+    "template_messages",
+]
 
 MessagesFn = Callable[[Prompt], list[dict[str, Any]]]
 
@@ -53,15 +64,58 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
     """Default chat messages of a prompt: one system message, then one message per segment.
 
     System segments are joined by a blank line into a single system message
-    (templates accept one); context and message segments become one message
-    each, with the segment's role. Tools go to the template separately.
+    (templates accept one); context and message text segments become one
+    message each, with the segment's role and the text as a string.
+    Structured segments become OpenAI Chat messages (`render_openai`'s
+    shape: assistant `tool_calls`, role "tool" results, image parts), with
+    text-only part lists sent as one string. Tools go to the template
+    separately.
     """
     rendered: list[dict[str, Any]] = []
     if prompt.system:
         rendered.append({"role": "system", "content": "\n\n".join(s.text for s in prompt.system)})
     for segment in (*prompt.context, *prompt.messages):
-        rendered.append({"role": segment.role, "content": segment.text})
+        if not segment.blocks:
+            rendered.append({"role": segment.role, "content": segment.text})
+            continue
+        for message in chat_segment_messages(segment):
+            rendered.append(_text_as_string(message))
     return rendered
+
+
+def _text_as_string(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list) and all(
+        isinstance(part, Mapping) and set(part) == {"type", "text"} and part["type"] == "text"
+        for part in content
+    ):
+        return {**message, "content": "\n".join(part["text"] for part in content)}
+    return message
+
+
+def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Request messages as vLLM hands them to the chat template."""
+    shaped: list[dict[str, Any]] = []
+    for message in messages:
+        item = dict(_text_as_string(dict(message)))
+        if item.get("content") is None:
+            item["content"] = ""
+        calls = item.get("tool_calls")
+        if isinstance(calls, list):
+            item["tool_calls"] = [
+                {
+                    **call,
+                    "function": {
+                        **call["function"],
+                        "arguments": json.loads(call["function"].get("arguments") or "{}"),
+                    },
+                }
+                if isinstance(call.get("function", {}).get("arguments", ""), str)
+                else call
+                for call in calls
+            ]
+        shaped.append(item)
+    return shaped
 
 
 @dataclass(frozen=True)
@@ -182,7 +236,9 @@ def align_static_prefix(
 
     def render(candidate: Prompt) -> str:
         return tokenizer.chat_text(
-            messages(candidate), tools=template_tools, add_generation_prompt=add_generation_prompt
+            template_messages(messages(candidate)),
+            tools=template_tools,
+            add_generation_prompt=add_generation_prompt,
         )
 
     def not_aligned(reason: str, static_tokens: int = 0) -> tuple[Prompt, AlignmentReport]:

@@ -7,6 +7,21 @@ time. With caching, the first request writes it (`write` multiplier, e.g.
 `reuses > (write - 1) / (1 - read)`: one reuse for 5m entries, two for 1h.
 A prefix below the model's minimum is never cached (and never charged a
 premium), so it cannot pay.
+
+Which TTL (`choose_ttl`): an entry is refreshed by every read, so requests
+that reuse a prefix every `reuse_interval` seconds keep an entry alive exactly
+when the TTL is at least that interval; otherwise every request writes again
+(1.25x or 2x input each time, dearer than not caching at 1x). Among the TTLs
+that outlive the interval, the cheapest over 1 + `reuses` requests is
+`write + reuses * read` per prefix token, against `1 + reuses` uncached. With
+Anthropic's multipliers (5m 1.25x, 1h 2x, read 0.1x):
+
+- reused at least every 5 minutes: 5m (1.25 + 0.1n; 1h would cost 0.75 more
+  per cold write for nothing);
+- every 5 to 60 minutes: only 1h survives; it pays from 2 reuses
+  (2 + 0.1 * 2 = 2.2 < 3), so 1h when `reuses` >= 2, else no marker;
+- less often than hourly: every request would write (2x), so no marker, and
+  the caller is told.
 """
 
 from __future__ import annotations
@@ -17,7 +32,10 @@ from dataclasses import dataclass
 from .errors import RenderError
 from .model_facts import Pricing, Provider, model_info
 
-__all__ = ["BreakEven", "break_even"]
+__all__ = ["BreakEven", "TTLChoice", "break_even", "choose_ttl"]
+
+# How long each TTL keeps an entry (seconds).
+TTL_SECONDS: dict[str, float] = {"5m": 300.0, "30m": 1800.0, "1h": 3600.0, "12h": 43200.0}
 
 
 @dataclass(frozen=True)
@@ -148,3 +166,97 @@ def _reuses_needed(write: float, read: float) -> int | None:
     while not _pays(write, read, needed):
         needed += 1
     return needed
+
+
+@dataclass(frozen=True)
+class TTLChoice:
+    """The TTL to mark a prefix with (None: do not mark it) and why.
+
+    `cost_ratio` is the cost of the chosen option over 1 + `reuses`
+    requests relative to sending the prefix uncached (1.0 when not cached).
+    """
+
+    ttl: str | None
+    reuse_interval: float
+    reuses: int
+    cost_ratio: float
+    reason: str
+
+
+def choose_ttl(
+    reuse_interval: float,
+    *,
+    reuses: int = 10,
+    pricing: Pricing | None = None,
+    provider: Provider = "anthropic",
+    model: str | None = None,
+) -> TTLChoice:
+    """The cheapest TTL for a prefix reused every `reuse_interval` seconds, `reuses` times.
+
+    Prices come from `pricing`, else the data table's entry for `model`,
+    else the provider's multipliers (Anthropic: 5m 1.25x, 1h 2x, read 0.1x).
+    Only TTLs the pricing lists are considered. See the module docstring for
+    the rule and its arithmetic.
+
+    >>> choose_ttl(60).ttl, choose_ttl(1200).ttl, choose_ttl(7200).ttl
+    ('5m', '1h', None)
+    """
+    if not reuse_interval > 0 or reuses < 0:
+        raise ValueError(
+            f"reuse_interval ({reuse_interval}) must be > 0 seconds and reuses ({reuses}) >= 0"
+        )
+    if pricing is None:
+        info = model_info(provider, model) if model is not None else None
+        pricing = info.pricing if info is not None else _PROVIDER_PRICING[provider]
+    read = pricing.cache_read_multiplier
+    uncached = float(1 + reuses)
+    options = sorted(
+        (
+            (write + reuses * read, TTL_SECONDS[ttl], ttl)
+            for ttl, write in pricing.cache_write_multipliers.items()
+            if ttl in TTL_SECONDS and TTL_SECONDS[ttl] >= reuse_interval
+        ),
+    )
+    minutes = reuse_interval / 60
+    if not options:
+        longest = max(
+            (t for t in pricing.cache_write_multipliers if t in TTL_SECONDS),
+            key=TTL_SECONDS.__getitem__,
+            default="none",
+        )
+        return TTLChoice(
+            None,
+            reuse_interval,
+            reuses,
+            1.0,
+            f"a prefix reused every {minutes:.1f} minutes outlives the longest cache TTL "
+            f"({longest}): every request would pay a cache write, dearer than no cache; "
+            "prefixkit leaves the static tiers unmarked (the conversation's own breakpoint "
+            "still caches within a session)",
+        )
+    cost, _, ttl = options[0]
+    write = pricing.cache_write_multipliers[ttl]
+    if cost >= uncached:
+        return TTLChoice(
+            None,
+            reuse_interval,
+            reuses,
+            1.0,
+            f"a {ttl} entry (write {write}x, read {read}x) costs {cost:.2f} over "
+            f"{1 + reuses} requests against {uncached:.2f} uncached: not worth marking",
+        )
+    return TTLChoice(
+        ttl,
+        reuse_interval,
+        reuses,
+        cost / uncached,
+        f"reused every {minutes:.1f} minutes: {ttl} is the cheapest TTL that outlives the "
+        f"interval (write {write}x once, read {read}x per reuse: {cost:.2f} against "
+        f"{uncached:.2f} uncached over {1 + reuses} requests)",
+    )
+
+
+_PROVIDER_PRICING: dict[Provider, Pricing] = {
+    "anthropic": Pricing(None, None, 0.1, {"5m": 1.25, "1h": 2.0}),
+    "openai": Pricing(None, None, 0.1, {"30m": 1.25, "12h": 1.25}),
+}

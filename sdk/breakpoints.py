@@ -23,7 +23,7 @@ are raised or lowered to fit between them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,6 +71,7 @@ def plan_breakpoints(
     lookback: int | None = None,
     min_tokens: int | None = None,
     trailing_index: int | None = None,
+    unmarked: Collection[Stability] = (),
 ) -> list[Breakpoint]:
     """Plan the breakpoints of one request (sorted by position).
 
@@ -84,6 +85,8 @@ def plan_breakpoints(
       for providers without per-marker TTLs.
     - `lookback`: the provider's read lookback in blocks, if any.
     - `min_tokens`: the model's minimum cacheable prefix, if known.
+    - `unmarked`: tiers whose end prefixkit leaves unmarked (STATIC or
+      VERSIONED, when no TTL outlives the interval between reuses).
 
     Raises `RenderError` when the caller's markers alone exceed the limit or
     their TTLs increase along the request.
@@ -103,7 +106,7 @@ def plan_breakpoints(
         _check_tier_order(tier_ttl, rank)
 
     last = len(blocks) - 1 if trailing_index is None else trailing_index
-    candidates = _candidates(blocks, reserved > 0, last, lookback, min_tokens)
+    candidates = _candidates(blocks, reserved > 0, last, lookback, min_tokens, unmarked)
     chosen: dict[int, Reason] = {i: "caller" for i in callers}
     free = max_markers - reserved - len(callers)
     for index, reason in candidates:
@@ -183,10 +186,13 @@ def _candidates(
     last: int,
     lookback: int | None,
     min_tokens: int | None,
+    unmarked: Collection[Stability] = (),
 ) -> list[tuple[int, Reason]]:
     """prefixkit's own candidate markers, most valuable first."""
-    static_end = _tier_end(blocks, Stability.STATIC, last)
-    versioned_end = _tier_end(blocks, Stability.VERSIONED, last)
+    static_end = None if Stability.STATIC in unmarked else _tier_end(blocks, Stability.STATIC, last)
+    versioned_end = (
+        None if Stability.VERSIONED in unmarked else _tier_end(blocks, Stability.VERSIONED, last)
+    )
     rolling = None if trailing_marked else _tier_end(blocks, Stability.SESSION, last)
     fixed = [i for i in (static_end, versioned_end) if i is not None]
     priority: list[tuple[int | None, Reason]] = [

@@ -13,18 +13,21 @@ first token (first content delta after the request was sent):
   usage arrives in the last chunk;
 - OpenAI Responses: `stream=True`, usage in `response.completed`.
 
-Options not consumed by the renderer (temperature, metadata, ...) are passed
-through to the API call. Nothing here retries or caches responses: that is
+Options not consumed by the renderer (metadata, tool_choice, ...) are passed
+through to the API call; `stream=True` given to a non-streaming method is a
+`UsageError` naming the streaming method to call instead. Nothing here retries or caches responses: that is
 the official client's job.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cache_stats import CacheStats, UsageShape
+from .errors import UsageError
 from .extras import require_extra
 from .prompt import Prompt
 from .render_anthropic import render_anthropic
@@ -84,7 +87,18 @@ def _stats(usage: Any, model: str | None, shape: UsageShape) -> CacheStats:
     return CacheStats.from_usage(usage, model=model, shape=shape)
 
 
-def _with_usage(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _no_stream(options: dict[str, Any], method: str, instead: str) -> dict[str, Any]:
+    """`options` without `stream`; `stream=True` is a `UsageError` naming `instead`."""
+    if options.get("stream"):
+        raise UsageError(
+            f"{method}(stream=True) would return a stream, not a response: call "
+            f"{instead}(...) instead (it streams, and returns a StreamResult with the text, "
+            "CacheStats and the time to first token)"
+        )
+    return {key: value for key, value in options.items() if key != "stream"}
+
+
+def _with_usage(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     options = dict(kwargs.get("stream_options") or {})
     options["include_usage"] = True
     return {**kwargs, "stream": True, "stream_options": options}
@@ -136,6 +150,7 @@ class AnthropicClient:
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
         """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        options = _no_stream(options, "AnthropicClient.create", "AnthropicClient.stream")
         kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
         message = self.client.messages.create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
@@ -172,6 +187,7 @@ class AsyncAnthropicClient:
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
         """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        options = _no_stream(options, "AsyncAnthropicClient.create", "AsyncAnthropicClient.stream")
         kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
         message = await self.client.messages.create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
@@ -209,6 +225,7 @@ class OpenAIClient:
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_openai_chat(**options)`."""
+        options = _no_stream(options, "OpenAIClient.chat", "OpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, model, "openai_chat")
@@ -217,6 +234,7 @@ class OpenAIClient:
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
+        options = _no_stream(options, "OpenAIClient.responses", "OpenAIClient.stream_responses")
         kwargs = render_openai_responses(prompt, model=model, **options)
         response = self.client.responses.create(**kwargs)
         return response, _stats(response.usage, model, "openai_responses")
@@ -232,7 +250,10 @@ class OpenAIClient:
 
     def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed Responses; usage from `response.completed`."""
-        kwargs = {**render_openai_responses(prompt, model=model, **options), "stream": True}
+        kwargs: dict[str, Any] = {
+            **render_openai_responses(prompt, model=model, **options),
+            "stream": True,
+        }
         clock, final = _Clock(), None
         parts: list[str] = []
         for event in self.client.responses.create(**kwargs):
@@ -256,6 +277,7 @@ class AsyncOpenAIClient:
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_openai_chat(**options)`."""
+        options = _no_stream(options, "AsyncOpenAIClient.chat", "AsyncOpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = await self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, model, "openai_chat")
@@ -264,6 +286,9 @@ class AsyncOpenAIClient:
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
+        options = _no_stream(
+            options, "AsyncOpenAIClient.responses", "AsyncOpenAIClient.stream_responses"
+        )
         kwargs = render_openai_responses(prompt, model=model, **options)
         response = await self.client.responses.create(**kwargs)
         return response, _stats(response.usage, model, "openai_responses")
@@ -279,7 +304,10 @@ class AsyncOpenAIClient:
 
     async def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed Responses; usage from `response.completed`."""
-        kwargs = {**render_openai_responses(prompt, model=model, **options), "stream": True}
+        kwargs: dict[str, Any] = {
+            **render_openai_responses(prompt, model=model, **options),
+            "stream": True,
+        }
         clock, final = _Clock(), None
         parts: list[str] = []
         async for event in await self.client.responses.create(**kwargs):
@@ -300,9 +328,12 @@ class _VllmPrompts:
 
     def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
         options.setdefault("salt_secret", self.salt_secret)
-        return render_vllm(
-            prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
+        kwargs: dict[str, Any] = dict(
+            render_vllm(
+                prompt, model=model, tokenizer=self.tokenizer, block_size=self.block_size, **options
+            )
         )
+        return kwargs
 
 
 class VLLMClient(_VllmPrompts):
@@ -337,6 +368,7 @@ class VLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
+        options = _no_stream(options, "VLLMClient.chat", "VLLMClient.stream_chat")
         completion = self.client.chat.completions.create(**self._render(prompt, model, **options))
         return completion, _stats(completion.usage, None, "openai_chat")
 
@@ -344,6 +376,7 @@ class VLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
         """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
+        options = _no_stream(options, "VLLMClient.complete", "VLLMClient.stream_chat")
         kwargs = self._render(prompt, model, token_ids=True, **options)
         completion = self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
@@ -383,6 +416,7 @@ class AsyncVLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
+        options = _no_stream(options, "AsyncVLLMClient.chat", "AsyncVLLMClient.stream_chat")
         kwargs = self._render(prompt, model, **options)
         completion = await self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
@@ -391,6 +425,7 @@ class AsyncVLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
         """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
+        options = _no_stream(options, "AsyncVLLMClient.complete", "AsyncVLLMClient.stream_chat")
         kwargs = self._render(prompt, model, token_ids=True, **options)
         completion = await self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")

@@ -11,7 +11,9 @@
     ├── AlignmentError (ValueError)             block alignment impossible in budget
     ├── SaltError (ValueError)                  tenant salt misuse (empty secret/tenant)
     ├── RenderError (ValueError)                a prompt cannot be rendered for a provider
-    ├── UsageError (ValueError)                 a command-line argument that cannot work 2
+    ├── UsageError (ValueError)                 an argument that cannot work (command   2
+    │                                           line, or stream=True to a client's
+    │                                           non-streaming method)
     ├── MissingExtraError (ImportError)         a part used without its extra           2
     │                                           (pip install 'prefixkit[lint]', ...)
     ├── LintConfigError (ValueError)            prefixkit.linter.config: bad
@@ -112,7 +114,8 @@ class RenderError(PrefixkitError, ValueError):
 
 
 class UsageError(PrefixkitError, ValueError):
-    """A command-line argument that cannot work (a path that does not exist, an unknown name)."""
+    """An argument that cannot work: on the command line (a path that does not exist, an
+    unknown name), or in a call (`stream=True` to a client's non-streaming method)."""
 
 
 class MissingExtraError(PrefixkitError, ImportError):

@@ -8,6 +8,8 @@ previous rendering is always a byte-exact prefix of the next one.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .canonical import canonical_json, sha256_hex
+from .content import ContentBlock, Dialect, Native, as_blocks
 from .errors import CanonicalError, LayoutError
 from .segment import Role, Segment, Stability
 
@@ -26,13 +29,26 @@ MessageLike = Segment | Mapping[str, Any]
 
 
 def _tool_segment(tool: ToolSpec | Segment) -> Segment:
+    """A tool definition as a STATIC segment named by its function name or built-in type.
+
+    Built-in tools (OpenAI `{"type": "web_search"}`, `file_search`,
+    `code_interpreter`; Anthropic server tools such as
+    `{"type": "web_search_20250305", "name": "web_search"}`) have no JSON
+    schema; they are named by their `name` when they have one, else by
+    `type`, and sent unchanged.
+    """
     if isinstance(tool, Segment):
         return tool
-    name = tool.get("name") or tool.get("function", {}).get("name")
+    if not isinstance(tool, Mapping):
+        raise CanonicalError(f"tool definition {tool!r} is not a dict: give the tool's JSON")
+    function = tool.get("function")
+    name = tool.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
+    if name is None and isinstance(tool.get("type"), str) and tool["type"] != "function":
+        name = tool["type"]
     if not isinstance(name, str) or not name:
         raise CanonicalError(
             f"tool definition {canonical_json(dict(tool))[:80]} has no 'name': "
-            "give every tool a unique name"
+            "give every function tool a unique name (built-in tools need their 'type')"
         )
     return Segment.static(dict(tool), role="system", name=name)
 
@@ -45,20 +61,76 @@ def _context_segment(item: str | Segment) -> Segment:
     return item if isinstance(item, Segment) else Segment.session(item, role="user")
 
 
-def _message_segment(item: MessageLike) -> Segment:
-    if isinstance(item, Segment):
-        return item
+_ROLE_OF: Mapping[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "user",
+}
+_BLOCK_MESSAGE_KEYS = frozenset({"role", "content"})
+
+
+def _item_role(item: Mapping[str, Any]) -> Role:
+    """The role of a Responses input item without one: calls are the model's, outputs the app's."""
+    kind = str(item.get("type", ""))
+    if kind.endswith("_output") or kind in ("mcp_approval_response", "item_reference"):
+        return "user"
+    return "assistant"
+
+
+def _native_dialect(item: Mapping[str, Any], blocks: tuple[ContentBlock, ...]) -> Dialect:
+    if "type" in item or any(isinstance(b, Native) and b.dialect == "responses" for b in blocks):
+        return "responses"
+    if any(isinstance(b, Native) and b.dialect == "anthropic" for b in blocks):
+        return "anthropic"
+    return "chat"
+
+
+def _message_segment(raw: MessageLike) -> Segment:
+    """A conversation message as a SESSION segment (history is shared by the next requests).
+
+    Text content is kept exactly as given. A list of blocks becomes a
+    structured segment; a message the renderers cannot rebuild from its
+    blocks alone (an OpenAI Chat message with `tool_calls` or role "tool", a
+    Responses item such as `function_call`, a message with fields besides
+    role and content) is kept whole as a `Native` message and sent unaltered
+    to its own API.
+    """
+    if isinstance(raw, Segment):
+        return raw
+    dump = getattr(raw, "model_dump", None)
+    item: Mapping[str, Any] = (
+        dump(mode="json", by_alias=True, exclude_unset=True) if callable(dump) else raw
+    )
+    if not isinstance(item, Mapping):
+        raise CanonicalError(f"message {raw!r} is not a dict or a Segment")
     role = item.get("role")
     content = item.get("content")
-    if role not in ("user", "assistant", "system"):
-        raise CanonicalError(f"message {dict(item)!r} needs role 'user', 'assistant' or 'system'")
-    if not isinstance(content, str):
+    marker = item.get("cache_control")
+    if role is None and isinstance(item.get("type"), str):
+        native = Native(copy.deepcopy(dict(item)), "responses", "message")
+        return Segment.session([native], role=_item_role(item))
+    if not isinstance(role, str) or role not in _ROLE_OF:
         raise CanonicalError(
-            f"message content must be text, got {type(content).__name__}: "
-            "wrap structured content in Segment.session(...) / Segment.dynamic(...)"
+            f"message {canonical_json(dict(item))[:80]} needs role 'user', 'assistant', "
+            "'system', 'developer' or 'tool' (or a Responses item 'type')"
         )
-    role_: Role = role
-    return Segment.session(content, role=role_, cache_control=item.get("cache_control"))
+    role_ = _ROLE_OF[role]
+    if isinstance(content, str) and set(item) <= {"role", "content", "cache_control"}:
+        if role == "tool" or role == "developer":
+            native = Native(copy.deepcopy(dict(item)), "chat", "message")
+            return Segment.session([native], role=role_)
+        return Segment.session(content, role=role_, cache_control=marker)
+    blocks = as_blocks(content) if isinstance(content, (list, tuple)) else ()
+    if set(item) <= _BLOCK_MESSAGE_KEYS and blocks and role in ("user", "assistant", "system"):
+        return Segment.session(list(blocks), role=role_)
+    if content is not None and not isinstance(content, (str, list, tuple)):
+        raise CanonicalError(
+            f"message content must be text or a list of blocks, got {type(content).__name__}"
+        )
+    native = Native(copy.deepcopy(dict(item)), _native_dialect(item, blocks), "message")
+    return Segment.session([native], role=role_)
 
 
 def _as_tuple(items: Iterable[Any] | str | Segment | None) -> tuple[Any, ...]:
@@ -73,13 +145,19 @@ def _as_tuple(items: Iterable[Any] | str | Segment | None) -> tuple[Any, ...]:
 class Prompt:
     """An LLM request's input, laid out static-first.
 
-    - `tools`: JSON tool schemas (dicts with a `name`); canonicalised and kept
-      in name order unless `sort_tools=False`, so a list built from a set still
-      renders identically;
+    - `tools`: JSON tool schemas (dicts with a `name`) and built-in tools
+      (dicts with a `type`, such as `{"type": "web_search"}`); canonicalised
+      and kept in name order unless `sort_tools=False`, so a list built from
+      a set still renders identically;
     - `system`: text or segments (plain text counts as STATIC);
     - `context`: documents shared by a session (plain text counts as SESSION);
     - `messages`: the conversation; dicts `{"role", "content"}` count as SESSION
-      history, the new question is usually `Segment.dynamic(...)`.
+      history, the new question is usually `Segment.dynamic(...)`. Content
+      may be text (kept as given) or blocks in any provider's documented
+      shape, and whole provider messages (Chat `tool_calls` and role "tool"
+      messages, Responses `function_call` / `function_call_output` items)
+      are accepted and sent unaltered to their own API (see
+      `prefixkit.sdk.content`).
     - `name`: identifies the prompt for the runtime drift guard.
 
     Raises `LayoutError` if a segment is more stable than one before it.
@@ -176,25 +254,41 @@ class Prompt:
                 _prefix_digests[key] = digest
         return digest
 
-    def next_turn(self, reply: str, question: str | Segment) -> Prompt:
+    def next_turn(
+        self,
+        reply: str | Segment | Iterable[Any],
+        question: str | Segment | Iterable[Any] | None,
+    ) -> Prompt:
         """The prompt for the next turn: the old question and `reply` join the history.
 
-        The rendering of this prompt is guaranteed to be a byte-exact prefix of
-        the rendering of the returned one.
+        `reply` is the assistant's text, or its content blocks (Anthropic's
+        `message.content`, a `ToolCall`, ...); `question` is the next user
+        text, a segment, or blocks (the `ToolResult`s answering the reply's
+        tool calls), or None to add the reply alone. The rendering of this
+        prompt is guaranteed to be a byte-exact prefix of the rendering of the
+        returned one.
         """
         history = [
-            Segment.session(m.text, role=m.role, name=m.name)
+            dataclasses.replace(m, stability=Stability.SESSION)
             if m.stability > Stability.SESSION
             else m
             for m in self.messages
         ]
-        history.append(Segment.session(reply, role="assistant"))
-        new_question = question if isinstance(question, Segment) else Segment.dynamic(question)
+        history.append(
+            reply
+            if isinstance(reply, Segment)
+            else Segment.session(reply if isinstance(reply, str) else list(reply), role="assistant")
+        )
+        added: list[Segment] = []
+        if isinstance(question, Segment):
+            added.append(question)
+        elif question is not None:
+            added.append(Segment.dynamic(question if isinstance(question, str) else list(question)))
         following = Prompt(
             tools=self.tools,
             system=self.system,
             context=self.context,
-            messages=[*history, new_question],
+            messages=[*history, *added],
             name=self.name,
             sort_tools=self.sort_tools,
         )

@@ -4,16 +4,24 @@ Layout (Anthropic's prefix order is tools -> system -> messages):
 - `tools`: every tool definition, converted to Anthropic's shape;
 - `system`: one text block per system segment;
 - `messages`: consecutive segments with the same role form one message, one
-  text block per segment. Context segments (session documents) are the
+  text block per text segment and the segment's own blocks (images,
+  documents, `tool_use`, `tool_result`, server tool blocks) for a structured
+  one (see `provider_blocks`). Context segments (session documents) are the
   leading blocks of the first user message, after the static system and
-  before the conversation, where Anthropic recommends long documents.
+  before the conversation, where Anthropic recommends long documents. A
+  system segment inside `messages` becomes a mid-conversation system message
+  (`{"role": "system", "content": [text blocks]}`, the SDK's
+  `SystemMessageParam`; models that do not take one answer HTTP 400). Every
+  tool call must be answered by a result before the model's next turn.
 
 Breakpoints (`cache_control`) follow `breakpoints.plan_breakpoints`: the
 caller's own markers first (counted against the limit of 4, never moved or
 dropped), then the end of the STATIC tier, the rolling end of the SESSION tier
 (the latest turn), the end of the VERSIONED tier, and lookback checkpoints.
-TTLs come per tier (default: STATIC and VERSIONED 1h, SESSION 5m), 1h always
-before 5m. `automatic=True` adds Anthropic's top-level `cache_control` (it
+TTLs come per tier (default 5m everywhere: a 1h write costs 2x input against
+1.25x, so it pays only when the prefix is reused less often than every five
+minutes; give `reuse_interval` to let `break_even.choose_ttl` pick, or `ttl`),
+1h always before 5m. `automatic=True` adds Anthropic's top-level `cache_control` (it
 takes one of the 4 slots and replaces the rolling breakpoint).
 
 If the longest cached prefix is shorter than the model's minimum (data table
@@ -27,25 +35,60 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
+from .break_even import choose_ttl
 from .breakpoints import Block, Breakpoint, plan_breakpoints
-from .errors import RenderError, UncachedPrefixWarning, UnknownModelWarning
+from .content import ContentBlock, Document, Image, Native, Text, ToolCall
+from .errors import PrefixkitWarning, RenderError, UncachedPrefixWarning, UnknownModelWarning
 from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
+from .provider_blocks import check_tool_pairs, converted
 from .segment import Segment, Stability
 from .tokenizer import AnthropicTokenCounter, Tokenizer
 from .tool_schema import anthropic_tool
 
-__all__ = ["DEFAULT_ANTHROPIC_TTLS", "AnthropicTTL", "render_anthropic"]
+if TYPE_CHECKING:
+    from anthropic.types import (
+        CacheControlEphemeralParam,
+        MessageParam,
+        TextBlockParam,
+        ToolUnionParam,
+    )
+
+__all__ = ["DEFAULT_ANTHROPIC_TTLS", "AnthropicRequest", "AnthropicTTL", "render_anthropic"]
 
 AnthropicTTL = Literal["5m", "1h"]
 DEFAULT_ANTHROPIC_TTLS: Mapping[Stability, AnthropicTTL] = {
-    Stability.STATIC: "1h",
-    Stability.VERSIONED: "1h",
+    Stability.STATIC: "5m",
+    Stability.VERSIONED: "5m",
     Stability.SESSION: "5m",
 }
-_RESERVED_KEYS = ("model", "max_tokens", "tools", "system", "messages", "cache_control")
+_TIERS = (Stability.STATIC, Stability.VERSIONED, Stability.SESSION)
+_ARGUMENTS = {
+    "model": "render_anthropic(model=...)",
+    "max_tokens": "render_anthropic(max_tokens=...)",
+    "cache_control": "render_anthropic(automatic=True, automatic_ttl=...)",
+    "tools": "Prompt(tools=...)",
+    "system": "Prompt(system=...)",
+    "messages": "Prompt(context=..., messages=...)",
+}
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+class AnthropicRequest(TypedDict):
+    """The keyword arguments of `anthropic.Anthropic().messages.create` that prefixkit sets.
+
+    Parameters passed through `render_anthropic(**request)` are in the dict
+    as well (untyped here).
+    """
+
+    model: str
+    max_tokens: int
+    messages: list[MessageParam]
+    system: NotRequired[list[TextBlockParam]]
+    tools: NotRequired[list[ToolUnionParam]]
+    cache_control: NotRequired[CacheControlEphemeralParam]
 
 
 def render_anthropic(
@@ -54,42 +97,55 @@ def render_anthropic(
     model: str,
     max_tokens: int,
     ttl: Mapping[Stability, AnthropicTTL] | None = None,
+    reuse_interval: float | None = None,
     automatic: bool = False,
     automatic_ttl: AnthropicTTL = "5m",
     tokenizer: Tokenizer | None = None,
     **request: Any,
-) -> dict[str, Any]:
+) -> AnthropicRequest:
     """The kwargs for `anthropic.Anthropic().messages.create(**kwargs)`.
 
     - `ttl`: TTL of prefixkit's markers per tier (merged over
-      `DEFAULT_ANTHROPIC_TTLS`); a longer TTL may not follow a shorter one.
+      `DEFAULT_ANTHROPIC_TTLS`, all "5m"); a tier left out takes the longest
+      TTL given for a later tier, since a longer TTL may not follow a shorter
+      one. Only the tiers the prompt has are checked.
+    - `reuse_interval`: seconds between requests that reuse the static
+      prefix (across conversations); the STATIC and VERSIONED TTL is then
+      chosen by `break_even.choose_ttl` (5m, 1h, or no marker at all when
+      even 1h expires between reuses, with a warning). Not with `ttl`.
     - `automatic`: use Anthropic's automatic caching for the moving end of the
       conversation (top-level `cache_control` with `automatic_ttl`).
     - `tokenizer`: counts tokens for the minimum-length warning.
-    - `request`: other `messages.create` parameters (temperature, metadata,
-      thinking, ...), passed through unchanged.
+    - `request`: other `messages.create` parameters (metadata, thinking,
+      tool_choice, ...), passed through unchanged.
 
     Raises `RenderError` when the caller's markers exceed 4 (automatic mode
-    counts as one), when a caller's 1h marker follows a 5m one, for a system
-    role inside `messages`, or for an empty prompt. Never mutates `prompt`.
+    counts as one), when a caller's 1h marker follows a 5m one, for a tool
+    call without a result (or a result without its call), for `stream` (use
+    `messages.stream`, or `AnthropicClient.stream`), or for an empty prompt.
+    Never mutates `prompt`.
     """
-    clash = sorted(set(request) & set(_RESERVED_KEYS))
+    clash = sorted(set(request) & set(_ARGUMENTS))
     if clash:
         raise RenderError(
-            f"render_anthropic sets {', '.join(clash)} itself: pass them as arguments "
-            "or through the Prompt, not as extra request parameters"
+            "render_anthropic sets "
+            + "; ".join(f"{key} (give it as {_ARGUMENTS[key]})" for key in clash)
+            + ", not as an extra request parameter"
         )
     limits = provider_limits("anthropic")
-    tier_ttl: dict[Stability, str] = {**DEFAULT_ANTHROPIC_TTLS, **(ttl or {})}
     located = _locate(prompt)
     if not any(part == "messages" or part == "context" for part, _ in located):
         raise RenderError(
             "the prompt has no messages: Anthropic needs at least one user message; "
             "add Segment.dynamic(question) to Prompt(messages=...)"
         )
+    check_tool_pairs(
+        [(s.role, s.blocks) for p, s in located if p == "messages"], "Anthropic Messages"
+    )
     info = model_info("anthropic", model)
+    tier_ttl, unmarked = _tier_ttls(prompt, ttl, reuse_interval, model)
     counter = tokenizer or AnthropicTokenCounter(model)
-    blocks = _blocks(located, counter)
+    wire, blocks = _wire(located, counter)
     plan = plan_breakpoints(
         blocks,
         max_markers=limits.max_breakpoints,
@@ -99,22 +155,59 @@ def render_anthropic(
         trailing_ttl=automatic_ttl if automatic else None,
         lookback=limits.lookback_blocks,
         min_tokens=info.min_cache_tokens if info is not None else None,
+        unmarked=unmarked,
     )
     _warn_if_uncached(model, info, blocks, plan, automatic, counter)
-    marks = {point.index: point for point in plan}
+    for point in plan:
+        if point.reason != "caller":
+            where, block = wire[point.index]
+            marker = {"type": "ephemeral", "ttl": point.ttl or "5m"}
+            wire[point.index] = (where, {**block, "cache_control": marker})
     kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    rendered = [_block(part, segment, marks.get(i)) for i, (part, segment) in enumerate(located)]
-    tools = [block for (part, _), block in zip(located, rendered, strict=True) if part == "tools"]
-    system = [block for (part, _), block in zip(located, rendered, strict=True) if part == "system"]
+    tools = [block for (part, _), block in wire if part == "tools"]
+    system = [block for (part, _), block in wire if part == "system"]
     if tools:
         kwargs["tools"] = tools
     if system:
         kwargs["system"] = system
-    kwargs["messages"] = _messages(located, rendered)
+    kwargs["messages"] = _messages(wire)
     if automatic:
         kwargs["cache_control"] = {"type": "ephemeral", "ttl": automatic_ttl}
     kwargs.update(request)
-    return kwargs
+    return cast(AnthropicRequest, kwargs)
+
+
+def _tier_ttls(
+    prompt: Prompt,
+    ttl: Mapping[Stability, AnthropicTTL] | None,
+    reuse_interval: float | None,
+    model: str,
+) -> tuple[dict[Stability, str], tuple[Stability, ...]]:
+    """TTL per tier present in the prompt, and the tiers left unmarked."""
+    given: dict[Stability, str] = dict(ttl or {})
+    unmarked: tuple[Stability, ...] = ()
+    if reuse_interval is not None:
+        if ttl is not None:
+            raise RenderError("give ttl=... or reuse_interval=..., not both")
+        choice = choose_ttl(reuse_interval, provider="anthropic", model=model)
+        if choice.ttl is None:
+            warnings.warn(choice.reason, PrefixkitWarning, stacklevel=3)
+            unmarked = (Stability.STATIC, Stability.VERSIONED)
+        else:
+            given = {Stability.STATIC: choice.ttl, Stability.VERSIONED: choice.ttl}
+    for tier, value in given.items():
+        if tier not in _TIERS:
+            raise RenderError(f"ttl for {tier.name}: only STATIC, VERSIONED and SESSION are marked")
+        if value not in provider_limits("anthropic").ttls:
+            raise RenderError(f"ttl {value!r} for {tier.name} is not one of 5m, 1h")
+    present = {segment.stability for segment in prompt.segments()}
+    tiers: dict[Stability, str] = {}
+    for tier in _TIERS:
+        later = [given[t] for t in given if t > tier]
+        default = "1h" if "1h" in later else DEFAULT_ANTHROPIC_TTLS[tier]
+        if tier in present:
+            tiers[tier] = given.get(tier, default)
+    return tiers, unmarked
 
 
 def _locate(prompt: Prompt) -> list[tuple[Part, Segment]]:
@@ -123,46 +216,123 @@ def _locate(prompt: Prompt) -> list[tuple[Part, Segment]]:
     system = [(p, s) for p, s in prompt.parts() if p == "system"]
     context = [(p, s) for p, s in prompt.parts() if p == "context"]
     messages = [(p, s) for p, s in prompt.parts() if p == "messages"]
-    for _, segment in messages:
-        if segment.role == "system":
-            raise RenderError(
-                f"message {segment.label} has role 'system': Anthropic has no system "
-                "messages; move it into Prompt(system=...)"
-            )
     return [*tools, *system, *context, *messages]
 
 
-def _caller_ttl(segment: Segment) -> str | None:
-    marker = segment.cache_control
+def _caller_ttl(marker: Mapping[str, Any] | None, where: str) -> str | None:
     if marker is None:
         return None
     if marker.get("type") != "ephemeral":
         raise RenderError(
-            f"cache_control {dict(marker)!r} on {segment.label} is not an Anthropic marker: "
+            f"cache_control {dict(marker)!r} on {where} is not an Anthropic marker: "
             'use {"type": "ephemeral", "ttl": "5m" or "1h"}'
         )
-    return marker.get("ttl", "5m")
+    return str(marker.get("ttl", "5m"))
 
 
-def _blocks(located: list[tuple[Part, Segment]], counter: Tokenizer) -> list[Block]:
-    blocks: list[Block] = []
-    total = 0
-    for part, segment in located:
-        if part != "tools" and not segment.text.strip():
+def _content(block: ContentBlock) -> dict[str, Any]:
+    """A portable or Anthropic-native block in the Messages API shape."""
+    if isinstance(block, Native):
+        return dict(block.item)
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, Image):
+        if block.url is not None:
+            return {"type": "image", "source": {"type": "url", "url": block.url}}
+        image = {"type": "base64", "media_type": block.media_type, "data": block.data}
+        return {"type": "image", "source": image}
+    if isinstance(block, Document):
+        if block.url is not None:
+            source: dict[str, Any] = {"type": "url", "url": block.url}
+        elif block.text is not None:
+            source = {"type": "text", "media_type": "text/plain", "data": block.text}
+        else:
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+        document: dict[str, Any] = {"type": "document", "source": source}
+        if block.title is not None:
+            document["title"] = block.title
+        return document
+    if isinstance(block, ToolCall):
+        return {
+            "type": "tool_use",
+            "id": block.id,
+            "name": block.name,
+            "input": block.argument_dict(),
+        }
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
+    result["content"] = (
+        block.content
+        if isinstance(block.content, str)
+        else [_content(part) for part in block.content]
+    )
+    if block.is_error:
+        result["is_error"] = True
+    return result
+
+
+WireBlock = tuple[tuple[Part, Segment], dict[str, Any]]
+
+
+def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
+    if part == "tools":
+        return [anthropic_tool(json.loads(segment.text))]
+    if not segment.blocks:
+        if not segment.text.strip():
             raise RenderError(
                 f"{part} {segment.label} is empty: Anthropic rejects empty text blocks; "
                 "drop the segment"
             )
-        total += counter.count(segment.text)
-        blocks.append(
-            Block(
-                label=f"{part} {segment.label}",
-                stability=segment.stability,
-                caller_ttl=_caller_ttl(segment),
-                prefix_tokens=total,
-            )
+        return [{"type": "text", "text": segment.text}]
+    rendered = [
+        _content(block) for original in segment.blocks for block in converted(original, "anthropic")
+    ]
+    if (part == "system" or segment.role == "system") and any(
+        block.get("type") != "text" for block in rendered
+    ):
+        raise RenderError(
+            f"system {segment.label} holds non-text blocks: Anthropic system content is "
+            "text only; move images, documents and tool blocks into a user message"
         )
-    return blocks
+    return rendered
+
+
+def _wire(
+    located: list[tuple[Part, Segment]], counter: Tokenizer
+) -> tuple[list[WireBlock], list[Block]]:
+    """Every block of the request in order, and its planning view."""
+    wire: list[WireBlock] = []
+    blocks: list[Block] = []
+    total = 0
+    for part, segment in located:
+        total += counter.count(segment.text)
+        rendered = _segment_blocks(part, segment)
+        markable = [block.get("type") not in _UNMARKABLE for block in rendered]
+        last = max((i for i, ok in enumerate(markable) if ok), default=None)
+        if segment.cache_control is not None and last is None:
+            raise RenderError(
+                f"{part} {segment.label} carries cache_control but none of its blocks can "
+                "(thinking blocks cannot): move the marker to another segment"
+            )
+        for index, block in enumerate(rendered):
+            where = f"{part} {segment.label}"
+            own = _caller_ttl(block.get("cache_control"), where)
+            caller = _caller_ttl(segment.cache_control, where) if index == last else None
+            if own is not None and caller is not None and own != caller:
+                raise RenderError(f"{where} has two cache markers: {own} and {caller}")
+            wire.append(((part, segment), block))
+            blocks.append(
+                Block(
+                    label=where if len(rendered) == 1 else f"{where} block {index}",
+                    stability=segment.stability,
+                    markable=markable[index],
+                    caller_ttl=own if own is not None else caller,
+                    prefix_tokens=total,
+                )
+            )
+            if caller is not None and own is None:
+                marker = {"type": "ephemeral", "ttl": caller}
+                wire[-1] = (wire[-1][0], {**block, "cache_control": marker})
+    return wire, blocks
 
 
 def _warn_if_uncached(
@@ -212,23 +382,10 @@ def _warn_if_uncached(
         )
 
 
-def _block(part: Part, segment: Segment, mark: Breakpoint | None) -> dict[str, Any]:
-    if part == "tools":
-        block = anthropic_tool(json.loads(segment.text))
-    else:
-        block = {"type": "text", "text": segment.text}
-    if mark is not None:
-        ttl = mark.ttl or "5m"
-        block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
-    return block
-
-
-def _messages(
-    located: list[tuple[Part, Segment]], rendered: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _messages(wire: list[WireBlock]) -> list[dict[str, Any]]:
     """Group message blocks by consecutive role; context joins the first user message."""
     messages: list[dict[str, Any]] = []
-    for (part, segment), block in zip(located, rendered, strict=True):
+    for (part, segment), block in wire:
         if part not in ("context", "messages"):
             continue
         role = "user" if part == "context" else segment.role

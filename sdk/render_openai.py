@@ -8,13 +8,21 @@ Layout (static first, so the automatic prefix cache sees the same opening):
 - one user message with one text part per context segment (session
   documents), after the static system and before the conversation;
 - one message per conversation segment. Chat content is always a list of
-  text parts, so moving a breakpoint never changes the serialisation.
+  parts, so moving a breakpoint never changes the serialisation.
   Responses assistant turns are plain strings (the API does not take
-  `input_text` parts from the assistant), so they never carry a breakpoint.
+  `input_text` parts from the assistant); no assistant part carries a
+  breakpoint in either API. Empty text parts are not sent.
+- structured segments (see `provider_blocks`): images and documents as
+  parts; a `ToolCall` joins the assistant message's `tool_calls` (Chat) or
+  becomes a `function_call` item (Responses); a `ToolResult` becomes a role
+  "tool" message or a `function_call_output` item. Native Chat messages and
+  Responses items are sent unaltered. Every call must be answered before the
+  model's next turn.
 
 `prompt_cache_key` is derived from the prompt's static-prefix digest (and the
 tenant's salt when `tenant` is given), so requests that share a prefix are
-routed to the same cache and different tenants never share a key.
+routed to the same cache and different tenants never share a key; pass
+`prompt_cache_key=...` to choose it per call (per conversation, say).
 
 Models whose data-table entry has `explicit_breakpoints` (GPT-5.6 and later)
 get `prompt_cache_breakpoint` markers at the tier ends (STATIC, rolling
@@ -35,20 +43,35 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
+from .content import ContentBlock, Document, Image, Native, Text, ToolCall, ToolResult
 from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
 from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
+from .provider_blocks import check_tool_pairs, converted
 from .salt import tenant_salt
 from .segment import Segment
 from .tokenizer import TiktokenTokenizer, Tokenizer
 from .tool_schema import openai_chat_tool, openai_responses_tool
 
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
+    from openai.types.chat.completion_create_params import (
+        PromptCacheOptions as ChatPromptCacheOptions,
+    )
+    from openai.types.responses import ResponseInputItemParam, ToolParam
+    from openai.types.responses.response_create_params import (
+        PromptCacheOptions as ResponsesPromptCacheOptions,
+    )
+
 __all__ = [
     "CacheMode",
+    "ChatRequest",
+    "ResponsesRequest",
     "prompt_cache_key",
     "render_openai_chat",
     "render_openai_responses",
@@ -56,10 +79,41 @@ __all__ = [
 
 CacheMode = Literal["explicit", "implicit"]
 Api = Literal["chat", "responses"]
-_RESERVED = {
-    "chat": ("model", "messages", "tools", "prompt_cache_key", "prompt_cache_options"),
-    "responses": ("model", "input", "tools", "prompt_cache_key", "prompt_cache_options"),
+_ARGUMENTS = {
+    "model": "the model= argument",
+    "messages": "Prompt(system=..., context=..., messages=...)",
+    "input": "Prompt(system=..., context=..., messages=...)",
+    "prompt_cache_options": "the cache_mode= and cache_ttl= arguments",
 }
+_RESERVED = {
+    "chat": ("model", "messages", "prompt_cache_options"),
+    "responses": ("model", "input", "prompt_cache_options"),
+}
+_MARKABLE = {
+    "chat": frozenset({"text", "image_url", "input_audio"}),
+    "responses": frozenset({"input_text", "input_image", "input_file"}),
+}
+_API_NAME = {"chat": "OpenAI Chat Completions", "responses": "OpenAI Responses"}
+
+
+class ChatRequest(TypedDict):
+    """The keyword arguments of `openai.OpenAI().chat.completions.create` that prefixkit sets."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam]
+    tools: NotRequired[list[ChatCompletionToolUnionParam]]
+    prompt_cache_key: NotRequired[str]
+    prompt_cache_options: NotRequired[ChatPromptCacheOptions]
+
+
+class ResponsesRequest(TypedDict):
+    """The keyword arguments of `openai.OpenAI().responses.create` that prefixkit sets."""
+
+    model: str
+    input: list[ResponseInputItemParam]
+    tools: NotRequired[list[ToolParam]]
+    prompt_cache_key: NotRequired[str]
+    prompt_cache_options: NotRequired[ResponsesPromptCacheOptions]
 
 
 def prompt_cache_key(
@@ -86,35 +140,41 @@ def render_openai_chat(
     model: str,
     tenant: str | None = None,
     salt_secret: str | bytes | None = None,
+    prompt_cache_key: str | None = None,
     cache_mode: CacheMode | None = None,
     cache_ttl: Literal["30m"] | None = None,
     system_role: Literal["system", "developer"] = "system",
     tokenizer: Tokenizer | None = None,
     **request: Any,
-) -> dict[str, Any]:
+) -> ChatRequest:
     """The kwargs for `openai.OpenAI().chat.completions.create(**kwargs)`.
 
     - `tenant` + `salt_secret`: salt the `prompt_cache_key` per tenant.
+    - `prompt_cache_key`: use this key instead of the derived one (one per
+      conversation, for instance).
     - `cache_mode`: force "explicit" or "implicit" on models that take
       `prompt_cache_options` (default: explicit when prefixkit places markers).
     - `cache_ttl`: `prompt_cache_options.ttl` (Chat accepts "30m").
     - `tokenizer`: counts the static prefix for the 1024-token warning.
-    - `request`: other parameters (temperature, max_completion_tokens, ...).
+    - `request`: other parameters (max_completion_tokens, tool_choice, ...);
+      `tools=` is passed through as given when the prompt has no tools.
 
     Never mutates `prompt`.
     """
-    return _render(
+    kwargs = _render(
         "chat",
         prompt,
         model,
         tenant,
         salt_secret,
+        prompt_cache_key,
         cache_mode,
         cache_ttl,
         system_role,
         tokenizer,
         request,
     )
+    return cast(ChatRequest, kwargs)
 
 
 def render_openai_responses(
@@ -123,30 +183,33 @@ def render_openai_responses(
     model: str,
     tenant: str | None = None,
     salt_secret: str | bytes | None = None,
+    prompt_cache_key: str | None = None,
     cache_mode: CacheMode | None = None,
     cache_ttl: Literal["30m", "12h"] | None = None,
     system_role: Literal["system", "developer"] = "system",
     tokenizer: Tokenizer | None = None,
     **request: Any,
-) -> dict[str, Any]:
+) -> ResponsesRequest:
     """The kwargs for `openai.OpenAI().responses.create(**kwargs)`.
 
     Same options as `render_openai_chat`; `cache_ttl` may also be "12h". The
     `prompt_cache_options` fields only Responses has go in as keyword
     arguments: `prewarm=True`, `comparison_response_id="resp_..."`.
     """
-    return _render(
+    kwargs = _render(
         "responses",
         prompt,
         model,
         tenant,
         salt_secret,
+        prompt_cache_key,
         cache_mode,
         cache_ttl,
         system_role,
         tokenizer,
         request,
     )
+    return cast(ResponsesRequest, kwargs)
 
 
 def _render(
@@ -155,6 +218,7 @@ def _render(
     model: str,
     tenant: str | None,
     salt_secret: str | bytes | None,
+    key: str | None,
     cache_mode: CacheMode | None,
     cache_ttl: str | None,
     system_role: str,
@@ -164,8 +228,14 @@ def _render(
     clash = sorted(set(request) & set(_RESERVED[api]))
     if clash:
         raise RenderError(
-            f"the {api} renderer sets {', '.join(clash)} itself: pass them as arguments "
-            "or through the Prompt"
+            f"render_openai_{api} sets "
+            + "; ".join(f"{name} (give it as {_ARGUMENTS[name]})" for name in clash)
+            + ", not as an extra request parameter"
+        )
+    if prompt.tools and "tools" in request:
+        raise RenderError(
+            "tools come from both the Prompt and tools=...: give them in one place "
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
         )
     if not prompt.messages and not prompt.context:
         raise RenderError(
@@ -177,16 +247,18 @@ def _render(
             f"cache_ttl {cache_ttl!r} is not accepted by the {api} API: use one of "
             f"{', '.join(allowed)} (sdk/data/models.json)"
         )
+    located = list(prompt.parts())
+    check_tool_pairs([(s.role, s.blocks) for p, s in located if p == "messages"], _API_NAME[api])
     info = model_info("openai", model)
     extra_options: dict[str, Any] = {
-        key: request.pop(key)
-        for key in ("prewarm", "comparison_response_id")
-        if api == "responses" and key in request
+        name: request.pop(name)
+        for name in ("prewarm", "comparison_response_id")
+        if api == "responses" and name in request
     }
     mode = _resolve_mode(model, info, cache_mode, cache_ttl, extra_options)
-    located = _locate(prompt)
     counter, estimate = _counter(info, tokenizer)
-    blocks = _blocks(api, located, counter, explicit=mode is not None)
+    items, parts = _items(api, located, system_role)
+    blocks = _blocks(parts, counter, explicit=mode is not None)
     plan: list[Breakpoint] = []
     if mode is not None:
         limit = provider_limits("openai").max_breakpoints
@@ -196,18 +268,21 @@ def _render(
         elif not plan:
             raise RenderError(
                 "cache_mode='explicit' with no breakpoint caches nothing: the prompt has no "
-                "STATIC, VERSIONED or SESSION content block; use cache_mode='implicit'"
+                "STATIC, VERSIONED or SESSION content part; use cache_mode='implicit'"
             )
-    _warn_if_short(model, info, prompt, blocks, counter, estimate)
-    marked = {point.index for point in plan}
+    _warn_if_short(model, info, prompt, counter, estimate)
+    for point in plan:
+        if not parts[point.index].caller:  # a native part already carries its own
+            parts[point.index].mark(items)
     tool_shape = openai_chat_tool if api == "chat" else openai_responses_tool
     kwargs: dict[str, Any] = {"model": model}
-    messages = _messages(api, located, marked, system_role)
-    kwargs["messages" if api == "chat" else "input"] = messages
+    kwargs["messages" if api == "chat" else "input"] = items
     tools = [tool_shape(json.loads(segment.text)) for part, segment in located if part == "tools"]
     if tools:
         kwargs["tools"] = tools
-    key = prompt_cache_key(prompt, tenant=tenant, salt_secret=salt_secret)
+    key = (
+        key if key is not None else prompt_cache_key(prompt, tenant=tenant, salt_secret=salt_secret)
+    )
     if key is not None:
         kwargs["prompt_cache_key"] = key
     if mode is not None:
@@ -250,10 +325,6 @@ def _resolve_mode(
     return cache_mode or "explicit"
 
 
-def _locate(prompt: Prompt) -> list[tuple[Part, Segment]]:
-    return list(prompt.parts())
-
-
 @functools.cache
 def _tiktoken(encoding: str) -> TiktokenTokenizer:
     return TiktokenTokenizer(encoding)
@@ -272,32 +343,228 @@ def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Token
         return _tiktoken("cl100k_base"), True
 
 
-def _caller_marked(api: Api, part: Part, segment: Segment, explicit: bool) -> bool:
-    if segment.cache_control is None or not explicit:
-        return False
-    if part == "tools" or (api == "responses" and segment.role == "assistant"):
-        where = "tool definitions" if part == "tools" else "Responses assistant messages"
-        raise RenderError(
-            f"{part} {segment.label} carries cache_control, but OpenAI cannot mark {where}: "
-            "move the marker to the next system or user segment"
+@dataclass
+class _Part:
+    """One content part (or a part-less item) of the request, for breakpoint planning.
+
+    `item` and `index` locate the part (`index` None: the item has no part
+    that can carry a breakpoint).
+    """
+
+    label: str
+    segment: Segment
+    part: Part
+    item: int
+    index: int | None
+    markable: bool
+    caller: bool = False
+
+    def mark(self, items: list[dict[str, Any]]) -> None:
+        """Add a breakpoint to this part (copying what the caller owns)."""
+        assert self.index is not None
+        message = dict(items[self.item])
+        content = list(message["content"])
+        content[self.index] = {
+            **content[self.index],
+            "prompt_cache_breakpoint": {"mode": "explicit"},
+        }
+        message["content"] = content
+        items[self.item] = message
+
+
+def _content_part(api: Api, block: ContentBlock, where: str) -> dict[str, Any]:
+    """A text, image, document or native block as a content part of `api`."""
+    if isinstance(block, Native):
+        return dict(block.item)
+    if isinstance(block, Text):
+        return {"type": "text" if api == "chat" else "input_text", "text": block.text}
+    if isinstance(block, Image):
+        url = block.url or f"data:{block.media_type};base64,{block.data}"
+        if api == "chat":
+            image: dict[str, Any] = {"url": url}
+            if block.detail is not None:
+                image["detail"] = block.detail
+            return {"type": "image_url", "image_url": image}
+        return {"type": "input_image", "image_url": url, "detail": block.detail or "auto"}
+    if isinstance(block, Document):
+        if block.text is not None:
+            return {"type": "text" if api == "chat" else "input_text", "text": block.text}
+        filename = block.filename or block.title or "document.pdf"
+        if block.url is not None:
+            if api == "chat":
+                raise RenderError(
+                    f"{where}: OpenAI Chat takes documents as base64 file data, not URLs; "
+                    "give Document(data=...) or render for Responses (input_file file_url)"
+                )
+            return {"type": "input_file", "file_url": block.url}
+        data = f"data:{block.media_type};base64,{block.data}"
+        if api == "chat":
+            return {"type": "file", "file": {"filename": filename, "file_data": data}}
+        return {"type": "input_file", "filename": filename, "file_data": data}
+    raise RenderError(f"{where}: a {type(block).__name__} is not a content part")
+
+
+def _tool_result(api: Api, block: ToolResult) -> dict[str, Any]:
+    if api == "chat":
+        content = (
+            block.content
+            if isinstance(block.content, str)
+            else "".join(p.text for p in block.content if isinstance(p, Text))
         )
-    return True
+        return {"role": "tool", "tool_call_id": block.call_id, "content": content}
+    output: Any = (
+        block.content
+        if isinstance(block.content, str)
+        else [_content_part(api, part, block.call_id) for part in block.content]
+    )
+    return {"type": "function_call_output", "call_id": block.call_id, "output": output}
 
 
-def _blocks(
-    api: Api, located: list[tuple[Part, Segment]], counter: Tokenizer, *, explicit: bool
-) -> list[Block]:
+def _tool_call(api: Api, block: ToolCall) -> dict[str, Any]:
+    if api == "chat":
+        function = {"name": block.name, "arguments": block.argument_text()}
+        return {"id": block.id, "type": "function", "function": function}
+    return {
+        "type": "function_call",
+        "call_id": block.id,
+        "name": block.name,
+        "arguments": block.argument_text(),
+    }
+
+
+def _items(
+    api: Api, located: list[tuple[Part, Segment]], system_role: str
+) -> tuple[list[dict[str, Any]], list[_Part]]:
+    """The messages (Chat) or input items (Responses), and every part in order."""
+    items: list[dict[str, Any]] = []
+    parts: list[_Part] = []
+    grouped: dict[Part, int] = {}
+
+    def add_parts(
+        segment: Segment, part: Part, item: int, rendered: list[dict[str, Any]], role: str
+    ) -> None:
+        for index, content in enumerate(rendered):
+            markable = role != "assistant" and content.get("type") in _MARKABLE[api]
+            parts.append(
+                _Part(
+                    f"{part} {segment.label}",
+                    segment,
+                    part,
+                    item,
+                    index,
+                    markable,
+                    caller="prompt_cache_breakpoint" in content,
+                )
+            )
+
+    for part, segment in located:
+        if part == "tools":
+            parts.append(_Part(f"tools {segment.label}", segment, part, -1, None, False))
+            continue
+        where = f"{part} {segment.label}"
+        role = system_role if segment.role == "system" else segment.role
+        if part == "context":
+            role = "user"
+        blocks = [b for original in segment.blocks for b in converted(original, api)]
+        if not segment.blocks and segment.text.strip():
+            blocks = [Text(segment.text)]
+        native = [b for b in blocks if isinstance(b, Native) and b.level == "message"]
+        if native:
+            for block in native:
+                items.append(dict(block.item))
+                content = block.item.get("content")
+                if isinstance(content, list):
+                    item_role = str(block.item.get("role", "assistant"))
+                    add_parts(segment, part, len(items) - 1, content, item_role)
+                else:
+                    parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+            continue
+        calls = [b for b in blocks if isinstance(b, ToolCall)]
+        results = [b for b in blocks if isinstance(b, ToolResult)]
+        content_blocks = [b for b in blocks if not isinstance(b, (ToolCall, ToolResult))]
+        for result in results:
+            items.append(_tool_result(api, result))
+            parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+        if api == "responses" and role == "assistant":
+            text = "".join(b.text for b in content_blocks if isinstance(b, Text))
+            if len(text) < sum(1 for b in content_blocks if not isinstance(b, Text)):
+                raise RenderError(f"{where}: Responses assistant turns are text and tool calls")
+            if text:
+                items.append({"role": "assistant", "content": text})
+                parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+            for call in calls:
+                items.append(_tool_call(api, call))
+                parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+            continue
+        rendered = [_content_part(api, b, where) for b in content_blocks]
+        if part in ("system", "context") and part in grouped:
+            target = grouped[part]
+            offset = len(items[target]["content"])
+            items[target]["content"].extend(rendered)
+            for index, content in enumerate(rendered):
+                parts.append(
+                    _Part(
+                        where,
+                        segment,
+                        part,
+                        target,
+                        offset + index,
+                        content.get("type") in _MARKABLE[api],
+                        caller="prompt_cache_breakpoint" in content,
+                    )
+                )
+            continue
+        if not rendered and not calls:
+            parts.append(_Part(where, segment, part, -1, None, False))
+            continue
+        message: dict[str, Any] = {"role": role}
+        if rendered or api == "responses":
+            message["content"] = rendered
+        if calls:
+            message["tool_calls"] = [_tool_call(api, call) for call in calls]
+        items.append(message)
+        if part in ("system", "context"):
+            grouped[part] = len(items) - 1
+        add_parts(segment, part, len(items) - 1, rendered, role)
+        if not rendered:
+            parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+    return items, parts
+
+
+def chat_segment_messages(segment: Segment) -> list[dict[str, Any]]:
+    """One conversation segment as OpenAI Chat messages (text content as parts)."""
+    return _items("chat", [("messages", segment)], "system")[0]
+
+
+def _blocks(parts: list[_Part], counter: Tokenizer, *, explicit: bool) -> list[Block]:
+    """The planning view: one block per part; a segment's tokens count at its first part."""
     blocks: list[Block] = []
     total = 0
-    for part, segment in located:
-        total += counter.count(segment.text)
-        markable = part != "tools" and not (api == "responses" and segment.role == "assistant")
+    counted: set[int] = set()
+    last_markable: dict[int, int] = {}
+    for position, entry in enumerate(parts):
+        if entry.markable:
+            last_markable[id(entry.segment)] = position
+    for position, entry in enumerate(parts):
+        segment = entry.segment
+        if id(segment) not in counted:
+            counted.add(id(segment))
+            total += counter.count(segment.text)
+        caller = entry.caller
+        if segment.cache_control is not None and explicit:
+            if id(segment) not in last_markable:
+                raise RenderError(
+                    f"{entry.label} carries cache_control, but OpenAI cannot mark any of its "
+                    "parts (tool definitions, assistant turns and tool results take no "
+                    "breakpoint): move the marker to the next system or user segment"
+                )
+            caller = caller or last_markable[id(segment)] == position
         blocks.append(
             Block(
-                label=f"{part} {segment.label}",
+                label=entry.label,
                 stability=segment.stability,
-                markable=markable,
-                caller_ttl="" if _caller_marked(api, part, segment, explicit) else None,
+                markable=entry.markable,
+                caller_ttl="" if caller and explicit else None,
                 prefix_tokens=total,
             )
         )
@@ -308,17 +575,16 @@ def _warn_if_short(
     model: str,
     info: ModelInfo | None,
     prompt: Prompt,
-    blocks: list[Block],
     counter: Tokenizer,
     estimate: bool,
 ) -> None:
     minimum = (info.min_cache_tokens if info is not None else None) or provider_limits(
         "openai"
     ).min_cache_tokens
-    static = len(prompt.static_segments())
-    if minimum is None or static == 0:
+    static = prompt.static_segments()
+    if minimum is None or not static:
         return
-    tokens = blocks[static - 1].prefix_tokens or 0
+    tokens = sum(counter.count(segment.text) for segment in static)
     if tokens >= minimum:
         return
     how = (
@@ -335,33 +601,3 @@ def _warn_if_short(
         UncachedPrefixWarning,
         stacklevel=4,
     )
-
-
-def _part(api: Api, segment: Segment, marked: bool) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "text" if api == "chat" else "input_text", "text": segment.text}
-    if marked:
-        part["prompt_cache_breakpoint"] = {"mode": "explicit"}
-    return part
-
-
-def _messages(
-    api: Api, located: list[tuple[Part, Segment]], marked: set[int], system_role: str
-) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    grouped: dict[Part, dict[str, Any]] = {}
-    for index, (part, segment) in enumerate(located):
-        if part == "tools":
-            continue
-        if part in ("system", "context"):
-            if part not in grouped:
-                role = system_role if part == "system" else "user"
-                grouped[part] = {"role": role, "content": []}
-                messages.append(grouped[part])
-            grouped[part]["content"].append(_part(api, segment, index in marked))
-            continue
-        role = system_role if segment.role == "system" else segment.role
-        if api == "responses" and role == "assistant":
-            messages.append({"role": "assistant", "content": segment.text})
-        else:
-            messages.append({"role": role, "content": [_part(api, segment, index in marked)]})
-    return messages

@@ -25,18 +25,39 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast, overload
 
-from .alignment import align_static_prefix, chat_messages
+from .alignment import align_static_prefix, chat_messages, template_messages
 from .errors import PrefixkitWarning, RenderError, SaltError, UncachedPrefixWarning
 from .prompt import Prompt
+from .provider_blocks import check_tool_pairs
 from .salt import tenant_salt
 from .tokenizer import HFTokenizer
 from .tool_schema import openai_chat_tool
 
-__all__ = ["render_vllm", "vllm_tool"]
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
-_RESERVED = ("model", "messages", "prompt", "tools")
+__all__ = ["VLLMChatRequest", "VLLMCompletionRequest", "render_vllm", "vllm_tool"]
+
+_RESERVED = ("model", "messages", "prompt")
+
+
+class VLLMChatRequest(TypedDict):
+    """The keyword arguments of `chat.completions.create` on a vLLM server that prefixkit sets."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam]
+    tools: NotRequired[list[ChatCompletionToolUnionParam]]
+    extra_body: NotRequired[dict[str, Any]]
+
+
+class VLLMCompletionRequest(TypedDict):
+    """The keyword arguments of `completions.create` (token ids) that prefixkit sets."""
+
+    model: str
+    prompt: list[int]
+    extra_body: NotRequired[dict[str, Any]]
 
 
 def vllm_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,6 +79,38 @@ def vllm_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": shaped}
 
 
+@overload
+def render_vllm(
+    prompt: Prompt,
+    *,
+    model: str,
+    tokenizer: HFTokenizer,
+    block_size: int,
+    tenant: str | None = ...,
+    salt_secret: str | bytes | None = ...,
+    token_ids: Literal[False] = ...,
+    align: bool = ...,
+    max_pad_tokens: int | None = ...,
+    **request: Any,
+) -> VLLMChatRequest: ...
+
+
+@overload
+def render_vllm(
+    prompt: Prompt,
+    *,
+    model: str,
+    tokenizer: HFTokenizer,
+    block_size: int,
+    tenant: str | None = ...,
+    salt_secret: str | bytes | None = ...,
+    token_ids: Literal[True],
+    align: bool = ...,
+    max_pad_tokens: int | None = ...,
+    **request: Any,
+) -> VLLMCompletionRequest: ...
+
+
 def render_vllm(
     prompt: Prompt,
     *,
@@ -70,7 +123,7 @@ def render_vllm(
     align: bool = True,
     max_pad_tokens: int | None = None,
     **request: Any,
-) -> dict[str, Any]:
+) -> VLLMChatRequest | VLLMCompletionRequest:
     """The kwargs for a vLLM server through the official `openai` client.
 
     - `tokenizer`: the served model's tokenizer folder (`HFTokenizer`), whose
@@ -82,8 +135,9 @@ def render_vllm(
     - `align`: pad the static prefix to a block boundary (a
       `PrefixkitWarning` says why when it cannot); `max_pad_tokens`: padding
       budget (default one block).
-    - `request`: other parameters (max_tokens, temperature, stream, ...);
-      an `extra_body` given here is merged with `cache_salt`.
+    - `request`: other parameters (max_tokens, temperature, tool_choice,
+      stream, ...); an `extra_body` given here is merged with `cache_salt`;
+      `tools=` is sent as given when the prompt has none.
 
     Raises `SaltError` for a tenant without a secret (or an empty one), and
     `RenderError` for a prompt without messages. Never mutates `prompt`.
@@ -91,7 +145,13 @@ def render_vllm(
     clash = sorted(set(request) & set(_RESERVED))
     if clash:
         raise RenderError(
-            f"render_vllm sets {', '.join(clash)} itself: pass them through the Prompt"
+            f"render_vllm sets {', '.join(clash)} itself: give the model as model=..., the "
+            "conversation through the Prompt"
+        )
+    if prompt.tools and "tools" in request:
+        raise RenderError(
+            "tools come from both the Prompt and tools=...: give them in one place "
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
         )
     if not prompt.messages and not prompt.context:
         raise RenderError(
@@ -105,7 +165,11 @@ def render_vllm(
                 "tenant id keyed by a secret shared by every process that salts requests"
             )
         salt = tenant_salt(tenant, salt_secret)
-    tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools]
+    check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")
+    given_tools = request.pop("tools", None)
+    tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools] or [
+        vllm_tool(tool) for tool in given_tools or ()
+    ]
     shaped = prompt
     token_sequence: tuple[int, ...] | None = None
     if align:
@@ -131,11 +195,15 @@ def render_vllm(
     kwargs: dict[str, Any] = {"model": model}
     if token_ids:
         if token_sequence is None:
-            token_sequence = tuple(tokenizer.chat_token_ids(messages, tools=tools or None))
+            token_sequence = tuple(
+                tokenizer.chat_token_ids(template_messages(messages), tools=tools or None)
+            )
         kwargs["prompt"] = list(token_sequence)
     else:
         kwargs["messages"] = messages
-        if tools:
+        if given_tools is not None:
+            kwargs["tools"] = given_tools
+        elif tools:
             kwargs["tools"] = tools
     extra_body = dict(request.pop("extra_body", None) or {})
     if salt is not None:
@@ -143,4 +211,6 @@ def render_vllm(
     if extra_body:
         kwargs["extra_body"] = extra_body
     kwargs.update(request)
-    return kwargs
+    if token_ids:
+        return cast(VLLMCompletionRequest, kwargs)
+    return cast(VLLMChatRequest, kwargs)

@@ -6,6 +6,17 @@ text) < SESSION (shared by one conversation or tenant: retrieved documents,
 the conversation so far) < DYNAMIC (new with every request: the latest
 question). A cacheable prefix is everything up to the last stable segment, so
 segments must appear in that order.
+
+Only what must be byte-stable is canonicalised: STATIC and VERSIONED text
+(and tool definitions) go through `canonical_text`. SESSION and DYNAMIC text
+is the caller's data and is sent exactly as given (decomposed Unicode, trailing
+tabs of a TSV row, Markdown hard breaks all kept); it is byte-stable as long as
+the caller keeps the same string, which `Prompt.next_turn` does.
+
+A segment holds either text or structured content blocks (`content`: images,
+documents, tool calls and results, provider-native blocks). Structured
+segments hash their blocks' canonical JSON (`text` is that hashing form, never
+sent); renderers send the blocks themselves.
 """
 
 from __future__ import annotations
@@ -16,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .canonical import canonical_json, canonical_text, sha256_hex
-from .errors import CanonicalError
+from .content import ContentBlock, as_blocks, canonical_blocks, is_block_list
+from .errors import CanonicalError, LayoutError
 
 __all__ = ["Role", "Segment", "Stability"]
 
@@ -33,26 +45,38 @@ class Stability(enum.IntEnum):
     DYNAMIC = 3
 
 
-def _content_text(content: str | Mapping[str, Any] | list[Any]) -> str:
+Content = str | Mapping[str, Any] | list[Any] | tuple[Any, ...]
+
+
+def _split(content: Content) -> tuple[str, tuple[ContentBlock, ...]]:
+    """Text (a JSON value is serialised canonically) or content blocks."""
     if isinstance(content, str):
-        return canonical_text(content)
-    return canonical_json(content)
+        return content, ()
+    if is_block_list(content):
+        return "", as_blocks(content)
+    return canonical_json(content), ()
 
 
 @dataclass(frozen=True)
 class Segment:
-    """A piece of canonical text with a stability tier.
+    """A piece of a prompt with a stability tier: text, or content blocks.
 
     Create segments with the constructors (`Segment.static`, `.versioned`,
-    `.session`, `.dynamic`): they canonicalise text (see `canonical`) and JSON
-    content (dicts and lists are serialised with sorted keys). `role` matters
-    for segments in `Prompt.messages`. `cache_control` is a caller's own
-    Anthropic-style marker (`{"type": "ephemeral", "ttl": "5m"}`); renderers
-    count it against the provider's limit and never drop it.
+    `.session`, `.dynamic`). Content is text, a JSON value (dicts and lists of
+    data are serialised with sorted keys), or a list of content blocks
+    (`prefixkit.sdk.content` blocks, provider block dicts, official SDK
+    objects), kept in `blocks`. STATIC and VERSIONED text is canonicalised
+    (see `canonical`); SESSION and DYNAMIC text is kept as given. `role`
+    matters for segments in `Prompt.messages`. `cache_control` is a caller's
+    own Anthropic-style marker (`{"type": "ephemeral", "ttl": "5m"}`);
+    renderers count it against the provider's limit and never drop it. It is
+    refused on DYNAMIC segments: they change every request, so a marker there
+    writes an entry no later request can read.
 
-    `padding` is whitespace appended after canonicalisation, so `text` ends with
-    it; `align_static_prefix` sets it to end a static prefix on a KV-cache block
-    boundary. `digest` is the sha256 of `text`.
+    `padding` (static segments only) is whitespace appended after
+    canonicalisation, so `text` ends with it; `align_static_prefix` sets it to
+    end a static prefix on a KV-cache block boundary. `digest` is the sha256
+    of `text` (of the blocks' canonical JSON for a structured segment).
     """
 
     text: str
@@ -62,6 +86,7 @@ class Segment:
     version: str | None = None
     cache_control: Mapping[str, str] | None = None
     padding: str = ""
+    blocks: tuple[ContentBlock, ...] = ()
     digest: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,9 +98,30 @@ class Segment:
                 "newlines: "
                 "padding must be semantically inert whitespace"
             )
-        # Padding goes after canonicalisation (which would strip it), so re-creating a
-        # segment from its own text and padding gives the same bytes.
-        object.__setattr__(self, "text", canonical_text(self.text) + self.padding)
+        if self.cache_control is not None and self.stability == Stability.DYNAMIC:
+            raise LayoutError(
+                f"cache_control on DYNAMIC {self.label}: its content is new with every "
+                "request, so a cache entry ending there is written and never read; drop the "
+                "marker (prefixkit marks the end of the stable tiers itself), or make the "
+                "segment SESSION if it is shared by later requests"
+            )
+        if self.blocks:
+            if self.padding:
+                raise CanonicalError("a segment of content blocks cannot carry padding")
+            object.__setattr__(self, "blocks", tuple(self.blocks))
+            object.__setattr__(self, "text", canonical_blocks(self.blocks))
+        elif self.stability <= Stability.VERSIONED:
+            # Padding goes after canonicalisation (which would strip it), so re-creating
+            # a segment from its own text and padding gives the same bytes.
+            object.__setattr__(self, "text", canonical_text(self.text) + self.padding)
+        elif self.padding:
+            raise CanonicalError(
+                f"padding on {self.stability.name} {self.label}: only the static prefix is padded"
+            )
+        elif not isinstance(self.text, str):
+            raise CanonicalError(
+                f"expected text (str), got {type(self.text).__name__}: convert it first"
+            )
         object.__setattr__(self, "digest", sha256_hex(self.text))
 
     @property
@@ -89,7 +135,7 @@ class Segment:
     @classmethod
     def static(
         cls,
-        content: str | Mapping[str, Any] | list[Any],
+        content: Content,
         *,
         role: Role = "system",
         name: str | None = None,
@@ -97,12 +143,13 @@ class Segment:
         cache_control: Mapping[str, str] | None = None,
     ) -> Segment:
         """A segment that never changes (instructions, schemas, fixed examples)."""
-        return cls(_content_text(content), Stability.STATIC, role, name, version, cache_control)
+        text, blocks = _split(content)
+        return cls(text, Stability.STATIC, role, name, version, cache_control, blocks=blocks)
 
     @classmethod
     def versioned(
         cls,
-        content: str | Mapping[str, Any] | list[Any],
+        content: Content,
         *,
         version: str,
         role: Role = "system",
@@ -110,28 +157,31 @@ class Segment:
         cache_control: Mapping[str, str] | None = None,
     ) -> Segment:
         """A segment that changes only with a release (give its version)."""
-        return cls(_content_text(content), Stability.VERSIONED, role, name, version, cache_control)
+        text, blocks = _split(content)
+        return cls(text, Stability.VERSIONED, role, name, version, cache_control, blocks=blocks)
 
     @classmethod
     def session(
         cls,
-        content: str | Mapping[str, Any] | list[Any],
+        content: Content,
         *,
         role: Role = "user",
         name: str | None = None,
         cache_control: Mapping[str, str] | None = None,
     ) -> Segment:
         """A segment shared by one session: retrieved documents, earlier turns."""
-        return cls(_content_text(content), Stability.SESSION, role, name, None, cache_control)
+        text, blocks = _split(content)
+        return cls(text, Stability.SESSION, role, name, None, cache_control, blocks=blocks)
 
     @classmethod
     def dynamic(
         cls,
-        content: str | Mapping[str, Any] | list[Any],
+        content: Content,
         *,
         role: Role = "user",
         name: str | None = None,
         cache_control: Mapping[str, str] | None = None,
     ) -> Segment:
         """A segment new with every request (the latest question)."""
-        return cls(_content_text(content), Stability.DYNAMIC, role, name, None, cache_control)
+        text, blocks = _split(content)
+        return cls(text, Stability.DYNAMIC, role, name, None, cache_control, blocks=blocks)

@@ -58,7 +58,7 @@ def prompts(draw: st.DrawFn) -> Prompt:
     for turn in range(draw(st.integers(0, 30))):
         role = "user" if turn % 2 == 0 else "assistant"
         history.append(Segment.session(draw(words), role=role, cache_control=draw(markers)))
-    question = Segment.dynamic(draw(words), cache_control=draw(markers))
+    question = Segment.dynamic(draw(words))
     return Prompt(tools=tools, system=system, context=context, messages=[*history, question])
 
 

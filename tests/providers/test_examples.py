@@ -38,7 +38,7 @@ def test_anthropic_rag_dry_run_caches_the_static_prefix_across_customers() -> No
     assert total_cached(result.stdout) > 0
     requests = result.stdout.split("request ")[1:]
     assert len(requests) == 6
-    assert "cache_control ttl=1h" in requests[0]
+    assert "cache_control ttl=5m" in requests[0]
     assert ", 0 cached" not in requests[3]  # bob's first request reads alice's static prefix
     assert "break-even" in result.stdout and "pays=True" in result.stdout
 

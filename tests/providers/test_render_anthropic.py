@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 import pytest
 from prefixkit.sdk import (
+    PrefixkitWarning,
     Prompt,
     RenderError,
     Segment,
@@ -59,15 +60,49 @@ def test_wire_order_is_tools_system_then_messages_with_context_first(
     assert [block["text"][:10] for block in first["content"]] == ["Price list", "How much i"]
 
 
-def test_breakpoints_end_static_and_versioned_tiers_with_1h_and_rolling_5m(
+def test_breakpoints_end_static_and_versioned_tiers_and_the_rolling_session_with_5m(
     anthropic_client: anthropic.Anthropic, api: MockProvider
 ) -> None:
     body = send(anthropic_client, api, support_prompt())
     assert marked_blocks(body) == [
-        ("system", LONG_INSTRUCTIONS[:30], "1h"),
-        ("system", "Refund policy: refunds within ", "1h"),
+        ("system", LONG_INSTRUCTIONS[:30], "5m"),
+        ("system", "Refund policy: refunds within ", "5m"),
         ("user", "Price list: egress $0.09/GB, s", "5m"),
     ]
+
+
+def test_reuse_every_twenty_minutes_marks_the_static_tiers_1h(
+    anthropic_client: anthropic.Anthropic, api: MockProvider
+) -> None:
+    body = send(anthropic_client, api, support_prompt(), reuse_interval=20 * 60)
+    assert [ttl for _, _, ttl in marked_blocks(body)] == ["1h", "1h", "5m"]
+
+
+def test_reuse_every_minute_keeps_the_static_tiers_at_5m() -> None:
+    kwargs = render_anthropic(support_prompt(), model=MODEL, max_tokens=10, reuse_interval=60)
+    assert kwargs["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+
+
+def test_reuse_less_often_than_hourly_leaves_the_static_tiers_unmarked_with_a_warning() -> None:
+    with pytest.warns(PrefixkitWarning, match="outlives the longest cache TTL"):
+        kwargs = render_anthropic(
+            support_prompt(), model=MODEL, max_tokens=10, reuse_interval=3 * 3600
+        )
+    assert all("cache_control" not in block for block in kwargs["system"])
+    assert kwargs["messages"][0]["content"][0]["cache_control"]["ttl"] == "5m"
+
+
+def test_static_5m_ttl_on_a_prompt_without_versioned_tier_renders() -> None:
+    prompt = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")])
+    kwargs = render_anthropic(prompt, model=MODEL, max_tokens=10, ttl={Stability.STATIC: "5m"})
+    assert kwargs["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+
+
+def test_a_1h_session_ttl_raises_the_unspecified_static_tier_to_1h() -> None:
+    kwargs = render_anthropic(
+        support_prompt(), model=MODEL, max_tokens=10, ttl={Stability.SESSION: "1h"}
+    )
+    assert kwargs["system"][0]["cache_control"]["ttl"] == "1h"
 
 
 def test_dynamic_question_is_never_marked(
@@ -264,10 +299,21 @@ def test_unknown_model_warns_instead_of_guessing() -> None:
         render_anthropic(support_prompt(), model="claude-imaginary-9", max_tokens=10)
 
 
-def test_system_role_inside_messages_raises() -> None:
-    prompt = Prompt(messages=[{"role": "system", "content": "x"}, Segment.dynamic("q")])
-    with pytest.raises(RenderError, match="move it into Prompt"):
-        render_anthropic(prompt, model=MODEL, max_tokens=10)
+def test_system_message_mid_conversation_is_sent_as_a_system_message(
+    anthropic_client: anthropic.Anthropic, api: MockProvider
+) -> None:
+    prompt = Prompt(
+        system=LONG_INSTRUCTIONS,
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "system", "content": "The user is now on the premium plan."},
+            Segment.dynamic("q"),
+        ],
+    )
+    body = send(anthropic_client, api, prompt)
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "system", "user"]
+    assert body["messages"][2]["content"][0]["text"] == "The user is now on the premium plan."
 
 
 def test_prompt_without_messages_raises() -> None:
@@ -278,7 +324,7 @@ def test_prompt_without_messages_raises() -> None:
 def test_extra_request_parameters_pass_through_but_cannot_override_layout() -> None:
     kwargs = render_anthropic(support_prompt(), model=MODEL, max_tokens=10, temperature=0.2)
     assert kwargs["temperature"] == 0.2
-    with pytest.raises(RenderError, match="sets system itself"):
+    with pytest.raises(RenderError, match=r"sets system \(give it as Prompt\(system=...\)\)"):
         render_anthropic(support_prompt(), model=MODEL, max_tokens=10, system="other")
 
 

@@ -218,7 +218,7 @@ def test_caller_marker_on_a_tool_raises_for_explicit_models() -> None:
         system=LONG_INSTRUCTIONS,
         messages=[Segment.dynamic("q")],
     )
-    with pytest.raises(RenderError, match="cannot mark tool definitions"):
+    with pytest.raises(RenderError, match="OpenAI cannot mark any of its parts"):
         render_openai_chat(prompt, model=EXPLICIT)
 
 

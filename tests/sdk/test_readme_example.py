@@ -37,7 +37,7 @@ def test_readme_sdk_example_runs_and_marks_the_static_and_session_ends(
     assert isinstance(prompt, Prompt) and isinstance(follow_up, Prompt)
     body = api.body
     assert [block.get("cache_control") for block in body["system"]] == [
-        {"type": "ephemeral", "ttl": "1h"}
+        {"type": "ephemeral", "ttl": "5m"}
     ]
     context, question = body["messages"][0]["content"]
     assert context["cache_control"] == {"type": "ephemeral", "ttl": "5m"}

@@ -1,0 +1,332 @@
+"""Structured content: what a segment carries besides plain text.
+
+Two kinds of block:
+
+- portable blocks, rendered in each provider's own shape: `Text`, `Image`
+  (base64 or URL), `Document` (PDF as base64 or URL, or plain text),
+  `ToolCall` (the model asks for a tool) and `ToolResult` (the app's answer);
+- `Native`: a provider's own block or message, exactly as the official SDK
+  documents it (Anthropic `tool_use`, `image`, `document`, server tool
+  blocks; an OpenAI Chat message with `tool_calls` or role "tool", an
+  `image_url` part; a Responses `function_call`, `function_call_output`,
+  `input_image`, `input_file` item). It is sent to its own API unaltered (the
+  same dict, every field, the caller's base64 never re-encoded); another
+  provider's renderer converts the common kinds (text, images, documents, tool
+  calls and results) and names anything it cannot.
+
+`as_blocks` reads what callers write (dicts in any provider's shape, objects of
+the official SDKs such as `response.content` or `response.output` items,
+portable blocks) into a tuple of blocks. `canonical_blocks` is the hashing
+form: canonical JSON (sorted keys), so a digest does not depend on dict key
+order; nothing is ever rendered from it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .canonical import canonical_json
+from .errors import CanonicalError, RenderError
+
+__all__ = [
+    "ContentBlock",
+    "Dialect",
+    "Document",
+    "Image",
+    "Native",
+    "Text",
+    "ToolCall",
+    "ToolResult",
+    "as_blocks",
+    "canonical_blocks",
+    "is_block_list",
+]
+
+Dialect = Literal["anthropic", "chat", "responses"]
+
+_ANTHROPIC_TYPES = frozenset(
+    {
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "search_result",
+        "thinking",
+        "redacted_thinking",
+    }
+)
+_CHAT_TYPES = frozenset({"image_url", "input_audio", "file", "refusal"})
+_RESPONSES_TYPES = frozenset(
+    {
+        "input_text",
+        "input_image",
+        "input_file",
+        "input_audio",
+        "output_text",
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "item_reference",
+        "compaction",
+    }
+)
+_KNOWN_TYPES = _ANTHROPIC_TYPES | _CHAT_TYPES | _RESPONSES_TYPES | {"text"}
+
+
+@dataclass(frozen=True)
+class Text:
+    """Plain text, sent exactly as given (a text block or part in every API)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image: base64 `data` with its `media_type`, or a `url`.
+
+    `detail` ("low", "high", "auto") is OpenAI's; Anthropic has none.
+    """
+
+    data: str | None = None
+    media_type: str | None = None
+    url: str | None = None
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.url is None):
+            raise CanonicalError("Image needs exactly one of data=<base64> or url=<https://...>")
+        if self.data is not None and not self.media_type:
+            raise CanonicalError(
+                "Image(data=...) needs media_type='image/png' (or jpeg, gif, webp)"
+            )
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document: a PDF as base64 `data` or a `url`, or plain `text`.
+
+    `title` is shown to Anthropic models; `filename` names the file for OpenAI.
+    """
+
+    data: str | None = None
+    url: str | None = None
+    text: str | None = None
+    media_type: str = "application/pdf"
+    title: str | None = None
+    filename: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [value for value in (self.data, self.url, self.text) if value is not None]
+        if len(given) != 1:
+            raise CanonicalError("Document needs exactly one of data=<base64>, url=... or text=...")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model's request to run tool `name` with `arguments`.
+
+    `arguments` is a dict, or the JSON text a provider returned (OpenAI sends
+    a string; it is passed back byte for byte).
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.id or not self.name:
+            raise CanonicalError("ToolCall needs the provider's call id and the tool name")
+
+    def argument_dict(self) -> dict[str, Any]:
+        """The arguments as a dict (parsed when they are JSON text)."""
+        if isinstance(self.arguments, str):
+            parsed = json.loads(self.arguments or "{}")
+            if not isinstance(parsed, dict):
+                raise RenderError(
+                    f"tool call {self.id} ({self.name}) has arguments {self.arguments[:60]!r}, "
+                    "not a JSON object"
+                )
+            return parsed
+        return dict(self.arguments)
+
+    def argument_text(self) -> str:
+        """The arguments as JSON text (the provider's own text when it sent one)."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return canonical_json(dict(self.arguments))
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The app's answer to the tool call `call_id`: text, or text and image blocks."""
+
+    call_id: str
+    content: str | tuple[Text | Image, ...] = ""
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.call_id:
+            raise CanonicalError("ToolResult needs the call_id of the ToolCall it answers")
+        if not isinstance(self.content, str):
+            object.__setattr__(self, "content", tuple(self.content))
+
+
+@dataclass(frozen=True, eq=False)
+class Native:
+    """A provider's own block or message, sent unaltered to its `dialect`'s API.
+
+    `level` is "block" for a content block (an Anthropic `tool_use`, a Chat
+    `image_url` part) and "message" for a whole message or input item (a Chat
+    message with `tool_calls`, a Responses `function_call`).
+    """
+
+    item: Mapping[str, Any]
+    dialect: Dialect
+    level: Literal["block", "message"] = "block"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Native)
+            and (self.dialect, self.level) == (other.dialect, other.level)
+            and canonical_json(self.item) == canonical_json(other.item)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.dialect, self.level, canonical_json(self.item)))
+
+    @property
+    def kind(self) -> str:
+        """The item's `type` (or `role` for a message without one)."""
+        return str(self.item.get("type") or self.item.get("role") or "?")
+
+
+ContentBlock = Text | Image | Document | ToolCall | ToolResult | Native
+
+
+def _plain(value: Any) -> Any:
+    """A dict from an official SDK object (pydantic model), as the SDK would send it."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", by_alias=True, exclude_unset=True)
+    return value
+
+
+def _dialect_of_block(block: Mapping[str, Any]) -> Dialect | None:
+    kind = block.get("type")
+    if kind in _ANTHROPIC_TYPES:
+        return "anthropic"
+    if kind in _CHAT_TYPES:
+        return "chat"
+    if kind in _RESPONSES_TYPES:
+        return "responses"
+    return None
+
+
+def _is_plain_text(block: Mapping[str, Any]) -> bool:
+    return block.get("type") == "text" and set(block) <= {"type", "text"}
+
+
+def is_block_list(content: Any) -> bool:
+    """Whether `content` is a list of content blocks (not JSON data to serialise)."""
+    if isinstance(content, (str, bytes, Mapping)) or not isinstance(content, Iterable):
+        return False
+    items = list(content)
+    return bool(items) and all(
+        isinstance(item, (Text, Image, Document, ToolCall, ToolResult, Native))
+        or (isinstance(_plain(item), Mapping) and _plain(item).get("type") in _KNOWN_TYPES)
+        for item in items
+    )
+
+
+def as_blocks(
+    content: Iterable[Any], *, dialect: Dialect | None = None
+) -> tuple[ContentBlock, ...]:
+    """Blocks from portable blocks, provider dicts or official SDK objects.
+
+    A dict is kept whole as a `Native` block of the provider whose shape it
+    has (a plain `{"type": "text", "text": ...}` becomes `Text`; a text block
+    with more fields, such as citations or a caller's `cache_control`, stays
+    native, in `dialect` when given). Dicts are deep-copied, so later changes
+    to the caller's objects cannot change a segment.
+    """
+    blocks: list[ContentBlock] = []
+    for index, raw in enumerate(content):
+        if isinstance(raw, (Text, Image, Document, ToolCall, ToolResult, Native)):
+            blocks.append(raw)
+            continue
+        item = _plain(raw)
+        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
+            raise CanonicalError(
+                f"content block {index} is {type(raw).__name__}, not a block: give a dict with "
+                "a 'type' (a provider's block) or a prefixkit.sdk.content block (Text, Image, "
+                "Document, ToolCall, ToolResult)"
+            )
+        if _is_plain_text(item):
+            if not isinstance(item["text"], str):
+                raise CanonicalError(f"content block {index}: 'text' must be a string")
+            blocks.append(Text(item["text"]))
+            continue
+        found = _dialect_of_block(item)
+        if found is None and item.get("type") == "text":
+            found = dialect or "anthropic"
+        if found is None:
+            raise CanonicalError(
+                f"content block {index} has type {item['type']!r}, which no supported API "
+                "documents: check the spelling, or send it as text"
+            )
+        blocks.append(Native(copy.deepcopy(dict(item)), found))
+    return tuple(blocks)
+
+
+def _canonical(block: ContentBlock) -> Any:
+    if isinstance(block, Native):
+        return {"native": block.dialect, "level": block.level, "item": block.item}
+    if isinstance(block, ToolResult):
+        content = (
+            block.content
+            if isinstance(block.content, str)
+            else [_canonical(part) for part in block.content]
+        )
+        return {"tool_result": block.call_id, "content": content, "is_error": block.is_error}
+    if isinstance(block, ToolCall):
+        return {"tool_call": block.id, "name": block.name, "arguments": block.arguments}
+    values = {key: value for key, value in vars(block).items() if value is not None}
+    return {type(block).__name__.lower(): values}
+
+
+def canonical_blocks(blocks: Iterable[ContentBlock]) -> str:
+    """The hashing form of `blocks`: canonical JSON, independent of dict key order."""
+    return canonical_json([_canonical(block) for block in blocks])
