@@ -13,8 +13,9 @@ same mistake before the code runs; this catches what only shows at run time
     default_guard.check(prompt)                 # the process-wide default, mode "raise"
     guard = DriftGuard(mode="warn")             # your own, e.g. per tenant or per test
 
-`Prompt` itself stays pure; renderers and clients call the guard. Prompts
-without a name are not tracked. The guard keeps only the static segments of
+`Prompt` and the renderers stay pure: nothing calls the guard for you. Call
+`check` where a request is built (before `render_*` or a client's `create`).
+Prompts without a name are not tracked. The guard keeps only the static segments of
 the first prompt per name (for the diff), and is thread-safe.
 """
 
