@@ -233,11 +233,10 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(out)
 
 
-def _chosen_edits(findings: Iterable[Finding], unsafe_fixes: bool) -> tuple[list[Edit], int]:
-    """The applicable fixes' edits that do not overlap one another, and how many fixes."""
-    edits: list[Edit] = []
+def _chosen_fixes(findings: Iterable[Finding], unsafe_fixes: bool) -> list[tuple[Edit, ...]]:
+    """The edits of each applicable fix that overlaps no fix chosen before it."""
+    chosen: list[tuple[Edit, ...]] = []
     taken: list[tuple[int, int, int, int]] = []
-    count = 0
     for finding in findings:
         if finding.fix is None or not finding.fix.applies(unsafe_fixes):
             continue
@@ -245,9 +244,8 @@ def _chosen_edits(findings: Iterable[Finding], unsafe_fixes: bool) -> tuple[list
         if any(_overlaps(span, other) for span in spans for other in taken):
             continue
         taken += spans
-        edits += finding.fix.edits
-        count += 1
-    return edits, count
+        chosen.append(finding.fix.edits)
+    return chosen
 
 
 def _fix_text(
@@ -256,11 +254,11 @@ def _fix_text(
     fixed = 0
     findings = lint_text(text, path, config, project, kind)
     for _ in range(_MAX_FIX_PASSES):
-        edits, count = _chosen_edits(findings, unsafe)
-        if not edits:
+        fixes = _chosen_fixes(findings, unsafe)
+        if not fixes:
             break
-        fixed += count
-        text = apply_edits(text, edits)
+        fixed += len(fixes)
+        text = apply_edits(text, [edit for fix in fixes for edit in fix])
         findings = lint_text(text, path, config, project, kind)
     return text, findings, fixed
 
@@ -279,10 +277,10 @@ def _fix_notebook(
 
     findings = module_findings()
     for _ in range(_MAX_FIX_PASSES):
-        edits, _count = _chosen_edits(findings, unsafe)
-        if not edits:
+        fixes = _chosen_fixes(findings, unsafe)
+        if not fixes:
             break
-        notebook, applied = notebook.apply(edits)
+        notebook, applied = notebook.apply(fixes)
         if not applied:
             break
         fixed += applied

@@ -218,30 +218,34 @@ class Notebook:
             cell=cell_number,
         )
 
-    def apply(self, edits: Sequence[Edit]) -> tuple[Notebook, int]:
-        """The notebook with module `edits` applied to its cells, and how many were applied.
+    def _in_cell(self, edit: Edit) -> tuple[int, Edit] | None:
+        """(position in `cells`, the edit in cell rows), or None when it crosses cells or
+        touches a neutralised line."""
+        position, start_row = self._locate(edit.start.row)
+        end_position, end_row = self._locate(edit.end.row)
+        cell = self.cells[position]
+        neutral = _neutralise(cell.lines)
+        rows = range(start_row - 1, min(end_row, len(cell.lines)))
+        if end_position != position or any(neutral[r] != cell.lines[r] for r in rows):
+            return None
+        start, end = Position(start_row, edit.start.column), Position(end_row, edit.end.column)
+        return position, Edit(start, end, edit.content)
 
-        An edit that crosses cells or touches a neutralised line is left out.
-        """
+    def apply(self, fixes: Sequence[Sequence[Edit]]) -> tuple[Notebook, int]:
+        """The notebook with the fixes (module edits) applied to its cells, and how many
+        fixes were applied: a fix with an edit that crosses cells or touches a
+        neutralised line is left out whole."""
         from .engine import apply_edits
 
         per_cell: dict[int, list[Edit]] = {}
         applied = 0
-        for edit in edits:
-            position, start_row = self._locate(edit.start.row)
-            end_position, end_row = self._locate(edit.end.row)
-            cell = self.cells[position]
-            neutral = _neutralise(cell.lines)
-            rows = range(start_row - 1, min(end_row, len(cell.lines)))
-            if end_position != position or any(neutral[r] != cell.lines[r] for r in rows):
+        for fix in fixes:
+            placed = [self._in_cell(edit) for edit in fix]
+            if any(item is None for item in placed):
                 continue
-            per_cell.setdefault(position, []).append(
-                Edit(
-                    Position(start_row, edit.start.column),
-                    Position(end_row, edit.end.column),
-                    edit.content,
-                )
-            )
+            for item in placed:
+                if item is not None:
+                    per_cell.setdefault(item[0], []).append(item[1])
             applied += 1
         if not per_cell:
             return self, 0

@@ -13,11 +13,17 @@ from prefixkit.cli.main import main
 from prefixkit.linter import formats
 
 BAD = (
-    "import json\n"
     "from datetime import datetime as dt\n"
-    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Schema: {json.dumps({\"b\": 1})}'\n"
+    "TOOL_NAMES = {'search', 'refund'}\n"
+    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Tools: {\", \".join(TOOL_NAMES)}'\n"
     "def ask(client, q):\n"
     "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+)
+UNSAFE = (
+    "import json\n"
+    "def ask(client, q, overrides):\n"
+    "    policy = json.dumps({'tone': 'formal', **overrides})\n"
+    "    return client.messages.create(system=policy, messages=[q])\n"
 )
 GOOD = "SYSTEM = 'You are helpful.'\ndef ask(client, q):\n    return client.messages.create(system=SYSTEM, messages=[q])\n"
 
@@ -49,15 +55,16 @@ def test_json_output_has_ruff_shape(project: Path, capsys: pytest.CaptureFixture
     (project / "bad.py").write_text(BAD, encoding="utf-8")
     lint("--format", "json")
     items = json.loads(capsys.readouterr().out)
-    assert [item["code"] for item in items] == ["PFX001", "PFX003"]
+    assert [item["code"] for item in items] == ["PFX001", "PFX004"]
     first = items[0]
     assert first["filename"] == "bad.py"
     assert first["location"] == {"row": 3, "column": 19}
     assert first["end_location"] == {"row": 3, "column": 27}
     assert first["fix"] is None
     edit = items[1]["fix"]["edits"][0]
-    assert edit["content"] == ", sort_keys=True"
+    assert edit["content"] == "sorted("
     assert items[1]["fix"]["applicability"] == "safe"
+    assert first["cell"] is None
 
 
 def test_sarif_output_is_sarif_2_1_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,7 +103,7 @@ def test_full_output_shows_the_source_line(
     out = capsys.readouterr().out
     assert "3 | SYSTEM = f'Today" in out
     assert "^^^^^^^^" in out
-    assert "= help: Add `sort_keys=True`" in out
+    assert "= help: " in out
 
 
 def test_fix_applies_safe_fixes_only_and_keeps_formatting(project: Path) -> None:
@@ -104,23 +111,37 @@ def test_fix_applies_safe_fixes_only_and_keeps_formatting(project: Path) -> None
     path.write_text(BAD, encoding="utf-8")
     assert lint("--fix") == 1  # the clock has no safe fix
     assert path.read_text(encoding="utf-8") == BAD.replace(
-        'json.dumps({"b": 1})', 'json.dumps({"b": 1}, sort_keys=True)'
+        ".join(TOOL_NAMES)", ".join(sorted(TOOL_NAMES))"
     )
     fixed_once = path.read_text(encoding="utf-8")
     lint("--fix")
     assert path.read_text(encoding="utf-8") == fixed_once
 
 
-def test_noqa_comment_silences_one_line(project: Path) -> None:
-    source = BAD.replace("SYSTEM = f'Today", "SYSTEM = f'Today").replace(
-        '%Y-%m-%d}. Schema: {json.dumps({"b": 1})}\'', "%Y-%m-%d}.'  # noqa: PFX001"
+def test_unsafe_fixes_are_applied_only_when_asked(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = project / "unsafe.py"
+    path.write_text(UNSAFE, encoding="utf-8")
+    assert lint("--fix") == 1
+    assert path.read_text(encoding="utf-8") == UNSAFE
+    out = capsys.readouterr().out
+    assert "PFX003 `json.dumps`" in out  # no [*]: --fix alone does not apply it
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option." in out
+    assert lint("--fix", "--unsafe-fixes") == 0
+    assert path.read_text(encoding="utf-8") == UNSAFE.replace(
+        "**overrides})", "**overrides}, sort_keys=True)"
     )
+
+
+def test_noqa_comment_silences_one_line(project: Path) -> None:
+    source = BAD.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX001")
     (project / "bad.py").write_text(source, encoding="utf-8")
     assert lint() == 0
 
 
 def test_noqa_for_another_code_does_not_silence(project: Path) -> None:
-    source = BAD.replace('{json.dumps({"b": 1})}\'', "'  # noqa: PFX002")
+    source = BAD.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX002")
     (project / "bad.py").write_text(source, encoding="utf-8")
     assert lint() == 1
 
@@ -133,7 +154,7 @@ def test_file_level_noqa_silences_the_file(project: Path) -> None:
 def test_config_ignore_and_per_file_ignores(project: Path) -> None:
     (project / "bad.py").write_text(BAD, encoding="utf-8")
     (project / "pyproject.toml").write_text(
-        "[tool.prefixkit.lint]\nignore = ['PFX003']\nper-file-ignores = {'bad.py' = ['PFX001']}\n",
+        "[tool.prefixkit.lint]\nignore = ['PFX004']\nper-file-ignores = {'bad.py' = ['PFX001']}\n",
         encoding="utf-8",
     )
     assert lint() == 0

@@ -1,4 +1,5 @@
-"""The pre-commit hooks, run by real `pre-commit try-repo` on a temporary git repo.
+"""The pre-commit hooks, run by real `pre-commit try-repo` on a temporary git repo
+holding a Python file, a notebook and a README.
 
 The hook repository is a snapshot of this working tree (tracked and untracked,
 non-ignored files) committed into a temporary git repo, so uncommitted work is
@@ -21,13 +22,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 BAD = (
-    "import json\n"
     "from datetime import datetime as dt\n"
-    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Schema: {json.dumps({\"b\": 1})}'\n"
+    "TOOL_NAMES = {'search', 'refund'}\n"
+    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Tools: {\", \".join(TOOL_NAMES)}'\n"
     "def ask(client, q):\n"
     "    return client.messages.create(system=SYSTEM, messages=[q])\n"
 )
 GOOD = "SYSTEM = 'You are helpful.'\n"
+NOTEBOOK = Path(__file__).parent / "notebooks" / "support_prompts.ipynb"
+README = "# Demo\n\nThe prompt says `Today is {{ date }}`.\n"
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -64,11 +67,13 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.timeout(600)
-def test_hooks_fail_on_the_bad_file_fix_it_and_leave_the_good_one(
+def test_hooks_fail_on_the_bad_files_fix_them_and_leave_the_good_ones(
     hook_repo: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "bad.py").write_text(BAD, encoding="utf-8")
     (tmp_path / "good.py").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "analysis.ipynb").write_bytes(NOTEBOOK.read_bytes())
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")  # not a prompt file
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
     env = {**os.environ, "PRE_COMMIT_COLOR": "never"}
@@ -84,12 +89,18 @@ def test_hooks_fail_on_the_bad_file_fix_it_and_leave_the_good_one(
     assert "- hook id: prefixkit-lint\n" in out
     assert "- hook id: prefixkit-lint-fix\n" in out
     assert "bad.py:3:19: PFX001" in out
-    assert "bad.py:3:48: PFX003 [*]" in out
-    assert "good.py" not in out
+    assert "bad.py:3:57: PFX004 [*]" in out
+    assert "analysis.ipynb:cell 3:2:73: PFX004 [*]" in out
+    assert "analysis.ipynb:cell 3:3:22: PFX001" in out
+    assert "good.py" not in out and "README.md" not in out
     assert "files were modified by this hook" in out
     assert "Traceback" not in out
     fixed = (tmp_path / "bad.py").read_text(encoding="utf-8")
-    assert 'json.dumps({"b": 1}, sort_keys=True)' in fixed
+    assert ".join(sorted(TOOL_NAMES))" in fixed
+    notebook = (tmp_path / "analysis.ipynb").read_bytes()
+    assert notebook == NOTEBOOK.read_bytes().replace(
+        b"for name in TOOL_NAMES]", b"for name in sorted(TOOL_NAMES)]"
+    )
     assert (tmp_path / "good.py").read_text(encoding="utf-8") == GOOD
 
 
