@@ -20,21 +20,9 @@ _PLACEHOLDER = re.compile(
     r"|(?<![{$])\{(?P<format>[A-Za-z_][\w.]*)(?:![rsa])?(?::[^{}]*)?\}(?!\})"
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
-_TIME_WORDS = frozenset(
-    {
-        "now",
-        "today",
-        "date",
-        "time",
-        "timestamp",
-        "datetime",
-        "utcnow",
-        "clock",
-        "weekday",
-        "tomorrow",
-        "yesterday",
-    }
-)
+# Words that name the clock to the second, and ones that name only the day.
+_TIME_WORDS = frozenset({"now", "time", "timestamp", "datetime", "utcnow", "clock"})
+_DAY_WORDS = frozenset({"today", "date", "weekday", "tomorrow", "yesterday"})
 _ID_WORDS = frozenset({"uuid", "guid", "nonce", "random"})
 _USER_WORDS = frozenset(
     {"user", "customer", "tenant", "session", "request", "account", "member", "patient"}
@@ -65,18 +53,21 @@ _KEYWORDS = frozenset(
 )
 
 
-def _reason(expression: str) -> str | None:
+def _reason(expression: str) -> tuple[str, str] | None:
+    """What the placeholder fills in and how often it changes, or None when it is stable."""
     for dotted in _IDENTIFIER.findall(expression):
         parts = dotted.split(".")
-        words = [word for part in parts for word in name_words(part)]
+        words = {word for part in parts for word in name_words(part)}
         if not words or parts[0] in _KEYWORDS:
             continue
-        if _TIME_WORDS & set(words):
-            return "a date or time"
-        if _ID_WORDS & set(words):
-            return "a random id"
-        if is_identity_name(parts) or _USER_WORDS & set(words):
-            return "per-user or per-request data"
+        if _TIME_WORDS & words:
+            return "the time", "on every request"
+        if _DAY_WORDS & words:
+            return "the date", "every day"
+        if _ID_WORDS & words:
+            return "a random id", "on every request"
+        if is_identity_name(parts) or _USER_WORDS & words:
+            return "per-user or per-request data", "for every user or request"
     return None
 
 
@@ -134,6 +125,12 @@ class VolatilePlaceholderInPrompt(PromptRule):
         Invalid("Hello {{ user.name }}, how can I help?\n", line=1, path="prompts/greet.j2"),
         Invalid("Trace: ${request_id}\n", line=1, path="prompts/trace.txt"),
         Invalid("Generated {timestamp:%Y-%m-%d}\n", line=1, path="prompts/sub/report.jinja"),
+        # Go templates, in a prompts folder nested deeper in the project
+        Invalid(
+            "You are a research subagent.\nThe current date is {{.CurrentDate}}.\n",
+            line=2,
+            path="patterns/agents/prompts/research_subagent.md",
+        ),
     )
 
     def check(self, context: PromptContext) -> Iterator[Finding]:
@@ -143,11 +140,12 @@ class VolatilePlaceholderInPrompt(PromptRule):
             reason = _reason(expression)
             if reason is None:
                 continue
+            what, period = reason
             yield context.finding(
                 self.code,
                 match.start(),
                 match.end(),
-                f"placeholder `{match.group(0)}` fills in {reason}, which makes this static "
-                "prompt differ per request: keep the file constant and pass the value in the "
-                "user message (or a dynamic segment)",
+                f"placeholder `{match.group(0)}` fills in {what}, so this static prompt and "
+                f"everything cached after it change {period}: keep the file constant and pass "
+                "the value in the user message (or a dynamic segment)",
             )
