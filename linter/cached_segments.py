@@ -48,7 +48,14 @@ from .catalog import (
 from .module_index import FunctionNode, ModuleIndex, SiteCandidate, string_value
 from .taint import Env, TaintAnalysis, dotted_parts
 
-__all__ = ["Block", "CachedSegment", "cached_segments", "callee_names", "request_blocks"]
+__all__ = [
+    "Block",
+    "CachedSegment",
+    "cached_segments",
+    "callee_names",
+    "in_user_turn",
+    "request_blocks",
+]
 
 _BLOCK_META_KEYS = CACHE_MARKER_KEYS | {"type"}
 
@@ -122,10 +129,25 @@ def _keyword_segments(
     return [CachedSegment(node, candidate.label, candidate.function)]
 
 
-def _written_segments(candidate: SiteCandidate, analysis: TaintAnalysis) -> list[CachedSegment]:
+def in_user_turn(name: cst.Name | None, index: ModuleIndex, analysis: TaintAnalysis) -> bool:
+    """Whether the variable `name` is placed in a user or assistant message (a rolling breakpoint)."""
+    if name is None:
+        return False
+    return any(
+        id(access.node) in index.user_turn_names
+        for assignment in analysis.assignments(name)
+        for access in getattr(assignment, "references", ())
+    )
+
+
+def _written_segments(
+    candidate: SiteCandidate, index: ModuleIndex, analysis: TaintAnalysis
+) -> list[CachedSegment]:
     receiver = candidate.receiver
     node = candidate.node
-    if not isinstance(receiver, cst.BaseExpression) or not isinstance(node, cst.BaseExpression):
+    if not isinstance(receiver, cst.Name) or not isinstance(node, cst.BaseExpression):
+        return []
+    if in_user_turn(receiver, index, analysis):
         return []
     entries = analysis.entries(receiver, Env(candidate.function))
     if candidate.kind == "content-write":
@@ -154,7 +176,11 @@ def cached_segments(
         elif candidate.kind == "returns" and isinstance(node, cst.FunctionDef):
             found += _returned(node, candidate.label, index)
         elif candidate.kind in ("marker-write", "content-write"):
-            found += _written_segments(candidate, analysis)
+            found += _written_segments(candidate, index, analysis)
+        elif candidate.kind == "marker" and in_user_turn(
+            index.assigned_to.get(id(node)), index, analysis
+        ):
+            continue
         elif candidate.kind == "marker" and isinstance(node, cst.Dict):
             for element in node.elements:
                 if (

@@ -209,6 +209,7 @@ TRIGGER_WORDS: tuple[str, ...] = (
     "Segment",
     "SystemMessage",
     "PromptTemplate",
+    "Tool",
     "developer",
 )
 

@@ -106,6 +106,10 @@ class ModuleIndex:
         default_factory=dict
     )
     sites: list[SiteCandidate] = field(default_factory=list)
+    # names used inside a user or assistant message (a block placed in the latest turn)
+    user_turn_names: set[int] = field(default_factory=set)
+    # dicts and calls assigned to a single name: `block = {...}`
+    assigned_to: dict[int, cst.Name] = field(default_factory=dict)
 
     @property
     def has_candidates(self) -> bool:
@@ -272,7 +276,13 @@ class _Indexer(cst.CSTVisitor):
             self.index.returns[id(self.function)].append(node.value)
 
     # bindings ---------------------------------------------------------------
+    def visit_Name(self, node: cst.Name) -> None:
+        if any(role in ("user", "assistant") for role in self.roles):
+            self.index.user_turn_names.add(id(node))
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.index.assigned_to[id(node.value)] = node.targets[0].target
         for target in node.targets:
             self._bind(target.target, ValueSource("assign", node.value))
             if isinstance(target.target, cst.Subscript):

@@ -702,6 +702,77 @@ class TaintAnalysis:
                         return True
         return False
 
+    def set_elements(self, node: cst.BaseExpression, env: Env) -> str:
+        """What a set holds: "str" (strings: order varies per process, `sorted` works),
+        "stable" (ints, bools, None and tuples of them: hash order is the same in every
+        process) or "unknown"."""
+        kinds = self._element_kinds(node, env, set())
+        if not kinds or "unknown" in kinds or len(kinds) > 1:
+            return "unknown"
+        return kinds.pop()
+
+    def _element_kinds(self, node: cst.BaseExpression, env: Env, seen: set[int]) -> set[str]:
+        if id(node) in seen or len(seen) > 64:
+            return {"unknown"}
+        seen.add(id(node))
+        if isinstance(node, (cst.Set, cst.List, cst.Tuple)):
+            return {_literal_kind(e.value) for e in node.elements} or {"unknown"}
+        if isinstance(node, cst.SetComp):
+            return {_literal_kind(node.elt)}
+        if isinstance(node, cst.BinaryOperation):
+            return self._element_kinds(node.left, env, seen) | self._element_kinds(
+                node.right, env, seen
+            )
+        if isinstance(node, cst.Call):
+            func = node.func
+            if self.qualified_names(func) & _SET_BUILDERS:
+                if not node.args:
+                    return set()
+                return self._element_kinds(node.args[0].value, env, seen)
+            if isinstance(func, cst.Attribute) and func.attr.value in SET_METHODS:
+                result = self._element_kinds(func.value, env, seen)
+                for arg in node.args:
+                    result |= self._element_kinds(arg.value, env, seen)
+                return result
+            return {"unknown"}
+        if isinstance(node, cst.Attribute):
+            owner = self._owner_class(node.value)
+            entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
+            if owner is None or not entries:
+                return {"unknown"}
+            result = set()
+            for value, _ in entries:
+                result |= self._element_kinds(value, env, seen)
+            return result
+        if isinstance(node, cst.Name):
+            return self._name_element_kinds(node, env, seen)
+        return {"unknown"}
+
+    def _name_element_kinds(self, node: cst.Name, env: Env, seen: set[int]) -> set[str]:
+        result: set[str] = set()
+        for assignment in self.assignments(node):
+            target = getattr(assignment, "node", None)
+            if isinstance(target, cst.Param):
+                bound = env.bindings.get(id(target))
+                annotation = target.annotation
+                if bound is not None:
+                    result |= self._element_kinds(bound[0], bound[1], seen)
+                elif annotation is not None:
+                    result.add(_annotation_element_kind(annotation.annotation))
+                else:
+                    result.add("unknown")
+            elif isinstance(target, cst.Name):
+                for source in self.index.values.get(id(target), []):
+                    if source.annotation is not None:
+                        result.add(_annotation_element_kind(source.annotation))
+                    elif source.kind == "assign" and source.value is not None:
+                        result |= self._element_kinds(source.value, env, seen)
+                    else:
+                        result.add("unknown")
+            else:
+                result.add("unknown")
+        return result or {"unknown"}
+
     # structure --------------------------------------------------------------
     def resolve(self, node: cst.BaseExpression, env: Env) -> list[tuple[cst.BaseExpression, Env]]:
         """The expressions `node` may evaluate to, following names and local helpers."""
@@ -824,6 +895,31 @@ class TaintAnalysis:
             for access in getattr(assignment, "references", ()):
                 found += self.index.item_writes.get(id(access.node), [])
         return found
+
+
+def _literal_kind(node: cst.BaseExpression) -> str:
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return "str"
+    if isinstance(node, (cst.Integer, cst.Float)) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False", "None")
+    ):
+        return "stable"
+    if isinstance(node, cst.Tuple) and node.elements:
+        kinds = {_literal_kind(e.value) for e in node.elements}
+        return "stable" if kinds == {"stable"} else "unknown"
+    return "unknown"
+
+
+def _annotation_element_kind(annotation: cst.BaseExpression) -> str:
+    """`set[str]` / `frozenset[str]` / `list[str]` give "str"; `set[int]` gives "stable"."""
+    if isinstance(annotation, cst.Subscript) and len(annotation.slice) == 1:
+        inner = annotation.slice[0].slice
+        if isinstance(inner, cst.Index) and isinstance(inner.value, cst.Name):
+            if inner.value.value == "str":
+                return "str"
+            if inner.value.value in ("int", "bool"):
+                return "stable"
+    return "unknown"
 
 
 def _all_params(function: FunctionNode) -> list[cst.Param]:

@@ -140,6 +140,98 @@ class VolatileValueInCachedSegment(PythonRule):
             "    now = 'the current release'\n"
             "    return client.responses.create(instructions=f'Describe {now}.', input=q)\n"
         ),
+        # pydantic-ai: a static system prompt function, the date in the user prompt
+        Valid(
+            "from datetime import date\n"
+            "from pydantic_ai import Agent\n"
+            "agent = Agent('openai:gpt-4o', system_prompt='You answer SQL questions.')\n"
+            "@agent.system_prompt\n"
+            "def rules() -> str:\n"
+            "    return 'Use ANSI SQL.'\n"
+            "def ask(q):\n"
+            "    return agent.run_sync(f'Today is {date.today()}. {q}')\n"
+        ),
+        # openai-agents: instructions built from the agent, not the clock
+        Valid(
+            "from agents import Agent\n"
+            "def instructions(ctx, agent):\n"
+            "    return f'You are {agent.name}. Be brief.'\n"
+            "triage = Agent(name='triage', instructions=instructions)\n"
+        ),
+        # autogen: the clock goes in the task, not the system message
+        Valid(
+            "import datetime\n"
+            "from autogen_agentchat.agents import AssistantAgent\n"
+            "agent = AssistantAgent('helper', model_client=None, system_message='You plan trips.')\n"
+            "async def plan(city):\n"
+            "    return await agent.run(task=f'{datetime.datetime.now():%H:%M} plan {city}')\n"
+        ),
+        # LangChain: the clock in the human message and a template placeholder
+        Valid(
+            "from datetime import datetime\n"
+            "from langchain_core.prompts import ChatPromptTemplate, PromptTemplate\n"
+            "from langchain_core.messages import HumanMessage, SystemMessage\n"
+            "chat = ChatPromptTemplate.from_messages([('system', 'You are terse.'), ('human', '{q}')])\n"
+            "qa = PromptTemplate.from_template('Answer from context. Today: {today}. {q}')\n"
+            "def invoke(q):\n"
+            "    now = datetime.now()\n"
+            "    qa.format(today=now.isoformat(), q=q)\n"
+            "    return [SystemMessage('You are terse.'), HumanMessage(f'{now} {q}')]\n"
+        ),
+        # LlamaIndex: a user ChatMessage may carry the time
+        Valid(
+            "import time\n"
+            "from llama_index.core.llms import ChatMessage, MessageRole\n"
+            "def messages(q):\n"
+            "    return [ChatMessage(role=MessageRole.SYSTEM, content='You cite sources.'),\n"
+            "            ChatMessage(role=MessageRole.USER, content=f'{time.ctime()}: {q}')]\n"
+        ),
+        # a request kwargs dict: metadata and the user turn are not the prefix
+        Valid(
+            "import uuid, time\n"
+            "def patch(new_kwargs, q):\n"
+            "    new_kwargs['system'] = 'You are careful.'\n"
+            "    new_kwargs['metadata'] = {'user_id': uuid.uuid4().hex}\n"
+            "    new_kwargs['messages'] = [dict(role='user', content=f'{time.time()} {q}')]\n"
+            "    return new_kwargs\n"
+        ),
+        # typed params and subscript-built blocks in the latest user turn
+        Valid(
+            "import time\n"
+            "from anthropic.types import MessageParam, TextBlockParam\n"
+            "from openai.types.chat import ChatCompletionUserMessageParam\n"
+            "def turn(q):\n"
+            "    block = {'type': 'text', 'text': f'{time.time()} {q}'}\n"
+            "    block['cache_control'] = {'type': 'ephemeral'}\n"
+            "    msg = {'role': 'user'}\n"
+            "    msg['content'] = f'{time.time()} {q}'\n"
+            "    return [MessageParam(role='user', content=[block, TextBlockParam(type='text',\n"
+            "            text=f'{time.time()}', cache_control={'type': 'ephemeral'})]), msg,\n"
+            "            ChatCompletionUserMessageParam(role='user', content=f'{time.time()}')]\n"
+        ),
+        # a module constant that is fixed text, and async/raw clients with the clock in the user turn
+        Valid(
+            "import datetime\n"
+            "from anthropic import AsyncAnthropic\n"
+            "RELEASED = 'Knowledge cut-off: 2025-01-01.'\n"
+            "client = AsyncAnthropic()\n"
+            "async def ask(q):\n"
+            "    return await client.with_raw_response.messages.create(system=RELEASED,\n"
+            "        messages=[{'role': 'user', 'content': f'{datetime.date.today()} {q}'}])\n"
+        ),
+        # aider's shape with the date moved out of the system prompt
+        Valid(
+            "from datetime import datetime\n"
+            "class Coder:\n"
+            "    def platform_info(self):\n"
+            "        return f'- Shell: {self.shell}'\n"
+            "    def fmt_system_prompt(self, prompt):\n"
+            "        return prompt.format(platform=self.platform_info())\n"
+            "    def messages(self, q):\n"
+            "        today = datetime.now().strftime('%Y-%m-%d')\n"
+            "        return [dict(role='system', content=self.fmt_system_prompt(self.main_system)),\n"
+            "                dict(role='user', content=f'Date: {today}. {q}')]\n"
+        ),
     )
     INVALID = (
         Invalid(
@@ -228,6 +320,181 @@ class VolatileValueInCachedSegment(PythonRule):
             "    return client.messages.create(tools=TOOLS, messages=[q])\n",
             line=2,
         ),
+        # flow through methods: aider builds its system prompt this way (per day)
+        Invalid(
+            "from datetime import datetime\n"
+            "class Coder:\n"
+            "    def get_platform_info(self):\n"
+            "        text = f'- Shell: {self.shell}\\n'\n"
+            "        dt = datetime.now().astimezone().strftime('%Y-%m-%d')\n"
+            "        text += f'- Current date: {dt}\\n'\n"
+            "        return text\n"
+            "    def fmt_system_prompt(self, prompt):\n"
+            "        platform_text = self.get_platform_info()\n"
+            "        return prompt.format(platform=platform_text)\n"
+            "    def format_chat_chunks(self):\n"
+            "        main_sys = self.fmt_system_prompt(self.gpt_prompts.main_system)\n"
+            "        return [dict(role='system', content=main_sys)]\n",
+            line=5,
+        ),
+        # pydantic-ai: @agent.system_prompt and @agent.instructions functions, Agent(system_prompt=)
+        Invalid(
+            "from datetime import datetime\n"
+            "from pydantic_ai import Agent\n"
+            "cli_agent = Agent('openai:gpt-4o')\n"
+            "@cli_agent.system_prompt\n"
+            "def cli_system_prompt() -> str:\n"
+            "    return f'The current date and time is {datetime.now()}.'\n",
+            line=6,
+        ),
+        Invalid(
+            "from datetime import date\n"
+            "from pydantic_ai import Agent, RunContext\n"
+            "agent = Agent('openai:gpt-4o')\n"
+            "@agent.instructions\n"
+            "async def add_date(ctx: RunContext[None]) -> str:\n"
+            "    return f'Today is {date.today()}.'\n",
+            line=6,
+        ),
+        Invalid(
+            "import time\n"
+            "from pydantic_ai import Agent\n"
+            "def build():\n"
+            "    return Agent('openai:gpt-4o', system_prompt=f'Session opened at {time.time()}')\n",
+            line=4,
+        ),
+        # openai-agents / swarm: instructions given a function or a lambda
+        Invalid(
+            "import uuid\n"
+            "from agents import Agent\n"
+            "def instructions(ctx, agent):\n"
+            "    return f'Trace {uuid.uuid4()}: you triage requests.'\n"
+            "triage = Agent(name='triage', instructions=instructions)\n",
+            line=4,
+        ),
+        Invalid(
+            "import time\n"
+            "from swarm import Agent\n"
+            "agent = Agent(name='a', instructions=lambda context_variables: f'Epoch {time.time()}')\n",
+            line=3,
+        ),
+        # autogen: system_message=
+        Invalid(
+            "import datetime\n"
+            "from autogen_agentchat.agents import AssistantAgent\n"
+            "def make(client):\n"
+            "    now = datetime.datetime.now().isoformat()\n"
+            "    return AssistantAgent('helper', model_client=client, system_message=f'It is {now}.')\n",
+            line=4,
+        ),
+        # LangChain: ("system", ...) tuples, SystemMessagePromptTemplate, PromptTemplate
+        Invalid(
+            "from datetime import datetime\n"
+            "from langchain_core.prompts import ChatPromptTemplate\n"
+            "def prompt():\n"
+            "    return ChatPromptTemplate.from_messages([\n"
+            "        ('system', f'Now: {datetime.now():%H:%M}. You are terse.'), ('human', '{q}')])\n",
+            line=5,
+        ),
+        Invalid(
+            "import time\n"
+            "from langchain_core.prompts import SystemMessagePromptTemplate, PromptTemplate\n"
+            "def templates():\n"
+            "    system = SystemMessagePromptTemplate.from_template(f'Run {time.time()}')\n"
+            "    return system, PromptTemplate(template=f'{time.time()} {{q}}', input_variables=['q'])\n",
+            line=4,
+        ),
+        # LlamaIndex: ChatMessage with MessageRole.SYSTEM
+        Invalid(
+            "import uuid\n"
+            "from llama_index.core.llms import ChatMessage, MessageRole\n"
+            "def messages(q):\n"
+            "    return [ChatMessage(role=MessageRole.SYSTEM, content=f'Trace {uuid.uuid4()}'),\n"
+            "            ChatMessage(role=MessageRole.USER, content=q)]\n",
+            line=4,
+        ),
+        # request kwargs completed by assignment, and litellm
+        Invalid(
+            "import time\n"
+            "def prepare(new_kwargs):\n"
+            "    new_kwargs['system'] = f'Clock {time.time()}'\n"
+            "    return new_kwargs\n",
+            line=3,
+        ),
+        Invalid(
+            "import random, litellm\n"
+            "def ask(q):\n"
+            "    return litellm.completion(model='gpt-4o', messages=[\n"
+            "        dict(role='system', content=f'Seed {random.random()}'), dict(role='user', content=q)])\n",
+            line=4,
+        ),
+        # the SDKs' typed params, and blocks completed by subscript assignment
+        Invalid(
+            "import time\n"
+            "from anthropic.types.beta import BetaTextBlockParam\n"
+            "def system():\n"
+            "    return [BetaTextBlockParam(type='text', text=f'Now {time.time()}',\n"
+            "                               cache_control={'type': 'ephemeral'})]\n",
+            line=4,
+        ),
+        Invalid(
+            "import uuid\n"
+            "from openai.types.chat import ChatCompletionSystemMessageParam\n"
+            "def messages(q):\n"
+            "    return [ChatCompletionSystemMessageParam(role='system', content=f'Run {uuid.uuid4()}'),\n"
+            "            {'role': 'user', 'content': q}]\n",
+            line=4,
+        ),
+        Invalid(
+            "import time\n"
+            "from openai.types.responses import EasyInputMessageParam\n"
+            "def ask(client, q):\n"
+            "    return client.responses.create(model='m', input=[\n"
+            "        EasyInputMessageParam(role='developer', content=f'{time.time()}'), q])\n",
+            line=5,
+        ),
+        Invalid(
+            "import uuid\n"
+            "def system_blocks(rules):\n"
+            "    block = {'type': 'text', 'text': f'{rules} (build {uuid.uuid4()})'}\n"
+            "    block['cache_control'] = {'type': 'ephemeral'}\n"
+            "    msg = {'role': 'system'}\n"
+            "    msg['content'] = f'{uuid.uuid4()}'\n"
+            "    return [block, msg]\n",
+            line=3,
+        ),
+        # a module-level constant formatted at import: per process start and per day
+        Invalid(
+            "from datetime import datetime\n"
+            "SYSTEM_PROMPT = f'You operate a computer. Today is {datetime.today().strftime(\"%A, %B %d, %Y\")}.'\n"
+            "def ask(client, messages):\n"
+            "    return client.beta.messages.create(system=[{'type': 'text', 'text': SYSTEM_PROMPT}],\n"
+            "                                       messages=messages)\n",
+            line=2,
+        ),
+        # raw, streaming, async and cloud clients are requests like any other
+        Invalid(
+            "import time\n"
+            "from anthropic import AnthropicBedrock, AsyncAnthropicVertex\n"
+            "bedrock = AnthropicBedrock()\n"
+            "vertex = AsyncAnthropicVertex()\n"
+            "def ask(q):\n"
+            "    return bedrock.messages.with_raw_response.create(system=f'{time.time()}', messages=[q])\n"
+            "async def stream(q):\n"
+            "    async with vertex.messages.with_streaming_response.create(\n"
+            "            system=f'{time.time()}', messages=[q]) as response:\n"
+            "        return response\n",
+            line=6,
+        ),
+        Invalid(
+            "import datetime\n"
+            "from openai import AsyncAzureOpenAI\n"
+            "client = AsyncAzureOpenAI()\n"
+            "async def ask(q):\n"
+            "    return await client.chat.completions.create(model='m', messages=[\n"
+            "        {'role': 'system', 'content': f'{datetime.datetime.utcnow()}'}, {'role': 'user', 'content': q}])\n",
+            line=6,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
@@ -254,19 +521,26 @@ def _message(context: LintContext, segment: CachedSegment, taint: Taint) -> str:
             "worker writes its own cache entry; use a fixed value, or put it in the latest "
             "user message"
         )
+    tail = _at_tail(context, segment, taint)
     if taint.period == "day":
         daily = " formatted to the day" if _callable(taint) not in DAILY_CALLABLES else ""
+        if tail:
+            return (
+                f"{taint.detail}{daily} changes once a day and ends {where}: the text before it "
+                "stays cached, but once a day the messages after it are written to the cache "
+                "again; acceptable for most apps, or move it into the latest user message"
+            )
         return (
-            f"{taint.detail}{daily} changes once a day and reaches {where}: from that point on the "
-            "prefix is written to the cache again each day (and differs between servers in "
-            "other time zones); keep it last in the cached part if that is acceptable, or "
-            "move it into the latest user message"
+            f"{taint.detail}{daily} changes once a day and reaches {where}: the prefix from "
+            "there on is written to the cache again each day (and differs between servers in "
+            "other time zones); put it at the end of the cached text if a daily rewrite is "
+            "acceptable, or move it into the latest user message"
         )
-    if _at_tail(context, segment, taint):
+    if tail:
         return (
             f"{taint.detail} changes on every request and ends {where}: the text before it can "
-            "still be cached, but nothing after it (tools or messages that follow) ever is; "
-            "move it into the latest user message"
+            "still be cached, but the messages after it never are; move it into the latest "
+            "user message"
         )
     return (
         f"{taint.detail} changes on every request and reaches {where}, so the cached prefix "
@@ -282,26 +556,28 @@ def _is_date(taint: Taint) -> bool:
     return _callable(taint).split(".")[0] in ("datetime", "time", "pendulum", "arrow")
 
 
-def _at_tail(context: LintContext, segment: CachedSegment, taint: Taint) -> bool:
-    """Whether `taint` enters only through the last piece of the segment's text."""
-    node = segment.node
+def _pieces(node: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The parts of a text built by `+` or an f-string, in order (None for other shapes)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        return [*(_pieces(node.left) or [node.left]), node.right]
     if isinstance(node, cst.FormattedString):
-        pieces: list[cst.BaseExpression] = [
-            part.expression
-            for part in node.parts
-            if isinstance(part, cst.FormattedStringExpression)
-        ]
         trailing = node.parts[-1] if node.parts else None
         if isinstance(trailing, cst.FormattedStringText) and trailing.value.strip():
-            return False
-    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        pieces = [node.left, node.right]
-    else:
-        return False
-    if len(pieces) < 2:
-        return False
-    env = Env(segment.function)
+            return None
+        return [p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+    return None
+
+
+def _at_tail(context: LintContext, segment: CachedSegment, taint: Taint) -> bool:
+    """Whether `taint` enters only through the last piece of the segment's text."""
     analysis = context.analysis
-    return taint in analysis.taints(pieces[-1], env) and not any(
-        taint in analysis.taints(piece, env) for piece in pieces[:-1]
-    )
+    values = analysis.resolve(segment.node, Env(segment.function))
+    for value, env in values:
+        pieces = _pieces(value)
+        if pieces is None or len(pieces) < 2:
+            return False
+        if taint not in analysis.taints(pieces[-1], env) or any(
+            taint in analysis.taints(piece, env) for piece in pieces[:-1]
+        ):
+            return False
+    return bool(values)

@@ -89,6 +89,24 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    def ask(self, client, q):\n"
             "        return client.messages.create(system=self.system(), messages=[q])\n"
         ),
+        # agent frameworks: per-user data in the user turn, run context without identity
+        Valid(
+            "from swarm import Agent\n"
+            "def instructions(context_variables):\n"
+            "    language = context_variables.get('language', 'English')\n"
+            "    return f'You are a helpful agent. Answer in {language}.'\n"
+            "agent = Agent(name='Agent', instructions=instructions)\n"
+            "def run(client, context_variables):\n"
+            "    name = context_variables['name']\n"
+            "    return client.run(agent=agent, messages=[{'role': 'user', 'content': f'I am {name}'}])\n"
+        ),
+        Valid(
+            "from pydantic_ai import Agent, RunContext\n"
+            "support = Agent('openai:gpt-4o', instructions='You are a bank support agent.')\n"
+            "async def answer(deps, question):\n"
+            "    customer_name = await deps.db.customer_name(id=deps.customer_id)\n"
+            "    return await support.run(f'{customer_name} asks: {question}', deps=deps)\n"
+        ),
     )
     INVALID = (
         Invalid(
@@ -126,6 +144,41 @@ class RequestIdentityInCachedSegment(PythonRule):
             "def segments(username):\n"
             "    return [Segment.versioned(f'Assistant for {username}', version='v2')]\n",
             line=3,
+        ),
+        # pydantic-ai: a variable named like identity, computed from the run context
+        Invalid(
+            "from pydantic_ai import Agent, RunContext\n"
+            "support = Agent('openai:gpt-4o')\n"
+            "@support.instructions\n"
+            "async def add_customer_name(ctx: RunContext[object]) -> str:\n"
+            "    customer_name = await ctx.deps.db.customer_name(id=ctx.deps.customer_id)\n"
+            '    return f"The customer\'s name is {customer_name!r}"\n',
+            line=6,
+        ),
+        # swarm / openai-agents: instructions given a function that reads the run context
+        Invalid(
+            "from swarm import Agent\n"
+            "def instructions(context_variables):\n"
+            "    name = context_variables.get('name', 'User')\n"
+            "    return f'You are a helpful agent. Greet the user by name ({name}).'\n"
+            "agent = Agent(name='Agent', instructions=instructions)\n",
+            line=3,
+        ),
+        Invalid(
+            "from agents import Agent\n"
+            "def triage_instructions(context_variables, agent):\n"
+            "    customer_context = context_variables.get('customer_context', None)\n"
+            "    return f'Triage the request. The customer context is: {customer_context}'\n"
+            "triage = Agent(name='Triage', instructions=triage_instructions)\n",
+            line=3,
+        ),
+        # autogen: system_message=
+        Invalid(
+            "from autogen_agentchat.agents import AssistantAgent\n"
+            "def make(client, user_email):\n"
+            "    return AssistantAgent('mail', model_client=client,\n"
+            "                          system_message=f'You draft mail for {user_email}.')\n",
+            line=4,
         ),
     )
 

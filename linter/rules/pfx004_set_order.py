@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from ..context import LintContext
 from ..finding import Edit, Finding, Fix
 from ..rule import Invalid, PythonRule, Valid
+from ..taint import Env
 
 __all__ = ["SetOrderInCachedSegment"]
 
@@ -62,6 +65,28 @@ class SetOrderInCachedSegment(PythonRule):
             "NAMES = ['search', 'fetch']\n"
             "def ask(client, q):\n"
             "    return client.messages.create(tools=[{'name': n} for n in NAMES], messages=[q])\n"
+        ),
+        # sorted before the description; ints hash alike in every process
+        Valid(
+            "BUILTINS = ['math', 'json', 're']\n"
+            "IDS = {8, 1, 3}\n"
+            "def tool(extra):\n"
+            "    allowed = sorted(set(BUILTINS) | set(extra))\n"
+            "    return {'name': 'python', 'description': f'Imports allowed: {allowed}; ids {list(IDS)}'}\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(tools=[tool(['os'])], messages=[q])\n"
+        ),
+        # a dict built from a sorted set, and a tool class with a sorted list
+        Valid(
+            "from smolagents import Tool\n"
+            "ENABLED = {'search', 'fetch'}\n"
+            "SPECS = {name: {'name': name} for name in sorted(ENABLED)}\n"
+            "class PythonTool(Tool):\n"
+            "    def __init__(self, modules):\n"
+            "        self.authorized = sorted(set(modules))\n"
+            "        self.description = f'Allowed: {self.authorized}'\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(tools=list(SPECS.values()), messages=[q])\n"
         ),
     )
     INVALID = (
@@ -132,17 +157,50 @@ class SetOrderInCachedSegment(PythonRule):
                 "    return client.messages.create(system=SYSTEM, messages=[q])\n"
             ),
         ),
+        # list(set(...)) in a tool's description (smolagents' PythonInterpreterTool)
+        Invalid(
+            "from smolagents import Tool\n"
+            "BASE_MODULES = ['math', 'json', 're']\n"
+            "class PythonInterpreterTool(Tool):\n"
+            "    name = 'python_interpreter'\n"
+            "    def __init__(self, authorized_imports=None):\n"
+            "        self.authorized_imports = list(set(BASE_MODULES) | set(authorized_imports or []))\n"
+            "        self.inputs = {'code': {'type': 'string',\n"
+            "            'description': f'You may import: {self.authorized_imports}.'}}\n",
+            line=6,
+        ),
+        # the values of a dict whose keys were taken from a set, sent as tools
+        Invalid(
+            "ENABLED = {'search', 'fetch', 'translate'}\n"
+            "SPECS = {name: {'name': name, 'input_schema': {}} for name in ENABLED}\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(tools=list(SPECS.values()), messages=[q])\n",
+            line=2,
+        ),
+        # a helper iterates over its parameter; the call passes a set
+        Invalid(
+            "def describe(names):\n"
+            "    return 'Tools: ' + ', '.join(names)\n"
+            "def ask(client, q):\n"
+            "    return client.messages.create(system=describe({'search', 'fetch'}), messages=[q])\n",
+            line=4,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report each set whose order leaks; offer to wrap it in `sorted(...)`."""
         for segment, taint in context.segment_taints:
-            if taint.kind != "set":
+            if taint.kind != "set" or not isinstance(taint.origin, cst.BaseExpression):
                 continue
+            elements = context.analysis.set_elements(taint.origin, Env(segment.function))
+            if elements == "stable":
+                continue  # ints and None hash alike in every process: the order is fixed
             start, end = context.span(taint.origin)
             fix = Fix(
                 "Wrap the set in `sorted(...)`",
                 (Edit(start, start, "sorted("), Edit(end, end, ")")),
+                # sorted() raises on elements that do not compare (objects, mixed types)
+                "safe" if elements == "str" else "unsafe",
             )
             yield context.finding(
                 self.code,
