@@ -1,0 +1,149 @@
+"""What the caller wrote is what is sent: SESSION and DYNAMIC text is never canonicalised,
+only the static tiers and tools are; and the smaller rules of issue 23, item 6."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import anthropic
+import openai
+import pytest
+from prefixkit.sdk import (
+    AnthropicClient,
+    LayoutError,
+    OpenAIClient,
+    Prompt,
+    RenderError,
+    Segment,
+    render_anthropic,
+)
+from prefixkit.sdk.errors import UsageError
+from prefixkit.sdk.render_openai import render_openai_chat, render_openai_responses
+from prefixkit.testing.providers import MockProvider
+
+from .prompts import LONG_INSTRUCTIONS, support_prompt
+
+CLAUDE = "claude-sonnet-5"
+GPT = "gpt-4o"
+EXPLICIT = "gpt-5.6-sol"
+NFD = unicodedata.normalize("NFD", "Café crème brûlée")
+TSV = "sku\tqty\tnote\t\nA-1\t3\t\t\n"
+MARKDOWN = "Line one  \nline two (a hard break above)\n"
+
+
+def anthropic_texts(prompt: Prompt) -> list[str]:
+    kwargs = render_anthropic(prompt, model=CLAUDE, max_tokens=8)
+    return [block["text"] for m in kwargs["messages"] for block in m["content"]]  # type: ignore[typeddict-item]
+
+
+@pytest.mark.parametrize("text", [NFD, TSV, MARKDOWN], ids=["nfd", "tsv", "markdown"])
+def test_dynamic_question_is_sent_exactly_as_given(text: str) -> None:
+    prompt = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic(text)])
+    assert anthropic_texts(prompt) == [text]
+
+
+@pytest.mark.parametrize("text", [NFD, TSV, MARKDOWN], ids=["nfd", "tsv", "markdown"])
+def test_session_history_message_is_sent_exactly_as_given(text: str) -> None:
+    prompt = Prompt(
+        system=LONG_INSTRUCTIONS,
+        messages=[{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}],
+    )
+    assert anthropic_texts(prompt)[0] == text
+
+
+def test_dynamic_text_reaches_openai_unaltered(
+    openai_client: openai.OpenAI, api: MockProvider
+) -> None:
+    prompt = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic(TSV)])
+    openai_client.chat.completions.create(**render_openai_chat(prompt, model=GPT))
+    assert api.body["messages"][-1]["content"][0]["text"] == TSV
+
+
+def test_static_text_is_still_canonicalised() -> None:
+    segment = Segment.static(NFD + "  \r\n")
+    assert segment.text == unicodedata.normalize("NFC", NFD)
+
+
+def test_next_turn_keeps_the_question_bytes_when_it_joins_the_history() -> None:
+    prompt = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic(TSV)])
+    following = prompt.next_turn("noted", "next")
+    assert following.messages[0].text == TSV
+
+
+# --- item 6 ---------------------------------------------------------------------------
+
+
+def test_stream_true_to_a_non_streaming_anthropic_method_names_the_stream_method(
+    anthropic_client: anthropic.Anthropic,
+) -> None:
+    with pytest.raises(UsageError, match=r"call AnthropicClient.stream\(...\) instead"):
+        AnthropicClient(anthropic_client).create(
+            support_prompt(), model=CLAUDE, max_tokens=8, stream=True
+        )
+
+
+@pytest.mark.parametrize(
+    ("method", "instead"),
+    [("chat", "OpenAIClient.stream_chat"), ("responses", "OpenAIClient.stream_responses")],
+)
+def test_stream_true_to_a_non_streaming_openai_method_names_the_stream_method(
+    openai_client: openai.OpenAI, method: str, instead: str
+) -> None:
+    client = OpenAIClient(openai_client)
+    with pytest.raises(UsageError, match=instead):
+        getattr(client, method)(support_prompt(), model=GPT, stream=True)
+
+
+def test_prompt_cache_key_is_overridden_per_call(
+    openai_client: openai.OpenAI, api: MockProvider
+) -> None:
+    kwargs = render_openai_responses(support_prompt(), model=GPT, prompt_cache_key="conv-42")
+    openai_client.responses.create(**kwargs)
+    assert api.body["prompt_cache_key"] == "conv-42"
+
+
+def test_a_reserved_parameter_error_names_the_argument_that_sets_it() -> None:
+    with pytest.raises(RenderError, match=r"prompt_cache_options \(give it as the cache_mode="):
+        render_openai_chat(support_prompt(), model=GPT, prompt_cache_options={"mode": "implicit"})
+
+
+def test_a_cache_marker_on_a_dynamic_segment_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"cache_control on DYNAMIC.*written and never read"):
+        Segment.dynamic("q", cache_control={"type": "ephemeral"})
+
+
+def test_empty_openai_text_parts_are_not_sent() -> None:
+    prompt = Prompt(
+        system=[Segment.static(LONG_INSTRUCTIONS), Segment.versioned("", version="1")],
+        messages=[{"role": "user", "content": ""}, Segment.dynamic("q")],
+    )
+    for render in (render_openai_chat, render_openai_responses):
+        kwargs = render(prompt, model=GPT)
+        items = kwargs.get("messages") or kwargs.get("input")  # type: ignore[attr-defined]
+        parts = [part for item in items for part in item["content"]]
+        assert all(part["text"] for part in parts)
+        assert len(items) == 2
+
+
+def test_chat_moving_breakpoint_never_lands_on_an_assistant_part() -> None:
+    prompt = support_prompt().next_turn("It is $45.", "And 1 TB?")
+    messages = render_openai_chat(prompt, model=EXPLICIT)["messages"]
+    assistant = [m for m in messages if m["role"] == "assistant"]
+    assert assistant and all(
+        "prompt_cache_breakpoint" not in part
+        for m in assistant
+        for part in m["content"]  # type: ignore[union-attr]
+    )
+
+
+def test_tools_from_kwargs_pass_through_when_the_prompt_has_none() -> None:
+    tools = [{"type": "web_search"}]
+    kwargs = render_openai_responses(
+        Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")]), model=GPT, tools=tools
+    )
+    assert kwargs["tools"] == tools  # type: ignore[comparison-overlap]
+
+
+def test_tools_from_both_the_prompt_and_kwargs_are_refused() -> None:
+    with pytest.raises(RenderError, match="tools come from both the Prompt and tools="):
+        render_openai_chat(support_prompt(), model=GPT, tools=[])
