@@ -40,7 +40,7 @@ def render_rules_doc() -> str:
     """The full text of docs/rules.md."""
     rows = [
         f"| [{rule.code}](#{rule.code.lower()}) | `{rule.name}` | {rule.summary()} | "
-        f"{'safe fix' if rule.fixable() else ''} |"
+        f"{f'{rule.fix_applicability} fix' if rule.fixable() else ''} |"
         for rule in ALL_RULES
     ]
     sections = []
@@ -50,7 +50,12 @@ def render_rules_doc() -> str:
         body = body.strip().replace("\n## ", "\n### ")
         if body.startswith("## "):
             body = "#" + body
-        fix = "\n\nAutofix: safe (`prefixkit lint --fix`)." if rule.fixable() else ""
+        option = "--fix" if rule.fix_applicability == "safe" else "--unsafe-fixes"
+        fix = (
+            f"\n\nAutofix: {rule.fix_applicability} (`prefixkit lint {option}`)."
+            if rule.fixable()
+            else ""
+        )
         sections.append(
             f'<a id="{rule.code.lower()}"></a>\n## {rule.code} `{rule.name}`\n\n{summary}'
             f"{fix}\n\n{body}\n"

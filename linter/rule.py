@@ -48,6 +48,9 @@ class Rule:
 
     code: ClassVar[str]
     name: ClassVar[str]
+    # "safe": `--fix` applies the rule's fixes (some may still be unsafe, case by case);
+    # "unsafe": only `--unsafe-fixes` does (they may change what a correct program sends).
+    fix_applicability: ClassVar[str] = "safe"
     VALID: ClassVar[tuple[Valid, ...]] = ()
     INVALID: ClassVar[tuple[Invalid, ...]] = ()
 
@@ -58,7 +61,7 @@ class Rule:
 
     @classmethod
     def fixable(cls) -> bool:
-        """Whether the rule offers safe fixes (some `Invalid` has `expected_fix`)."""
+        """Whether the rule offers fixes (some `Invalid` has `expected_fix`); see `fix_applicability`."""
         return any(example.expected_fix is not None for example in cls.INVALID)
 
 

@@ -53,6 +53,7 @@ class UnsortedJsonInCachedSegment(PythonRule):
 
     code = "PFX003"
     name = "unsorted-json-in-cached-segment"
+    fix_applicability = "unsafe"
     VALID = (
         Valid(
             "import json\n"
@@ -245,10 +246,16 @@ def _fix(context: LintContext, call: cst.Call) -> Fix | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "sort_keys":
             start, end = context.span(arg.value)
-            return Fix("Set `sort_keys=True`", (Edit(start, end, "True"),), applicability="unsafe")
+            return Fix(
+                "Set `sort_keys=True`",
+                (Edit(start, end, "True"),),
+                applicability=UnsortedJsonInCachedSegment.fix_applicability,
+            )
     if not call.args:
         return None
     _, end = context.span(call.args[-1].value)
     return Fix(
-        "Add `sort_keys=True`", (Edit(end, end, ", sort_keys=True"),), applicability="unsafe"
+        "Add `sort_keys=True`",
+        (Edit(end, end, ", sort_keys=True"),),
+        applicability=UnsortedJsonInCachedSegment.fix_applicability,
     )

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_file
+from prefixkit.linter.engine import lint_file, lint_text
+from prefixkit.linter.rule import Rule
 from prefixkit.linter.rules import ALL_RULES
 
 SEEDS = range(4)
@@ -227,6 +228,22 @@ def test_plain_fix_does_not_sort_a_set_whose_elements_do_not_compare(tmp_path: P
     _sent(path)  # it runs (in a varying order) before the fix
     lint_file(path, config, fix=True)
     _sent(path)  # and still runs after it
+
+
+@pytest.mark.parametrize(
+    "rule", [rule for rule in ALL_RULES if rule.fixable()], ids=lambda rule: rule.code
+)
+def test_fixes_offered_keep_the_promise_of_the_rule_docs(tmp_path: Path, rule: type[Rule]) -> None:
+    # "unsafe": the rule never offers a fix that plain --fix applies
+    offered = set()
+    for example in rule.INVALID:
+        path = tmp_path / example.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(example.code, encoding="utf-8")
+        findings = lint_text(example.code, path, LintConfig(root=tmp_path, select=(rule.code,)))
+        offered |= {f.fix.applicability for f in findings if f.fix is not None}
+    allowed = {"safe", "unsafe"} if rule.fix_applicability == "safe" else {"unsafe"}
+    assert offered and offered <= allowed
 
 
 def test_every_fixable_rule_has_fix_safety_programs() -> None:
