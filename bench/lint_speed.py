@@ -12,7 +12,10 @@ same files and in this one run:
 - prefixkit with `--jobs N` (process pool);
 - Fixit, single process (`parallel=False`), with 9 built-in rules that use
   the same libcst metadata (QualifiedNameProvider, ScopeProvider);
-- prefixkit single process on half the corpus, to check linear scaling.
+- prefixkit single process on half the corpus, to check linear scaling;
+- prefixkit with the re-lint cache: a first run (empty `.prefixkit_cache/`,
+  which it fills) and an unchanged re-lint, in this process and as the
+  `prefixkit lint` command (a new process: start-up and imports included).
 
 Runs are interleaved (so both tools see the same load on a shared machine)
 and each timing is the best of `--repeat` runs after one warm-up;
@@ -23,12 +26,16 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from prefixkit.linter.config import LintConfig
 from prefixkit.linter.engine import lint_paths
+from prefixkit.linter.result_cache import ResultCache
 
 FIXIT_RULES = (
     "CollapseIsinstanceChecks",
@@ -269,16 +276,34 @@ def main() -> None:
             "fixit": [],
             "half": [],
             "jobs": [],
+            "first": [],
+            "relint": [],
+            "command": [],
         }
+        cache_dir = root / ".prefixkit_cache"
+        command = [sys.executable, "-m", "prefixkit.cli.main", "lint", "--exit-zero", str(root)]
         for _ in range(args.repeat):
             runs["single"].append(timed(lambda: lint_paths(files, config)))
             runs["fixit"].append(timed(lambda: run_fixit(files)))
             runs["half"].append(timed(lambda: lint_paths(half, config)))
             runs["jobs"].append(timed(lambda: lint_paths(files, config, jobs=args.jobs)))
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            runs["first"].append(
+                timed(lambda: lint_paths(files, config, cache=ResultCache.for_config))
+            )
+            runs["relint"].append(
+                timed(lambda: lint_paths(files, config, cache=ResultCache.for_config))
+            )
+            # run from the corpus folder, the command has the same settings (the defaults
+            # rooted there), so it finds the cache the first run wrote
+            runs["command"].append(
+                timed(lambda: subprocess.run(command, cwd=root, capture_output=True, check=True))
+            )
         best = {
             name: (min(w for w, _ in times), min(c for _, c in times))
             for name, times in runs.items()
         }
+        spread = {name: [w for w, _ in times] for name, times in runs.items()}
 
     def rate(seconds: float) -> str:
         return f"{seconds:7.2f} s {lines / seconds:8,.0f} lines/s"
@@ -304,6 +329,18 @@ def main() -> None:
         f"linearity (CPU): {half_lines:,} lines {half_run[1]:.2f} s, {lines:,} lines "
         f"{single[1]:.2f} s; time per line full/half = {per_line:.2f} (1.00 = linear)"
     )
+    first, relint, command_run = best["first"], best["relint"], best["command"]
+    print("re-lint cache (wall):")
+    print(f"  first run, empty cache         {first[0]:8.3f} s")
+    print(
+        f"  unchanged re-lint              {relint[0]:8.3f} s   {first[0] / relint[0]:7.1f}x faster"
+    )
+    print(
+        f"  unchanged re-lint, command     {command_run[0]:8.3f} s   "
+        f"{first[0] / command_run[0]:7.1f}x faster (new process: start-up and imports)"
+    )
+    for name in ("first", "relint", "command"):
+        print(f"  {name:8} runs: " + ", ".join(f"{w:.3f}" for w in spread[name]) + " s")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ settings and recorded dependencies are unchanged is not linted again.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 _MAX_FIX_PASSES = 8
+_MAX_BROKEN_CELLS = 8
 _BINARY_PROBE = 8192
 _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 
@@ -158,9 +160,31 @@ def lint_notebook(
         notebook = parse_notebook(text)
     except NotebookError as exc:
         return _unreadable_notebook(exc, path, config)
-    return [
-        notebook.map_finding(f) for f in lint_text(notebook.module(), path, config, kind="python")
-    ]
+    return [notebook.map_finding(f) for f in _notebook_findings(notebook, path, config)]
+
+
+def _notebook_findings(notebook: Notebook, path: Path, config: LintConfig) -> list[Finding]:
+    """Findings on the notebook's module; a cell that does not parse gets its PFX000 and
+    is left out, so the other cells are still linted."""
+    blank: frozenset[int] = frozenset()
+    broken: list[Finding] = []
+    findings = lint_text(notebook.module(), path, config, kind="python")
+    for _ in range(_MAX_BROKEN_CELLS):
+        errors = [f for f in findings if f.code == SYNTAX_ERROR_CODE]
+        if not errors:
+            break
+        broken += [
+            dataclasses.replace(
+                f,
+                message=f.message.replace("this file", "this cell").replace(
+                    "other files are", "the other cells are"
+                ),
+            )
+            for f in errors
+        ]
+        blank |= {notebook.position_of(f.start.row) for f in errors}
+        findings = lint_text(notebook.module(blank), path, config, kind="python")
+    return sorted(broken + findings, key=lambda f: f.sort_key)
 
 
 def _unreadable_notebook(exc: NotebookError, path: Path, config: LintConfig) -> list[Finding]:
@@ -273,7 +297,7 @@ def _fix_notebook(
     fixed = 0
 
     def module_findings() -> list[Finding]:
-        return lint_text(notebook.module(), path, config, kind="python")
+        return _notebook_findings(notebook, path, config)
 
     findings = module_findings()
     for _ in range(_MAX_FIX_PASSES):
@@ -300,11 +324,14 @@ def _human_size(size: int) -> str:
     return f"{size} bytes"
 
 
-def _read(path: Path, config: LintConfig) -> tuple[bytes | None, str | None, str, str]:
-    """(bytes, text, note, short reason); text is None when the file is skipped."""
+def _read(path: Path, config: LintConfig, kind: str) -> tuple[bytes | None, str | None, str, str]:
+    """(bytes, text, note, short reason); text is None when the file is skipped.
+
+    A notebook's size is mostly its outputs (images): its code is measured instead.
+    """
     try:
         size = path.stat().st_size
-        if size > config.max_file_size:
+        if kind != "notebook" and size > config.max_file_size:
             return (
                 None,
                 None,
@@ -344,9 +371,15 @@ def lint_file(
     """
     kind = kind or file_kind(path, config, named=True) or "other"
     outcome = FileOutcome(path, kind=kind)
-    data, text, outcome.note, reason = _read(path, config)
+    data, text, outcome.note, reason = _read(path, config, kind)
     if data is None or text is None:
         outcome.skipped = reason
+        return outcome
+    if kind == "notebook" and _notebook_code_size(text) > config.max_file_size:
+        outcome.note = (
+            f"skipped {path}: its code cells are over max-file-size ({config.max_file_size})"
+        )
+        outcome.skipped = f"over {_human_size(config.max_file_size)}"
         return outcome
     outcome.digest = hashlib.sha256(data).hexdigest()
     project = project or ProjectState(config)
@@ -383,6 +416,13 @@ def lint_file(
     else:
         outcome.lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     return outcome
+
+
+def _notebook_code_size(text: str) -> int:
+    try:
+        return sum(len(line) for cell in parse_notebook(text).cells for line in cell.lines)
+    except NotebookError:
+        return 0
 
 
 def _notebook_lines(text: str) -> int:

@@ -7,7 +7,8 @@ shell escape (`%pip install x`, `!ls`, `files = !ls`, `obj?`) becomes `pass`
 (or `files = None`) at the same indentation, and a cell whose first line is a
 cell magic is blanked (`%%bash`, `%%writefile`, ...) except for the magics
 that run the cell as Python (`%%time`, `%%capture`, ...), whose first line
-alone is blanked. Markdown and raw cells are not code and are skipped.
+alone is blanked. Markdown and raw cells are not code and are skipped. A cell
+that does not parse is reported and left out, and the other cells are linted.
 
 Findings on the module are mapped back to (cell, row in cell); fixes are
 applied to the cells' own source and written back by replacing only the JSON
@@ -60,13 +61,22 @@ def _neutralise(lines: Sequence[str]) -> list[str]:
         name = lines[0][2:].split(maxsplit=1)[0] if lines[0][2:].strip() else ""
         if name not in _PYTHON_CELL_MAGICS:
             return ["\n" for _ in lines]
-        return ["\n", *(_neutralise_line(line) for line in lines[1:])]
-    return [_neutralise_line(line) for line in lines]
+        return ["\n", *_neutralise_lines(lines[1:])]
+    return _neutralise_lines(lines)
 
 
-def _neutralise_line(line: str) -> str:
-    ending = "\n" if line.endswith("\n") else ""
-    body = line.rstrip("\r\n")
+def _neutralise_lines(lines: Sequence[str]) -> list[str]:
+    out = []
+    continued = False  # the line before was a magic ending in a backslash
+    for line in lines:
+        ending = "\n" if line.endswith("\n") else ""
+        body = line.rstrip("\r\n")
+        out.append(ending if continued else _neutralise_line(line, body, ending))
+        continued = out[-1] != line and body.endswith("\\")
+    return out
+
+
+def _neutralise_line(line: str, body: str, ending: str) -> str:
     magic = _LINE_MAGIC.match(body)
     if magic is not None:
         target = magic.group("target")
@@ -158,11 +168,12 @@ class Notebook:
     text: str
     cells: tuple[_Cell, ...]
 
-    def module(self) -> str:
-        """The code cells as one module (IPython syntax neutralised, rows kept)."""
+    def module(self, blank: frozenset[int] = frozenset()) -> str:
+        """The code cells as one module (IPython syntax neutralised, rows kept); the
+        cells at positions `blank` (cells that do not parse) as empty lines."""
         parts = []
-        for cell in self.cells:
-            lines = _neutralise(cell.lines)
+        for position, cell in enumerate(self.cells):
+            lines = ["\n"] * len(cell.lines) if position in blank else _neutralise(cell.lines)
             if lines and not lines[-1].endswith("\n"):
                 lines[-1] += "\n"
             parts.append("".join(lines))
@@ -180,6 +191,10 @@ class Notebook:
             starts.append(row)
             row += len(cell.lines)
         return starts
+
+    def position_of(self, row: int) -> int:
+        """The position in `cells` of the cell holding a module row."""
+        return self._locate(row)[0]
 
     def _locate(self, row: int) -> tuple[int, int]:
         """(position in `cells`, row in that cell) of a module row."""

@@ -98,6 +98,38 @@ def test_module_has_one_row_per_cell_row() -> None:
     assert len(module) == sum(len(cell.lines) for cell in notebook.cells)
 
 
+def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_linted(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads((project / "support_prompts.ipynb").read_text(encoding="utf-8"))
+    broken = {"cell_type": "code", "execution_count": None, "id": "x", "metadata": {}}
+    document["cells"].insert(1, {**broken, "outputs": [], "source": ["def f(:\n", "    pass"]})
+    (project / "support_prompts.ipynb").write_text(json.dumps(document, indent=1), "utf-8")
+    lint("--format", "json", "support_prompts.ipynb")
+    items = json.loads(capsys.readouterr().out)
+    assert [(i["code"], i["cell"]) for i in items] == [
+        ("PFX000", 2),
+        ("PFX004", 4),
+        ("PFX001", 4),
+    ]
+    assert items[0]["message"].startswith("cannot parse this cell: ")
+
+
+def test_a_notebook_is_measured_by_its_code_not_its_outputs(project: Path) -> None:
+    document = json.loads((project / "support_prompts.ipynb").read_text(encoding="utf-8"))
+    image = {"data": {"image/png": "A" * 20_000}, "metadata": {}, "output_type": "display_data"}
+    document["cells"][3]["outputs"].append(image)
+    (project / "support_prompts.ipynb").write_text(json.dumps(document, indent=1), "utf-8")
+    (project / "pyproject.toml").write_text(
+        "[tool.prefixkit.lint]\nmax-file-size = 10000\n", encoding="utf-8"
+    )
+    assert lint("support_prompts.ipynb") == 1  # 24 kB of JSON, 1 kB of code: linted
+    (project / "pyproject.toml").write_text(
+        "[tool.prefixkit.lint]\nmax-file-size = 500\n", encoding="utf-8"
+    )
+    assert lint("support_prompts.ipynb") == 0  # its code is over 500 bytes: skipped
+
+
 def test_fix_changes_only_the_fixed_source_line(project: Path) -> None:
     path = project / "support_prompts.ipynb"
     before = path.read_bytes()
@@ -183,3 +215,10 @@ def test_checkpoints_are_not_linted(project: Path, capsys: pytest.CaptureFixture
     shutil.move(project / "magics.ipynb", project / ".ipynb_checkpoints" / "magics.ipynb")
     lint()
     assert ".ipynb_checkpoints" not in capsys.readouterr().out
+
+
+def test_a_shell_line_continued_with_a_backslash_is_neutralised_whole() -> None:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    source = ["!pip install -q \\\n", "    anthropic==0.40.0 \\\n", "    httpx\n", "x = 1"]
+    notebook = parse_notebook(json.dumps({"cells": [{**cell, "source": source}], "nbformat": 4}))
+    assert notebook.module() == "pass\n\n\nx = 1\n"
