@@ -29,7 +29,8 @@ without the gateway).
 
 Planning (`warm_prefix`, `plan_warmup`) is pure; `send_warmup` does the I/O: each warm
 request, then the same request again as a probe, whose cached tokens are what the next real
-request will find (`WarmResult.cached_after`).
+request will find (`WarmResult.cached_after`); the targets in parallel, each target's
+requests one after another.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,29 +252,41 @@ def _key_of(tenants: Tenants, tenant: str) -> str:
 def send_warmup(
     plan: Sequence[WarmRequest], *, client: httpx.Client | None = None, timeout: float = 300.0
 ) -> WarmReport:
-    """Send each warm request, then its probe; raises `WarmupError` naming the target that
-    is unreachable or answered an error, and what to do."""
+    """Send each warm request, then its probe: the targets in parallel, each target's
+    requests one at a time (a replica prefills one prefix after another either way).
+    Raises `WarmupError` naming the target that is unreachable or answered an error."""
+    by_target: dict[tuple[str, str], list[int]] = {}
+    for index, request in enumerate(plan):
+        by_target.setdefault((request.target.name, request.target.url), []).append(index)
+    results: list[WarmResult | None] = [None] * len(plan)
+
+    def send(indices: list[int], http: httpx.Client) -> None:
+        for index in indices:
+            results[index] = _warm_one(http, plan[index])
+
     with contextlib.ExitStack() as stack:
         http = client or stack.enter_context(httpx.Client(timeout=timeout))
-        results = []
-        for request in plan:
-            started = time.perf_counter()
-            before = _cached_tokens(_post(http, request))
-            seconds = time.perf_counter() - started
-            after = _cached_tokens(_post(http, request))
-            results.append(
-                WarmResult(
-                    target=request.target.name,
-                    url=request.target.url,
-                    key=request.prefix.key,
-                    tenant=request.tenant,
-                    prefix_tokens=request.prefix.prefix_tokens,
-                    cached_before=before,
-                    cached_after=after,
-                    seconds=seconds,
-                )
-            )
-    return WarmReport(tuple(results))
+        with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+            for future in [pool.submit(send, group, http) for group in by_target.values()]:
+                future.result()
+    return WarmReport(tuple(result for result in results if result is not None))
+
+
+def _warm_one(http: httpx.Client, request: WarmRequest) -> WarmResult:
+    started = time.perf_counter()
+    before = _cached_tokens(_post(http, request))
+    seconds = time.perf_counter() - started
+    after = _cached_tokens(_post(http, request))
+    return WarmResult(
+        target=request.target.name,
+        url=request.target.url,
+        key=request.prefix.key,
+        tenant=request.tenant,
+        prefix_tokens=request.prefix.prefix_tokens,
+        cached_before=before,
+        cached_after=after,
+        seconds=seconds,
+    )
 
 
 def warm(

@@ -7,6 +7,7 @@ tests/engine/test_warmup_engine.py checks the same on real vLLM."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -219,3 +220,26 @@ def test_a_server_without_cached_token_details_leaves_the_result_unknown() -> No
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
         (result,) = send_warmup(plan, client=client).results
     assert (result.cached_after, result.warmed) == (None, False)
+
+
+def test_the_replicas_are_warmed_at_the_same_time() -> None:
+    both_waiting = threading.Barrier(2, timeout=10)  # breaks if the replicas go one by one
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body.get("cache_salt") == tenant_salt("acme", SECRET):
+            both_waiting.wait()
+        details = {"cached_tokens": 0}
+        return httpx.Response(200, json={"usage": {"prompt_tokens_details": details}})
+
+    plan = plan_warmup(
+        [PREFIX], replica_targets(["http://r0", "http://r1"]), model="m", tenants=TENANTS
+    )
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        report = send_warmup(plan, client=client)
+    assert [(r.target, r.tenant) for r in report.results] == [
+        ("replica 0", "acme"),
+        ("replica 0", "globex"),
+        ("replica 1", "acme"),
+        ("replica 1", "globex"),
+    ]
