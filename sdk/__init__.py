@@ -4,8 +4,9 @@ The public surface is re-exported here; modules are private to the package.
 Heavy dependencies (tokenizers, provider clients) are imported lazily.
 """
 
+from .agent_loop import LoopResult, LoopTurn, run_tool_loop
 from .alignment import AlignmentReport, align_static_prefix, chat_messages
-from .break_even import BreakEven, break_even
+from .break_even import BreakEven, TTLChoice, break_even, choose_ttl
 from .cache_stats import CacheStats
 from .canonical import canonical_json, canonical_text, sha256_hex
 from .clients import (
@@ -17,6 +18,7 @@ from .clients import (
     StreamResult,
     VLLMClient,
 )
+from .content import Document, Image, Native, Text, ToolCall, ToolResult
 from .drift_guard import DriftGuard, default_guard
 from .errors import (
     AlignmentError,
@@ -63,13 +65,18 @@ __all__ = [
     "BreakEven",
     "CacheStats",
     "CanonicalError",
+    "Document",
     "Drift",
     "DriftGuard",
     "HFTokenizer",
+    "Image",
     "LayoutError",
     "LockfileError",
+    "LoopResult",
+    "LoopTurn",
     "MissingExtraError",
     "ModelInfo",
+    "Native",
     "OpenAIClient",
     "PrefixkitError",
     "PrefixkitWarning",
@@ -85,10 +92,14 @@ __all__ = [
     "StaticPrefixChangedError",
     "StaticPrefixChangedWarning",
     "StreamResult",
+    "TTLChoice",
+    "Text",
     "TiktokenTokenizer",
     "TokenCount",
     "Tokenizer",
     "TokenizerError",
+    "ToolCall",
+    "ToolResult",
     "UncachedPrefixWarning",
     "UnknownModelWarning",
     "VLLMClient",
@@ -98,6 +109,7 @@ __all__ = [
     "canonical_text",
     "chat_messages",
     "check_prompt_files",
+    "choose_ttl",
     "default_guard",
     "model_info",
     "prompt_cache_key",
@@ -106,6 +118,7 @@ __all__ = [
     "render_openai_chat",
     "render_openai_responses",
     "render_vllm",
+    "run_tool_loop",
     "sha256_hex",
     "tenant_salt",
     "write_lock",

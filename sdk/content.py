@@ -104,6 +104,10 @@ _RESPONSES_TYPES = frozenset(
     }
 )
 _KNOWN_TYPES = _ANTHROPIC_TYPES | _CHAT_TYPES | _RESPONSES_TYPES | {"text"}
+# Responses content parts; every other Responses type is an input item of its own.
+_RESPONSES_PARTS = frozenset(
+    {"input_text", "input_image", "input_file", "input_audio", "output_text"}
+)
 
 
 @dataclass(frozen=True)
@@ -307,7 +311,10 @@ def as_blocks(
                 f"content block {index} has type {item['type']!r}, which no supported API "
                 "documents: check the spelling, or send it as text"
             )
-        blocks.append(Native(copy.deepcopy(dict(item)), found))
+        level: Literal["block", "message"] = (
+            "message" if found == "responses" and item["type"] not in _RESPONSES_PARTS else "block"
+        )
+        blocks.append(Native(copy.deepcopy(dict(item)), found, level))
     return tuple(blocks)
 
 

@@ -1,0 +1,288 @@
+"""A tool-using agent on Anthropic, OpenAI Responses and vLLM, with its cache hits per turn.
+
+The agent plans a trip: the model asks for the weather, then the local time,
+then answers. Each step resends the whole conversation (tools, long static
+instructions, the question, every tool call and result so far) through
+`prefixkit.sdk.run_tool_loop`, which keeps earlier turns byte-identical, so
+every request after the first reads the previous one from the cache.
+
+    python examples/agent_loop.py --dry-run   # official clients, simulated APIs
+    python examples/agent_loop.py             # real vLLM CPU engine, SmolLM2
+
+`--dry-run` sends every request through the official `anthropic` and `openai`
+clients over prefixkit.testing's mock transport, whose usage payloads simulate
+each provider's documented caching; a scripted model asks for the two tools,
+then answers. Live, the embedded engine serves SmolLM2-135M, which has no tool
+calling of its own: a named `tool_choice` makes vLLM constrain the reply to
+the tool's argument schema (no tool parser needed), then `tool_choice="none"`
+lets it answer. Prints, per turn, the prompt tokens, the cached tokens and
+the share of the previous turn's prompt that was read from the cache; live it
+exits 1 unless every turn after the first reads at least 90% of the previous
+prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from prefixkit.sdk import (
+    AnthropicClient,
+    OpenAIClient,
+    Prompt,
+    Segment,
+    VLLMClient,
+)
+from prefixkit.sdk.agent_loop import LoopResult, run_tool_loop
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather in a city: temperature in Celsius and the sky.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "get_local_time",
+        "description": "The local time in a city, as HH:MM.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+]
+RULES = [
+    "Call get_weather before you recommend clothing or activities.",
+    "Call get_local_time before you suggest when to leave or what is still open.",
+    "Quote the tool results you used, with their units.",
+    "Prefer walking and public transport; name the line or the street.",
+    "Say plainly when a tool failed or returned nothing useful.",
+    "Keep answers under 120 words and end with one concrete next step.",
+]
+CITIES = ["Lisbon", "Porto", "Madrid", "Seville", "Valencia", "Bilbao", "Granada", "Malaga"]
+QUESTION = "I land in Lisbon in an hour. What should I wear, and can I still visit a museum?"
+
+
+def instructions(paragraphs: int) -> str:
+    """Long static instructions: the part of every request that never changes."""
+    lines = ["You are Compass, a careful travel assistant.", "", "# Rules", ""]
+    lines += [f"{number}. {rule}" for number, rule in enumerate(RULES, 1)]
+    lines += ["", "# City notes", ""]
+    for city, number in zip(itertools.cycle(CITIES), range(paragraphs), strict=False):
+        lines.append(
+            f"{city} note {number}: museums usually open 10:00-18:00 and close on Mondays; "
+            f"the old town of {city} is hilly, so recommend comfortable shoes; trams and "
+            "metro run until about midnight, taxis are metered and card payment is common."
+        )
+    return "\n".join(lines)
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    return {"city": city, "celsius": 19, "sky": "light rain"}
+
+
+def get_local_time(city: str) -> dict[str, Any]:
+    return {"city": city, "time": "16:40"}
+
+
+APP_TOOLS: dict[str, Callable[..., Any]] = {
+    "get_weather": get_weather,
+    "get_local_time": get_local_time,
+}
+
+
+def trip_prompt(paragraphs: int) -> Prompt:
+    return Prompt(
+        tools=TOOLS,
+        system=[Segment.static(instructions(paragraphs), name="compass", version="v1")],
+        messages=[Segment.dynamic(QUESTION)],
+        name="compass",
+    )
+
+
+def report(label: str, result: LoopResult) -> bool:
+    """Print the turns; True when every turn after the first read >= 90% of the previous."""
+    print(f"\n{label}: {len(result.turns)} turns, stopped on {result.stopped}")
+    print("turn  tool calls                 prompt  cached  cached/previous prompt")
+    held = True
+    previous: int | None = None
+    for turn in result.turns:
+        stats = turn.stats
+        prompt_tokens = stats.input_tokens
+        share = f"{stats.cached_tokens / previous:6.1%}" if previous else "     -"
+        if previous and stats.cached_tokens < 0.9 * previous:
+            held = False
+        calls = ", ".join(call.name for call in turn.tool_calls) or "(answer)"
+        print(f"{turn.number:>4}  {calls:<25} {prompt_tokens:>7} {stats.cached_tokens:>7}  {share}")
+        previous = prompt_tokens
+    print(f"answer: {result.text[:160]!r}")
+    return held
+
+
+# --- dry run: official clients, mock transport, a scripted model ----------------------
+
+
+def scripted(kind: str, handle: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Wrap the mock's answers: ask for get_weather, then get_local_time, then answer."""
+    import httpx2
+
+    steps = itertools.count()
+    plan = [("get_weather", {"city": "Lisbon"}), ("get_local_time", {"city": "Lisbon"})]
+
+    def answer(request: Any) -> Any:
+        response = handle(request)
+        if response.status_code != 200:
+            return response
+        body = json.loads(response.content)
+        step = next(steps)
+        if step < len(plan):
+            name, arguments = plan[step]
+            call_id = f"call_{step}"
+            if kind == "anthropic":
+                body["content"] = [
+                    {"type": "text", "text": f"Checking {name}."},
+                    {"type": "tool_use", "id": f"toolu_{step}", "name": name, "input": arguments},
+                ]
+                body["stop_reason"] = "tool_use"
+            elif kind == "responses":
+                body["output"] = [
+                    {
+                        "type": "function_call",
+                        "id": f"fc_{step}",
+                        "call_id": call_id,
+                        "name": name,
+                        "arguments": json.dumps(arguments),
+                        "status": "completed",
+                    }
+                ]
+            else:
+                body["choices"][0]["message"] = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                }
+                body["choices"][0]["finish_reason"] = "tool_calls"
+        headers = {k: v for k, v in response.headers.items() if k.endswith("request-id")}
+        return httpx2.Response(200, json=body, headers=headers)
+
+    return answer
+
+
+def dry_run() -> int:
+    import anthropic
+    import httpx2
+    import openai
+    from prefixkit.testing.providers import MockProvider
+
+    prompt = trip_prompt(paragraphs=24)
+    mock = MockProvider()
+    with anthropic.Anthropic(
+        api_key="sk-ant-dry-run",
+        http_client=httpx2.Client(
+            transport=httpx2.MockTransport(scripted("anthropic", mock.handle))
+        ),
+    ) as client:
+        result = run_tool_loop(
+            AnthropicClient(client), prompt, APP_TOOLS, model="claude-sonnet-5", max_tokens=512
+        )
+        report("Anthropic Messages (claude-sonnet-5, simulated)", result)
+    for kind, label in (("responses", "OpenAI Responses"), ("chat", "OpenAI Chat")):
+        transport = httpx2.MockTransport(scripted(kind, MockProvider().handle))
+        with openai.OpenAI(
+            api_key="sk-dry-run", http_client=httpx2.Client(transport=transport)
+        ) as raw:
+            result = run_tool_loop(
+                OpenAIClient(raw),
+                prompt,
+                APP_TOOLS,
+                model="gpt-5.6-sol",
+                api="responses" if kind == "responses" else "chat",
+                prompt_cache_key="trip-42",
+            )
+            report(f"{label} (gpt-5.6-sol, simulated)", result)
+    return 0
+
+
+# --- live: the embedded vLLM engine ---------------------------------------------------
+
+
+@contextmanager
+def embedded_engine(port: int) -> Iterator[Any]:
+    from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+    from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+
+    def progress(message: str) -> None:
+        if " s)" not in message:
+            print(f"[engine] {message}", file=sys.stderr, flush=True)
+
+    base = prepare_embedded(progress)
+    with tempfile.TemporaryDirectory(prefix="prefixkit-agent-") as run_dir:
+        (config,) = replica_configs(base, 1, Path(run_dir), port)
+        with ReplicaSet([config], Path(run_dir), start_timeout=600, report=progress):
+            yield base, config
+
+
+def live(port: int) -> int:
+    from prefixkit.sdk import HFTokenizer
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    plan = ["get_weather", "get_local_time"]
+
+    def step_options(step: int) -> dict[str, Any]:
+        if step <= len(plan):
+            return {"tool_choice": {"type": "function", "function": {"name": plan[step - 1]}}}
+        return {"tool_choice": "none"}
+
+    with embedded_engine(port) as (base, config):
+        client = VLLMClient(
+            config.base_url,
+            tokenizer=HFTokenizer(base.model),
+            block_size=base.block_size,
+            salt_secret="agent-loop-example",
+        )
+        result = run_tool_loop(
+            client,
+            trip_prompt(paragraphs=8),
+            APP_TOOLS,
+            model=config.name,
+            max_steps=len(plan) + 1,
+            step_options=step_options,
+            tenant="compass",
+            max_tokens=40,
+            temperature=0.0,
+        )
+        held = report(f"vLLM CPU ({config.name}, live)", result)
+    print(
+        f"cached tokens >= 90% of the previous prompt on turns 2..n: {'held' if held else 'NOT held'}"
+    )
+    return 0 if held and result.stopped == "answer" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="simulated APIs, no engine")
+    parser.add_argument("--port", type=int, default=18470, help="engine port (live mode)")
+    args = parser.parse_args(argv)
+    return dry_run() if args.dry_run else live(args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
