@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 from prefixkit.sdk.errors import PrefixkitError
 
+from .catalog import TRIGGER_WORDS
 from .config import LintConfig
 from .context import LintContext, ProjectState, PromptContext
 from .dependencies import record_dependency, recording
@@ -84,17 +85,7 @@ def _known_codes() -> list[str]:
 
 def _trigger_words(config: LintConfig) -> tuple[str, ...]:
     extra = {name.rsplit(".", 1)[-1] for name in config.extra_cached_callables}
-    return (
-        "system",
-        "instructions",
-        "tools",
-        "cache_control",
-        "prompt_cache_breakpoint",
-        "Segment",
-        "SystemMessage",
-        "developer",
-        *sorted(config.extra_cached_keywords | extra),
-    )
+    return (*TRIGGER_WORDS, *sorted(config.extra_cached_keywords | extra))
 
 
 def _syntax_error(source: str, exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
