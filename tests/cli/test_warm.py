@@ -169,3 +169,30 @@ def test_a_ray_router_that_cannot_be_pinned_asks_for_via_router(
     )
     assert code == 2
     assert "routes with the prefix-affinity router, which cannot be told" in capsys.readouterr().err
+
+
+def test_a_gateway_url_is_warmed_through_with_each_tenants_key(
+    prompts: Path, tenants: Path, hf_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.sdk import tenant_salt
+
+    with (
+        FakeVLLM() as replica,
+        deploy([replica.endpoint], Topology(port=free_port()), tenants=Tenants.load(tenants)) as d,
+    ):
+        code = warm(
+            "support@v4",
+            *("--root", str(prompts), "--url", d.url, "--tenants", str(tenants)),
+            *("--tokenizer", str(hf_tokenizer_dir), "--json"),
+        )
+        salts = set(replica.cache_salts)
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(r["target"], r["tenant"]) for r in report["results"]] == [
+        ("gateway", "acme"),
+        ("gateway", "globex"),
+    ]
+    secret = "cli-warm-secret-0123456789"
+    assert salts == {tenant_salt("acme", secret), tenant_salt("globex", secret)}
