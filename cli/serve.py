@@ -3,6 +3,7 @@
     prefixkit serve --embedded                      # CPU engine + SmolLM2, installed if missing
     prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
     prefixkit serve status                          # health, block size, KV usage, hit rate
+    prefixkit serve --embedded --backend ray --replicas 2 --ray-nodes 2   # on Ray Serve LLM
 
 Topology (`prefixkit.engine_adapter.serving.deployment.deploy`): replicas (engine ports
 --engine-port, --engine-port+1, ...) -> a router when --replicas > 1 (real SMG
@@ -16,6 +17,12 @@ random secret is created in the run directory (and reused next time). Options th
 fit together and ports that collide or are taken are reported before anything starts.
 Ctrl-C or SIGTERM stops the serving app, the router, then the replicas (SIGTERM, SIGKILL
 after the grace period).
+
+--backend ray deploys the same replicas (same engine options) on a Ray cluster through Ray
+Serve LLM (`prefixkit.engine_adapter.ray.launch.serve_on_ray`): the running cluster at
+--ray-address, or a local one of --ray-nodes nodes started here and stopped on exit; the
+tenant gateway is the Serve ingress and --ray-router picks the request router (prefixkit's
+precise policy by default). The Ray engine (Ray, vLLM CPU) is installed on first use.
 """
 
 from __future__ import annotations
@@ -123,6 +130,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
     topology.add_argument("--no-gateway", action="store_true", help="serve without the gateway")
     topology.add_argument("--run-dir", type=Path, default=None, help="logs, sockets and state")
     topology.add_argument("--start-timeout", type=float, default=600.0, help="seconds")
+    ray = parser.add_argument_group("Ray backend (--backend ray)")
+    ray.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local: processes on this machine; ray: Ray Serve LLM on a Ray cluster",
+    )
+    ray.add_argument(
+        "--ray-router",
+        choices=["prefixkit", "kv-aware", "prefix-affinity", "default"],
+        default="prefixkit",
+        help="prefixkit (precise policy on KV events), kv-aware (Ray's KVAwareRouter, no "
+        "gateway), prefix-affinity (Ray's PrefixCacheAffinityRouter) or default",
+    )
+    ray.add_argument("--ray-address", help="a running Ray cluster (default: start a local one)")
+    ray.add_argument(
+        "--ray-nodes",
+        type=int,
+        default=1,
+        help="Ray nodes of the local cluster (one replica slot each)",
+    )
+    ray.add_argument("--min-replicas", type=int, default=None, help="autoscaling lower bound")
+    ray.add_argument("--max-replicas", type=int, default=None, help="autoscaling upper bound")
+    ray.add_argument("--cpus-per-replica", type=float, default=1.0)
+    ray.add_argument("--gpus-per-replica", type=float, default=0.0)
+    ray.add_argument(
+        "--placement-strategy",
+        choices=["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"],
+        default="PACK",
+        help="how each replica's resource bundle is placed",
+    )
     topology.add_argument("--grace", type=float, default=10.0, help="SIGTERM -> SIGKILL seconds")
 
 
@@ -137,7 +175,62 @@ def run(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     if args.serve_action == "status":
         return _status(run_dir, args.interval, Console())
+    if args.backend == "ray":
+        return _serve_ray(args, run_dir, Console(stderr=True))
     return _serve(args, run_dir, Console(stderr=True))
+
+
+def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
+    from prefixkit.engine_adapter.errors import EngineConfigError
+    from prefixkit.engine_adapter.ray.launch import serve_on_ray
+    from prefixkit.engine_adapter.ray.settings import RaySettings
+
+    if args.embedded == (args.model is not None):
+        raise EngineConfigError("give exactly one of --model DIR and --embedded")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tenants_file = None
+    if args.ray_router != "kv-aware":
+        tenants_file = _tenants_file(args, run_dir, console)
+    settings = RaySettings(
+        router=args.ray_router,
+        replicas=args.replicas,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        cpus_per_replica=args.cpus_per_replica,
+        gpus_per_replica=args.gpus_per_replica,
+        placement_strategy=args.placement_strategy,
+        http_host=args.host,
+        http_port=args.port,
+        tenants_file=None if tenants_file is None else str(tenants_file),
+    )
+    report = _ConsoleReport(console)
+    with report.live():
+        base = _base_config(args, report)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        with contextlib.ExitStack() as stack:
+            with report.live():
+                deployment = stack.enter_context(
+                    serve_on_ray(
+                        base,
+                        settings,
+                        run_dir,
+                        address=args.ray_address,
+                        nodes=args.ray_nodes,
+                        report=report,
+                        start_timeout=args.start_timeout,
+                    )
+                )
+            console.print(
+                f"[bold green]serving[/] {base.name} at {deployment.url}/v1 on Ray "
+                f"({deployment.address}, {len(deployment.replicas)} replicas, "
+                f"{settings.router} router); Ray driver log {deployment.log_path}; Ctrl-C to stop"
+            )
+            while True:
+                time.sleep(3600)
+    except _Stopped:
+        console.print("stopped: the Ray app is deleted (and the local cluster stopped)")
+        return 0
 
 
 def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
@@ -225,11 +318,17 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
 
 
 def _tenants(args: argparse.Namespace, run_dir: Path, console: Console) -> Tenants:
-    import os
-
     from prefixkit.engine_adapter.serving.tenants import Tenants
 
-    path = args.tenants
+    return Tenants.load(_tenants_file(args, run_dir, console))
+
+
+def _tenants_file(args: argparse.Namespace, run_dir: Path, console: Console) -> Path | None:
+    """--tenants, or with --embedded and no keys in the environment, the demo tenants file
+    of the run directory (created with two demo tenants and a random secret if missing)."""
+    import os
+
+    path: Path | None = args.tenants
     if path is None and args.embedded and not os.environ.get("PREFIXKIT_TENANT_KEYS"):
         path = run_dir / "tenants.toml"
         if not path.exists():
@@ -240,7 +339,7 @@ def _tenants(args: argparse.Namespace, run_dir: Path, console: Console) -> Tenan
             )
             path.chmod(0o600)
             console.print(f"created demo tenants and a salt secret in {path}")
-    return Tenants.load(path)
+    return path
 
 
 def _announce(

@@ -1,0 +1,53 @@
+"""The vLLM replica of the prefixkit router: Ray Serve LLM's `LLMServer` that publishes its
+KV-cache events on a port of its own and tells the router where.
+
+Ray's own KV-event ports are a base port plus the replica's rank on its node, so two Ray
+nodes on one host (or two deployments) bind the same port and the second engine fails
+(``Address already in use``). Here each replica asks its node for a free port at start,
+binds the engine's ZMQ publisher there (``tcp://*:PORT``), and reports
+``tcp://NODE_IP:PORT`` in its routing stats (`KV_EVENTS_STAT`), which Ray Serve hands to
+the request router with the replica.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import ray
+from ray.serve.llm.deployment import LLMServer
+
+__all__ = ["KV_EVENTS_STAT", "KV_TOPIC", "KvEventsServer"]
+
+KV_EVENTS_STAT = "prefixkit_kv_events"
+KV_TOPIC = "kv"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the engine binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class KvEventsServer(LLMServer):  # type: ignore[misc]
+    """`LLMServer` with KV-cache events on a port chosen at start (module docstring)."""
+
+    async def __init__(self, llm_config: Any, **kwargs: Any) -> None:  # type: ignore[misc]
+        port = free_port()
+        llm_config.update_engine_kwargs(
+            kv_events_config={
+                "enable_kv_cache_events": True,
+                "publisher": "zmq",
+                "endpoint": f"tcp://*:{port}",
+                "topic": KV_TOPIC,
+            }
+        )
+        self._kv_events_endpoint = f"tcp://{ray.util.get_node_ip_address()}:{port}"
+        await super().__init__(llm_config, **kwargs)
+
+    async def record_routing_stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = dict(await super().record_routing_stats() or {})
+        stats[KV_EVENTS_STAT] = self._kv_events_endpoint
+        return stats

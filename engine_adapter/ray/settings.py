@@ -1,0 +1,159 @@
+"""`RaySettings`: how prefixkit deploys on a Ray cluster, and `app_args`, the Serve app's
+arguments made from them and the replicas' `EngineConfig` (pure: no Ray import).
+
+    settings = RaySettings(router="prefixkit", replicas=2, replica_resources={"replica_slot": 1})
+    args = app_args(engine_config, settings)   # -> prefixkit.engine_adapter.ray.app:build_app(args)
+
+The engine settings (model, block size, hash algorithm, KV cache size, dtype, context
+length, eager mode) come from the same `EngineConfig` the local backend uses, validated the
+same way; `RaySettings` adds what Ray Serve decides: the request router, the replica count
+or autoscaling bounds, each replica's resources (CPUs, GPUs, custom resources such as a
+``replica_slot`` per node) and their placement strategy. The replicas' KV events are turned
+on by the app for prefixkit's router (each replica picks its own port at start), so
+`EngineConfig.kv_events_endpoint` is not used here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..engine.config import EngineConfig
+from ..engine.home import prefixkit_home
+from ..errors import DeploymentConfigError
+
+__all__ = ["RAY_ROUTERS", "RayRouter", "RaySettings", "app_args"]
+
+RayRouter = Literal["prefixkit", "kv-aware", "prefix-affinity", "default"]
+RAY_ROUTERS: tuple[RayRouter, ...] = ("prefixkit", "kv-aware", "prefix-affinity", "default")
+
+
+class RaySettings(BaseModel):
+    """What Ray Serve decides for the deployment (immutable, validated)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    router: RayRouter = Field(
+        default="prefixkit",
+        description="prefixkit (the precise policy on KV events), kv-aware (Ray's "
+        "KVAwareRouter), prefix-affinity (Ray's PrefixCacheAffinityRouter) or default",
+    )
+    replicas: int = Field(default=2, ge=1, description="replicas at start")
+    min_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int | None = Field(default=None, ge=1)
+    cpus_per_replica: float = Field(default=1.0, ge=0)
+    gpus_per_replica: float = Field(default=0.0, ge=0)
+    replica_resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each replica needs"
+    )
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    app_name: str = "prefixkit"
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=8000, ge=1, le=65535)
+    tenants_file: str | None = Field(
+        default=None, description="tenants TOML readable where the ingress runs"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RaySettings:
+        problems = []
+        if (self.min_replicas is None) != (self.max_replicas is None):
+            problems.append("give both min_replicas and max_replicas for autoscaling, or neither")
+        if (
+            self.min_replicas is not None
+            and self.max_replicas is not None
+            and not self.min_replicas <= self.replicas <= self.max_replicas
+        ):
+            problems.append(
+                f"replicas={self.replicas} must lie within min_replicas={self.min_replicas} "
+                f"and max_replicas={self.max_replicas}"
+            )
+        if self.router == "kv-aware" and self.tenants_file is not None:
+            problems.append(
+                "router kv-aware makes Ray's LLM server the ingress (direct streaming), so the "
+                "tenant gateway cannot run in front of it: use router prefixkit or "
+                "prefix-affinity with tenants"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def __init__(self, **fields: Any) -> None:
+        """Validate; raises `DeploymentConfigError` naming every problem and its fix."""
+        try:
+            super().__init__(**fields)
+        except ValidationError as error:
+            parts = []
+            for item in error.errors():
+                where = ".".join(str(p) for p in item["loc"])
+                message = item["msg"].removeprefix("Value error, ")
+                parts.append(f"{where}: {message}" if where else message)
+            raise DeploymentConfigError("invalid Ray settings: " + "; ".join(parts)) from None
+
+    @property
+    def most_replicas(self) -> int:
+        """The most replicas the deployment can have at once."""
+        return self.max_replicas if self.max_replicas is not None else self.replicas
+
+
+def app_args(
+    engine: EngineConfig, settings: RaySettings, home: Path | None = None
+) -> dict[str, Any]:
+    """The arguments of `prefixkit.engine_adapter.ray.app:build_app` (JSON-serialisable)."""
+    if engine.tensor_parallel_size != 1:
+        raise DeploymentConfigError(
+            "tensor_parallel_size > 1 is not wired into the Ray backend: run more replicas"
+        )
+    bundle: dict[str, float] = {"CPU": settings.cpus_per_replica, **settings.replica_resources}
+    if settings.gpus_per_replica:
+        bundle["GPU"] = settings.gpus_per_replica
+    deployment: dict[str, Any] = {"ray_actor_options": {"num_cpus": 0}}
+    if settings.min_replicas is not None:
+        deployment["autoscaling_config"] = {
+            "min_replicas": settings.min_replicas,
+            "max_replicas": settings.max_replicas,
+            "initial_replicas": settings.replicas,
+        }
+    else:
+        deployment["num_replicas"] = settings.replicas
+    engine_kwargs: dict[str, Any] = {
+        "block_size": engine.block_size,
+        "enable_prefix_caching": True,
+        "prefix_caching_hash_algo": engine.prefix_caching_hash_algo,
+        "enforce_eager": engine.enforce_eager,
+        "dtype": engine.dtype,
+        "enable_prompt_tokens_details": engine.enable_prompt_tokens_details,
+    }
+    if engine.max_model_len is not None:
+        engine_kwargs["max_model_len"] = engine.max_model_len
+    if engine.num_gpu_blocks_override is not None:
+        engine_kwargs["num_gpu_blocks_override"] = engine.num_gpu_blocks_override
+    if engine.gpu_memory_utilization is not None:
+        engine_kwargs["gpu_memory_utilization"] = engine.gpu_memory_utilization
+    env = {
+        **engine.env(),
+        "VLLM_CACHE_ROOT": str((home or prefixkit_home()) / "ray-vllm-cache"),
+    }
+    if engine.device == "cpu":
+        env["VLLM_TARGET_DEVICE"] = "cpu"
+        # replicas share the node's cores: no pinning of one replica's threads
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
+        env.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
+    llm_config: dict[str, Any] = {
+        "model_loading_config": {"model_id": engine.name, "model_source": str(engine.model)},
+        "placement_group_config": {"bundles": [bundle], "strategy": settings.placement_strategy},
+        "deployment_config": deployment,
+        "engine_kwargs": engine_kwargs,
+        "runtime_env": {"env_vars": env},
+    }
+    if engine.device == "cpu":
+        llm_config["accelerator_config"] = {"kind": "cpu"}
+    return {
+        "llm_config": llm_config,
+        "router": settings.router,
+        "tenants_file": settings.tenants_file,
+        "hash_seed": engine.hash_seed,
+        "most_replicas": settings.most_replicas,
+    }

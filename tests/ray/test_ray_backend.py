@@ -1,0 +1,130 @@
+"""`prefixkit serve --backend ray` on a local two-node Ray cluster: prefix-cache hits on
+one replica, tenant isolation through the gateway, and no lost request when a replica dies."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from prefixkit.engine_adapter.ray.launch import RayDeployment
+from prefixkit.sdk import tenant_salt
+
+from ..engine_calls import cached_tokens
+from .conftest import KEYS, SECRET, ray_call, replica_nodes
+
+pytestmark = pytest.mark.ray
+
+MODEL = "smollm2-135m-instruct"
+BLOCK = 32
+
+
+def ask(deployment: RayDeployment, tenant: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    response = httpx.post(
+        f"{deployment.url}/v1/completions",
+        headers={"Authorization": f"Bearer {KEYS[tenant]}"},
+        json={"model": MODEL, "prompt": prompt, "max_tokens": 1, "temperature": 0, **extra},
+        timeout=300,
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_replicas_run_on_two_ray_nodes(ray_deployment: RayDeployment) -> None:
+    nodes = replica_nodes(ray_deployment)
+    assert len(nodes) == 2
+    assert len(set(nodes.values())) == 2
+
+
+def test_a_request_without_a_known_key_is_refused(ray_deployment: RayDeployment) -> None:
+    response = httpx.post(
+        f"{ray_deployment.url}/v1/completions",
+        headers={"Authorization": "Bearer not-a-key"},
+        json={"model": MODEL, "prompt": "hello", "max_tokens": 1},
+        timeout=60,
+    )
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_repeats_of_a_prefix_are_served_from_cache(
+    ray_deployment: RayDeployment, make_document: Callable[[int, str], str]
+) -> None:
+    prefix = make_document(600, "ray-repeats")
+    first = ask(ray_deployment, "acme", prefix + "\nQuestion 0?")
+    prefix_blocks = first["usage"]["prompt_tokens"] // BLOCK - 1
+    # a repeat on the other replica would find none of the prefix: every repeat hits
+    cached = [
+        cached_tokens(ask(ray_deployment, "acme", prefix + f"\nQuestion {i}?")) for i in range(1, 5)
+    ]
+    assert all(c >= (prefix_blocks - 1) * BLOCK for c in cached), cached
+
+
+def test_two_tenants_with_the_same_prompt_share_no_cached_block(
+    ray_deployment: RayDeployment, make_document: Callable[[int, str], str]
+) -> None:
+    prompt = make_document(500, "ray-shared-prompt")
+    ask(ray_deployment, "acme", prompt)
+    assert cached_tokens(ask(ray_deployment, "acme", prompt)) > 0
+    assert cached_tokens(ask(ray_deployment, "globex", prompt)) == 0
+
+
+def test_a_forged_cache_salt_is_replaced(
+    ray_deployment: RayDeployment, make_document: Callable[[int, str], str]
+) -> None:
+    prompt = make_document(500, "ray-forged-salt")
+    ask(ray_deployment, "acme", prompt)
+    assert cached_tokens(ask(ray_deployment, "acme", prompt)) > 0
+    # globex sends acme's real salt: the gateway replaces it with globex's own
+    forged = tenant_salt("acme", SECRET)
+    assert cached_tokens(ask(ray_deployment, "globex", prompt, cache_salt=forged)) == 0
+
+
+def test_killing_a_replica_under_load_loses_no_request(
+    ray_deployment: RayDeployment, make_document: Callable[[int, str], str]
+) -> None:
+    before = replica_nodes(ray_deployment)
+    victim = sorted(before)[0]
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def client(seed: str) -> None:
+        prompt = make_document(300, seed)
+        turn = 0
+        while not stop.is_set():
+            turn += 1
+            response = httpx.post(
+                f"{ray_deployment.url}/v1/completions",
+                headers={"Authorization": f"Bearer {KEYS['acme']}"},
+                json={"model": MODEL, "prompt": f"{prompt}\nTurn {turn}.", "max_tokens": 8},
+                timeout=300,
+            )
+            statuses.append(response.status_code)
+
+    clients = [threading.Thread(target=client, args=(f"ray-load-{i}",)) for i in range(3)]
+    for thread in clients:
+        thread.start()
+    while len(statuses) < 6:
+        time.sleep(0.1)
+    ray_call(
+        ray_deployment,
+        f"ray.kill(ray.get_actor({victim!r}, namespace='serve'), no_restart=True)\n",
+    )
+    killed_at = len(statuses)
+    # keep the load on while the replica is down, then until Ray has replaced it
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        after = replica_nodes(ray_deployment)
+        if victim not in after and len(after) == 2:
+            break
+        time.sleep(5)
+    stop.set()
+    for thread in clients:
+        thread.join(timeout=300)
+    assert victim not in after and len(after) == 2, after
+    assert len(statuses) > killed_at + 3
+    assert statuses == [200] * len(statuses), statuses
