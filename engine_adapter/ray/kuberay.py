@@ -1,0 +1,283 @@
+"""The KubeRay `RayService` that runs the Ray backend on Kubernetes (pure: no Ray, no I/O).
+
+    manifest = rayservice_manifest(engine, settings, KubeRayOptions(image="registry/app:1"))
+    print(rayservice_yaml(manifest))     # what `prefixkit serve --backend ray --emit kuberay` prints
+
+``spec.serveConfigV2`` holds the same Serve application `prefixkit serve --backend ray`
+runs: ``import_path: prefixkit.engine_adapter.ray.app:build_app`` with `settings.app_args`
+of the same `EngineConfig` and `RaySettings` (router, replicas or autoscaling bounds, each
+replica's CPUs, GPUs and custom resources, block size, hash, KV cache, engine environment),
+Serve's HTTP proxy listening on every pod on ``settings.http_port``.
+``spec.rayClusterConfig``: a head pod that runs no replica (``num-cpus: "0"``, as KubeRay's
+LLM samples) and one worker group, a pod per replica sized for one replica's placement
+bundle (CPUs, ``nvidia.com/gpu``, custom resources), scaled by KubeRay between the
+autoscaling bounds when they are set.
+
+Nothing secret is written into the manifest: the tenants file (API keys and the salt secret)
+comes from the Kubernetes Secret ``options.tenants_secret`` (key ``tenants.toml``), mounted
+read-only on every Ray pod at `TENANTS_DIR`, where the gateway ingress reads it. With the
+``kv-aware`` router Ray's own LLM server is the ingress, so there is no gateway and no
+Secret (clients set ``cache_salt``); its environment flags are set on every pod instead.
+
+The image must hold what the Ray engine holds (`prefixkit.engine_adapter.ray.install`:
+Ray Serve, vLLM 0.29 and prefixkit); the model folder is ``engine.model`` inside the pods:
+baked into the image, or on a PersistentVolumeClaim (``options.model_claim``) mounted
+read-only at that folder's parent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from ..engine.config import EngineConfig
+from ..errors import DeploymentConfigError
+from .install import RAY_VERSION
+from .launch import KV_AWARE_ENV
+from .settings import RaySettings, app_args
+
+__all__ = [
+    "POD_HOME",
+    "TENANTS_DIR",
+    "KubeRayOptions",
+    "rayservice_manifest",
+    "rayservice_yaml",
+]
+
+TENANTS_DIR = PurePosixPath("/etc/prefixkit/tenants")
+TENANTS_KEY = "tenants.toml"  # the Secret's key holding the tenants file
+POD_HOME = PurePosixPath("/tmp/prefixkit")  # PREFIXKIT_HOME in the pods (vLLM's compile cache)
+_HEAD_PORTS = (("gcs", 6379), ("dashboard", 8265), ("client", 10001), ("metrics", 8080))
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_NAME_LIMIT = 40  # KubeRay derives longer names (services, pods) from the RayService's
+
+
+@dataclass(frozen=True)
+class KubeRayOptions:
+    """What Kubernetes needs besides the engine and Ray settings.
+
+    `image`: a container image with Ray Serve, vLLM and prefixkit (see the module docstring);
+    `memory_per_replica`: a Kubernetes quantity for each worker pod (default: the CPU KV cache
+    plus 4 GiB for the weights and the engine's processes on CPU, 32Gi on GPU);
+    `model_claim`: a PersistentVolumeClaim holding the model folder."""
+
+    image: str
+    name: str = "prefixkit"
+    namespace: str | None = None
+    tenants_secret: str = "prefixkit-tenants"
+    model_claim: str | None = None
+    memory_per_replica: str | None = None
+    head_cpus: int = 2
+    head_memory: str = "4Gi"
+
+
+def rayservice_manifest(
+    engine: EngineConfig, settings: RaySettings, options: KubeRayOptions
+) -> dict[str, Any]:
+    """The `ray.io/v1` RayService for this deployment, as a dict (see the module docstring).
+
+    Raises `DeploymentConfigError` for an empty image, a name Kubernetes refuses, or a
+    relative model path (the pods need an absolute one)."""
+    _check(engine, options)
+    gateway = settings.router != "kv-aware"
+    in_pods = RaySettings(
+        **{
+            **settings.model_dump(),
+            "http_host": "0.0.0.0",
+            "tenants_file": str(TENANTS_DIR / TENANTS_KEY) if gateway else None,
+        }
+    )
+    serve_config = {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": "0.0.0.0", "port": settings.http_port},
+        "applications": [
+            {
+                "name": settings.app_name,
+                "route_prefix": "/",
+                "import_path": "prefixkit.engine_adapter.ray.app:build_app",
+                "args": app_args(engine, in_pods, home=Path(str(POD_HOME))),
+            }
+        ],
+    }
+    volumes, mounts = _volumes(engine, options, gateway)
+    env = [] if gateway else [{"name": k, "value": v} for k, v in KV_AWARE_ENV.items()]
+    head_ports = [("serve", settings.http_port), *_HEAD_PORTS]
+    head = _container(
+        "ray-head",
+        options.image,
+        env,
+        mounts,
+        {"cpu": str(options.head_cpus), "memory": options.head_memory},
+        [{"containerPort": port, "name": name, "protocol": "TCP"} for name, port in head_ports],
+    )
+    worker = _container(
+        "ray-worker", options.image, env, mounts, _replica_limits(engine, settings, options)
+    )
+    worker_group: dict[str, Any] = {
+        "groupName": "replicas",
+        "replicas": settings.replicas,
+        "minReplicas": settings.min_replicas
+        if settings.min_replicas is not None
+        else settings.replicas,
+        "maxReplicas": settings.most_replicas,
+        "rayStartParams": {},
+        "template": {"spec": _pod_spec(worker, volumes)},
+    }
+    if settings.replica_resources:
+        worker_group["resources"] = {k: _quantity(v) for k, v in settings.replica_resources.items()}
+    metadata: dict[str, Any] = {
+        "name": options.name,
+        "labels": {
+            "app.kubernetes.io/name": "prefixkit",
+            "app.kubernetes.io/instance": options.name,
+        },
+    }
+    if options.namespace is not None:
+        metadata["namespace"] = options.namespace
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": metadata,
+        "spec": {
+            "serveConfigV2": yaml.safe_dump(serve_config, sort_keys=False),
+            "rayClusterConfig": {
+                "rayVersion": RAY_VERSION,
+                "enableInTreeAutoscaling": settings.min_replicas is not None,
+                "headGroupSpec": {
+                    "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
+                    "template": {"spec": _pod_spec(head, volumes)},
+                },
+                "workerGroupSpecs": [worker_group],
+            },
+        },
+    }
+
+
+def rayservice_yaml(manifest: Mapping[str, Any]) -> str:
+    """The manifest as a YAML document (serveConfigV2 as a literal block)."""
+    return yaml.dump(dict(manifest), Dumper=_LiteralDumper, sort_keys=False)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks, so serveConfigV2 reads as YAML in the manifest;
+    no anchors and aliases (the head and the workers mount the same volumes)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _literal(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_LiteralDumper.add_representer(str, _literal)
+
+
+def _check(engine: EngineConfig, options: KubeRayOptions) -> None:
+    problems = []
+    if not options.image.strip():
+        problems.append(
+            "--image is empty: give an image with Ray Serve 2.60, vLLM 0.29 and prefixkit"
+        )
+    if not _DNS_LABEL.fullmatch(options.name) or len(options.name) > _NAME_LIMIT:
+        problems.append(
+            f"RayService name {options.name!r}: use lowercase letters, digits and '-', starting "
+            f"with a letter and ending with a letter or digit, at most {_NAME_LIMIT} characters"
+        )
+    if not engine.model.is_absolute():
+        problems.append(
+            f"model {engine.model} is relative: give the model folder's absolute path inside "
+            "the pods (baked into the image or on --model-claim)"
+        )
+    if problems:
+        raise DeploymentConfigError("; ".join(problems))
+
+
+def _volumes(
+    engine: EngineConfig, options: KubeRayOptions, gateway: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if gateway:
+        volumes.append(
+            {
+                "name": "tenants",
+                "secret": {
+                    "secretName": options.tenants_secret,
+                    "items": [{"key": TENANTS_KEY, "path": TENANTS_KEY}],
+                },
+            }
+        )
+        mounts.append({"name": "tenants", "mountPath": str(TENANTS_DIR), "readOnly": True})
+    if options.model_claim is not None:
+        volumes.append(
+            {
+                "name": "model",
+                "persistentVolumeClaim": {"claimName": options.model_claim, "readOnly": True},
+            }
+        )
+        mounts.append(
+            {
+                "name": "model",
+                "mountPath": str(PurePosixPath(engine.model).parent),
+                "readOnly": True,
+            }
+        )
+    return volumes, mounts
+
+
+def _replica_limits(
+    engine: EngineConfig, settings: RaySettings, options: KubeRayOptions
+) -> dict[str, str]:
+    """One worker pod holds one replica's placement bundle."""
+    if options.memory_per_replica is not None:
+        memory = options.memory_per_replica
+    elif engine.device == "cpu":
+        memory = f"{(engine.kv_cache_space_gib or 4) + 4}Gi"
+    else:
+        memory = "32Gi"
+    limits = {"cpu": _quantity(max(settings.cpus_per_replica, 1.0)), "memory": memory}
+    if settings.gpus_per_replica:
+        limits["nvidia.com/gpu"] = str(math.ceil(settings.gpus_per_replica))
+    return limits
+
+
+def _container(
+    name: str,
+    image: str,
+    env: list[dict[str, str]],
+    mounts: list[dict[str, Any]],
+    limits: dict[str, str],
+    ports: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "resources": {"limits": dict(limits), "requests": dict(limits)},
+    }
+    if ports:
+        container["ports"] = ports
+    if env:
+        container["env"] = env
+    if mounts:
+        container["volumeMounts"] = mounts
+    return container
+
+
+def _pod_spec(container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        spec["volumes"] = volumes
+    return spec
+
+
+def _quantity(value: float) -> str:
+    """A Kubernetes quantity: whole numbers plainly, fractions in milli-units."""
+    return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"

@@ -1,0 +1,257 @@
+"""The KubeRay RayService for `prefixkit serve --backend ray --emit kuberay`: valid against
+KubeRay's RayService CRD schema (vendored in tests/data/kuberay, every object closed to
+unknown fields as the API server prunes them) and its pods against Kubernetes' own schemas
+(kubernetes-validate, strict); its Serve application is the Ray backend's own, and (with the
+Ray engine) parses as Ray Serve's deploy schema and builds; no secret in it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter.errors import DeploymentConfigError
+from prefixkit.engine_adapter.ray.kuberay import (
+    TENANTS_DIR,
+    KubeRayOptions,
+    rayservice_manifest,
+    rayservice_yaml,
+)
+from prefixkit.engine_adapter.ray.launch import KV_AWARE_ENV
+from prefixkit.engine_adapter.ray.settings import RaySettings
+
+CRD_SCHEMA = Path(__file__).parents[1] / "data" / "kuberay" / "ray.io_rayservices.v1.schema.json"
+MODEL = Path("/models/SmolLM2-135M-Instruct")
+ENGINE = EngineConfig(model=MODEL, block_size=32, kv_cache_space_gib=2, dtype="float32")
+OPTIONS = KubeRayOptions(image="registry.example/prefixkit-ray:0.1.0")
+
+
+def closed(schema: Any) -> Any:
+    """The schema with every object that lists its properties closed to others, as the API
+    server prunes unknown fields (unless x-kubernetes-preserve-unknown-fields)."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: closed(value) for key, value in schema.items()}
+    if (
+        "properties" in result
+        and "additionalProperties" not in result
+        and not result.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        result["additionalProperties"] = False
+    return result
+
+
+@pytest.fixture(scope="module")
+def crd_validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(CRD_SCHEMA.read_text())["openAPIV3Schema"]
+    return jsonschema.Draft202012Validator(closed(schema))
+
+
+def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    cluster = manifest["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    return [group["template"] for group in groups]
+
+
+def serve_config(manifest: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(manifest["spec"]["serveConfigV2"])
+    return config
+
+
+def application(manifest: dict[str, Any]) -> dict[str, Any]:
+    (app,) = serve_config(manifest)["applications"]
+    return app  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        RaySettings(),
+        RaySettings(router="prefix-affinity", replicas=2, min_replicas=1, max_replicas=4),
+        RaySettings(router="kv-aware", replicas=3),
+        RaySettings(gpus_per_replica=1, cpus_per_replica=4, replica_resources={"replica_slot": 1}),
+    ],
+    ids=["prefixkit", "autoscaling", "kv-aware", "gpu"],
+)
+def test_the_manifest_is_valid_against_the_rayservice_crd_and_kubernetes(
+    settings: RaySettings, crd_validator: jsonschema.Draft202012Validator
+) -> None:
+    engine = (
+        ENGINE
+        if not settings.gpus_per_replica
+        else ENGINE.derive(device="gpu", kv_cache_space_gib=None, gpu_memory_utilization=0.8)
+    )
+    manifest = yaml.safe_load(rayservice_yaml(rayservice_manifest(engine, settings, OPTIONS)))
+    crd_validator.validate(manifest)
+    version = kubernetes_validate.utils.latest_version()
+    for index, template in enumerate(pod_templates(manifest)):
+        pod_template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": f"group-{index}"},
+            "template": template,
+        }
+        kubernetes_validate.validate(pod_template, version, strict=True)
+
+
+def test_an_unknown_field_fails_the_crd_validation(
+    crd_validator: jsonschema.Draft202012Validator,
+) -> None:
+    manifest = rayservice_manifest(ENGINE, RaySettings(), OPTIONS)
+    broken = copy.deepcopy(manifest)
+    broken["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParameters"] = {}
+    with pytest.raises(jsonschema.ValidationError, match="rayStartParameters"):
+        crd_validator.validate(broken)
+
+
+def test_a_misspelled_pod_field_fails_the_kubernetes_validation() -> None:
+    (head, _) = pod_templates(rayservice_manifest(ENGINE, RaySettings(), OPTIONS))
+    head["spec"]["containers"][0]["volumeMount"] = []
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "x"},
+        "template": head,
+    }
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(
+            template, kubernetes_validate.utils.latest_version(), strict=True
+        )
+
+
+def test_the_serve_application_is_the_ray_backends_own() -> None:
+    settings = RaySettings(router="prefixkit", replicas=2, replica_resources={"replica_slot": 1})
+    app = application(rayservice_manifest(ENGINE, settings, OPTIONS))
+    assert app["import_path"] == "prefixkit.engine_adapter.ray.app:build_app"
+    llm = app["args"]["llm_config"]
+    assert llm["model_loading_config"] == {"model_id": MODEL.name, "model_source": str(MODEL)}
+    assert llm["placement_group_config"]["bundles"] == [{"CPU": 1.0, "replica_slot": 1.0}]
+    assert llm["deployment_config"]["num_replicas"] == 2
+    assert llm["engine_kwargs"]["block_size"] == 32
+    assert llm["engine_kwargs"]["prefix_caching_hash_algo"] == "sha256_cbor"
+    assert llm["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert app["args"]["router"] == "prefixkit"
+
+
+def test_serve_listens_on_every_pod_on_the_serve_port() -> None:
+    manifest = rayservice_manifest(ENGINE, RaySettings(http_port=8000), OPTIONS)
+    assert serve_config(manifest)["http_options"] == {"host": "0.0.0.0", "port": 8000}
+    (head, _) = pod_templates(manifest)
+    ports = {p["name"]: p["containerPort"] for p in head["spec"]["containers"][0]["ports"]}
+    assert ports["serve"] == 8000
+
+
+def test_the_tenants_come_from_the_secret_mounted_where_the_gateway_reads_them() -> None:
+    options = KubeRayOptions(image="img:1", tenants_secret="acme-tenants")
+    manifest = rayservice_manifest(
+        ENGINE, RaySettings(tenants_file="/home/me/tenants.toml"), options
+    )
+    assert application(manifest)["args"]["tenants_file"] == str(TENANTS_DIR / "tenants.toml")
+    for template in pod_templates(manifest):
+        (volume,) = template["spec"]["volumes"]
+        assert volume["secret"]["secretName"] == "acme-tenants"
+        (mount,) = template["spec"]["containers"][0]["volumeMounts"]
+        assert (mount["mountPath"], mount["readOnly"]) == (str(TENANTS_DIR), True)
+    assert "/home/me" not in rayservice_yaml(manifest)
+
+
+def test_kv_aware_has_no_gateway_and_sets_its_flags_on_every_pod() -> None:
+    manifest = rayservice_manifest(ENGINE, RaySettings(router="kv-aware"), OPTIONS)
+    assert application(manifest)["args"]["tenants_file"] is None
+    for template in pod_templates(manifest):
+        (container,) = template["spec"]["containers"]
+        assert {e["name"]: e["value"] for e in container["env"]} == KV_AWARE_ENV
+        assert "volumes" not in template["spec"]
+
+
+def test_autoscaling_bounds_size_the_worker_group() -> None:
+    settings = RaySettings(replicas=2, min_replicas=1, max_replicas=5)
+    cluster = rayservice_manifest(ENGINE, settings, OPTIONS)["spec"]["rayClusterConfig"]
+    (group,) = cluster["workerGroupSpecs"]
+    assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (1, 2, 5)
+    assert cluster["enableInTreeAutoscaling"] is True
+
+
+def test_a_worker_pod_holds_one_replicas_resources() -> None:
+    engine = ENGINE.derive(device="gpu", kv_cache_space_gib=None)
+    settings = RaySettings(cpus_per_replica=4, gpus_per_replica=1)
+    cluster = rayservice_manifest(engine, settings, OPTIONS)["spec"]["rayClusterConfig"]
+    (container,) = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"}
+    assert cluster["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+
+
+def test_a_model_claim_is_mounted_read_only_at_the_model_folders_parent() -> None:
+    options = KubeRayOptions(image="img:1", model_claim="models")
+    (head, worker) = pod_templates(rayservice_manifest(ENGINE, RaySettings(), options))
+    for template in (head, worker):
+        mounts = {m["name"]: m for m in template["spec"]["containers"][0]["volumeMounts"]}
+        assert (mounts["model"]["mountPath"], mounts["model"]["readOnly"]) == ("/models", True)
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "message"),
+    [
+        (ENGINE, KubeRayOptions(image=" "), "--image is empty"),
+        (ENGINE, KubeRayOptions(image="img:1", name="Prefix_Kit"), "RayService name 'Prefix_Kit'"),
+        (
+            EngineConfig(model=Path("models/m")),
+            OPTIONS,
+            "model models/m is relative: give the model folder's absolute path",
+        ),
+    ],
+    ids=["image", "name", "model"],
+)
+def test_what_kubernetes_cannot_run_is_refused_naming_it(
+    engine: EngineConfig, options: KubeRayOptions, message: str
+) -> None:
+    with pytest.raises(DeploymentConfigError, match=message):
+        rayservice_manifest(engine, RaySettings(), options)
+
+
+# Run in the Ray engine's interpreter: the config file as `serve deploy` and KubeRay read it
+# (Ray Serve's own schema), then its application built as Ray Serve builds it (LLMConfig
+# validates every field the Ray backend passes).
+SERVE_CHECK = """
+import sys, yaml
+from ray.serve.schema import ServeDeploySchema
+from prefixkit.engine_adapter.ray.app import build_app
+config = ServeDeploySchema.model_validate(yaml.safe_load(open(sys.argv[1])))
+(app,) = config.applications
+print(app.import_path, type(build_app(app.args)).__name__)
+"""
+
+
+def run_serve_check(serve_config: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    from prefixkit.engine_adapter.ray.install import ensure_ray_engine
+
+    path = folder / "serve.yaml"
+    path.write_text(serve_config)
+    return subprocess.run(
+        [str(ensure_ray_engine()), "-c", SERVE_CHECK, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.ray
+def test_the_serve_config_parses_as_ray_serves_schema_and_its_application_builds(
+    tmp_path: Path,
+) -> None:
+    manifest = rayservice_manifest(ENGINE, RaySettings(min_replicas=1, max_replicas=3), OPTIONS)
+    checked = run_serve_check(manifest["spec"]["serveConfigV2"], tmp_path)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert checked.stdout.splitlines()[-1] == (
+        "prefixkit.engine_adapter.ray.app:build_app Application"
+    )
