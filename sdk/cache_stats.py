@@ -1,13 +1,22 @@
 """Cache statistics from any provider's usage: hits, writes, cost and savings.
 
 `CacheStats.from_usage` reads the usage object (or its dict) of every
-supported API and splits the prompt into three disjoint token counts:
+supported API and splits the prompt into three disjoint token counts. The API
+is recognised by the cache fields the usage carries, never by incidental ones
+(gateways such as LiteLLM add `total_tokens` and `prompt_tokens` to Anthropic
+usage and keep Anthropic's cache fields):
 
-| provider | cached (read) | written | uncached |
-|---|---|---|---|
-| Anthropic Messages | `cache_read_input_tokens` | `cache_creation_input_tokens` (per TTL in `cache_creation.ephemeral_5m/1h_input_tokens`) | `input_tokens` (Anthropic excludes cache tokens from it) |
-| OpenAI Chat, vLLM | `prompt_tokens_details.cached_tokens` | `prompt_tokens_details.cache_write_tokens` | `prompt_tokens` minus both (OpenAI includes them) |
-| OpenAI Responses | `input_tokens_details.cached_tokens` | `input_tokens_details.cache_write_tokens` (per TTL in `cache_write_tokens_details`) | `input_tokens` minus both |
+| usage carries | read as | cached (read) | written | uncached |
+|---|---|---|---|---|
+| `cache_read_input_tokens`, `cache_creation_input_tokens` or `cache_creation` | Anthropic Messages | `cache_read_input_tokens` | `cache_creation_input_tokens` (per TTL in `cache_creation.ephemeral_5m/1h_input_tokens`) | `input_tokens` (Anthropic excludes cache tokens from it); without it, `prompt_tokens` minus both (gateways that convert to OpenAI's shape include them) |
+| `input_tokens_details` | OpenAI Responses | `input_tokens_details.cached_tokens` | `input_tokens_details.cache_write_tokens` (per TTL in `cache_write_tokens_details`) | `input_tokens` minus both |
+| `prompt_tokens` | OpenAI Chat / Completions, vLLM, OpenRouter | `prompt_tokens_details.cached_tokens` | `prompt_tokens_details.cache_write_tokens` | `prompt_tokens` minus both |
+| only `input_tokens` | Anthropic, or Responses when `model` is an OpenAI model | none reported | none reported | `input_tokens` |
+
+A usage without its API's cache counter (vLLM started without
+`--enable-prompt-tokens-details` sends `prompt_tokens_details: null`) is *not
+reported*, which is not the same as 0 hits: `hit_ratio` is None,
+`reported` is False and `not_reported` names the fix.
 
 Stats add up (`a + b`, `CacheStats.total(many)`) for reports over many requests.
 """
@@ -15,14 +24,38 @@ Stats add up (`a + b`, `CacheStats.total(many)`) for reports over many requests.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .model_facts import Pricing, Provider, model_info, provider_limits
+from .model_facts import ModelInfo, Pricing, Provider, model_info, provider_limits
 
 __all__ = ["CacheStats", "UsageShape"]
 
 UsageShape = Literal["anthropic", "openai_chat", "openai_responses"]
+
+_ANTHROPIC_CACHE_FIELDS = (
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "cache_creation",
+)
+
+NOT_REPORTED: Mapping[UsageShape, str] = {
+    "anthropic": (
+        "the usage has no cache_read_input_tokens / cache_creation_input_tokens: the Messages "
+        "API always sends them, so a gateway or an Anthropic-compatible server dropped them; "
+        "read the provider's own usage"
+    ),
+    "openai_chat": (
+        "the usage has no prompt_tokens_details.cached_tokens: a vLLM server reports cache "
+        "hits only when started with --enable-prompt-tokens-details (prefixkit serve starts "
+        "it so); OpenAI always sends them, so a gateway dropped them"
+    ),
+    "openai_responses": (
+        "the usage has no input_tokens_details.cached_tokens: OpenAI's Responses API always "
+        "sends them, so a gateway or compatible server dropped them"
+    ),
+}
+"""Why a usage of each shape carries no cache counters, and what to do about it."""
 
 
 def _as_dict(usage: Any) -> dict[str, Any]:
@@ -40,16 +73,37 @@ def _as_dict(usage: Any) -> dict[str, Any]:
 
 
 def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) else 0
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def _shape(usage: Mapping[str, Any]) -> UsageShape:
-    if "prompt_tokens" in usage:
-        return "openai_chat"
-    if "input_tokens_details" in usage or "total_tokens" in usage:
-        return "openai_responses"
-    if "input_tokens" in usage:
+def _details(usage: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = usage.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _known_model(model: str | None) -> ModelInfo | None:
+    if model is None:
+        return None
+    return model_info("anthropic", model) or model_info("openai", model)
+
+
+def _shape(usage: Mapping[str, Any], model: str | None) -> UsageShape:
+    if any(usage.get(key) is not None for key in _ANTHROPIC_CACHE_FIELDS):
         return "anthropic"
+    if isinstance(usage.get("input_tokens_details"), Mapping):
+        return "openai_responses"
+    if usage.get("prompt_tokens") is not None:
+        return "openai_chat"
+    if usage.get("input_tokens") is not None:
+        # No cache field at all: the split is the same either way; the model says whose price.
+        info = _known_model(model)
+        return "openai_responses" if info is not None and info.provider == "openai" else "anthropic"
+    if usage.get("output_tokens") is not None:
+        raise ValueError(
+            f"usage with keys {sorted(usage)} has output tokens but no prompt tokens: it is "
+            "a streaming delta (Anthropic message_delta); pass the final message's usage "
+            "(stream.get_final_message().usage)"
+        )
     raise ValueError(
         f"unrecognised usage with keys {sorted(usage)}: expected Anthropic "
         "(input_tokens, cache_read_input_tokens), OpenAI chat (prompt_tokens) or "
@@ -62,6 +116,60 @@ def _provider(shape: UsageShape) -> Provider:
 
 
 @dataclass(frozen=True)
+class _Split:
+    cached: int
+    written: int
+    uncached: int
+    output: int
+    written_by_ttl: dict[str, int]
+    reported: bool
+
+
+def _anthropic(usage: Mapping[str, Any]) -> _Split:
+    read = usage.get("cache_read_input_tokens")
+    created = usage.get("cache_creation_input_tokens")
+    creation = _details(usage, "cache_creation")
+    written_by_ttl = {
+        ttl: count
+        for ttl in ("5m", "1h")
+        if (count := _int(creation.get(f"ephemeral_{ttl}_input_tokens")))
+    }
+    cached = (
+        _int(read)
+        if read is not None
+        else _int(_details(usage, "prompt_tokens_details").get("cached_tokens"))
+    )
+    written = _int(created) if created is not None else sum(written_by_ttl.values())
+    if usage.get("input_tokens") is not None:
+        uncached = _int(usage.get("input_tokens"))
+    else:
+        uncached = max(_int(usage.get("prompt_tokens")) - cached - written, 0)
+    output_key = "output_tokens" if usage.get("output_tokens") is not None else "completion_tokens"
+    reported = read is not None or created is not None
+    return _Split(cached, written, uncached, _int(usage.get(output_key)), written_by_ttl, reported)
+
+
+def _openai(usage: Mapping[str, Any], shape: UsageShape) -> _Split:
+    total_key, details_key, output_key = (
+        ("prompt_tokens", "prompt_tokens_details", "completion_tokens")
+        if shape == "openai_chat"
+        else ("input_tokens", "input_tokens_details", "output_tokens")
+    )
+    details = _details(usage, details_key)
+    cached = _int(details.get("cached_tokens"))
+    written = _int(details.get("cache_write_tokens"))
+    ttl_details = _details(details, "cache_write_tokens_details")
+    written_by_ttl = {
+        ttl: count
+        for ttl in ("30m", "12h")
+        if (count := _int(ttl_details.get(f"ttl_{ttl}_tokens")))
+    }
+    uncached = max(_int(usage.get(total_key)) - cached - written, 0)
+    reported = details.get("cached_tokens") is not None
+    return _Split(cached, written, uncached, _int(usage.get(output_key)), written_by_ttl, reported)
+
+
+@dataclass(frozen=True)
 class CacheStats:
     """Prompt-cache outcome of one request, or the sum over many.
 
@@ -70,6 +178,10 @@ class CacheStats:
     `uncached_tokens` were neither. Costs are None when no price is known;
     `prompt_cost_units` is the prompt's cost in uncached-input-token units, so
     savings are known whenever the multipliers are, even without USD prices.
+
+    `unreported_requests` counts requests whose usage carried no cache
+    counters (their `unreported_tokens` prompt tokens are in `uncached_tokens`
+    but not in `hit_ratio`); `not_reported` says why and how to fix it.
     """
 
     cached_tokens: int = 0
@@ -81,6 +193,9 @@ class CacheStats:
     prompt_cost_units: float | None = None
     cost_usd: float | None = None
     cost_without_cache_usd: float | None = None
+    unreported_requests: int = 0
+    unreported_tokens: int = 0
+    not_reported: str | None = None
 
     @classmethod
     def from_usage(
@@ -98,67 +213,47 @@ class CacheStats:
         the detection of which API the usage came from.
         """
         data = _as_dict(usage)
-        kind = shape or _shape(data)
-        written_by_ttl: dict[str, int] = {}
-        if kind == "anthropic":
-            cached = _int(data.get("cache_read_input_tokens"))
-            written = _int(data.get("cache_creation_input_tokens"))
-            uncached = _int(data.get("input_tokens"))
-            creation = data.get("cache_creation")
-            if isinstance(creation, Mapping):
-                for ttl in ("5m", "1h"):
-                    count = _int(creation.get(f"ephemeral_{ttl}_input_tokens"))
-                    if count:
-                        written_by_ttl[ttl] = count
-            output = _int(data.get("output_tokens"))
-        else:
-            total_key, details_key, output_key = (
-                ("prompt_tokens", "prompt_tokens_details", "completion_tokens")
-                if kind == "openai_chat"
-                else ("input_tokens", "input_tokens_details", "output_tokens")
-            )
-            details = data.get(details_key)
-            details = details if isinstance(details, Mapping) else {}
-            cached = _int(details.get("cached_tokens"))
-            written = _int(details.get("cache_write_tokens"))
-            uncached = max(_int(data.get(total_key)) - cached - written, 0)
-            ttl_details = details.get("cache_write_tokens_details")
-            if isinstance(ttl_details, Mapping):
-                for ttl in ("30m", "12h"):
-                    count = _int(ttl_details.get(f"ttl_{ttl}_tokens"))
-                    if count:
-                        written_by_ttl[ttl] = count
-            output = _int(data.get(output_key))
-        if written and not written_by_ttl:
+        kind = shape or _shape(data, model)
+        split = _anthropic(data) if kind == "anthropic" else _openai(data, kind)
+        written_by_ttl = dict(split.written_by_ttl)
+        if split.written and not written_by_ttl:
             # The usage does not say which TTL: the provider's default applies.
-            written_by_ttl[provider_limits(_provider(kind)).default_ttl] = written
+            written_by_ttl[provider_limits(_provider(kind)).default_ttl] = split.written
         if pricing is None and model is not None:
-            info = model_info(_provider(kind), model)
+            info = model_info(_provider(kind), model) or _known_model(model)
             pricing = info.pricing if info is not None else None
-        return cls._priced(cached, written, uncached, output, written_by_ttl, pricing)
+        stats = cls._priced(split, written_by_ttl, pricing)
+        if split.reported:
+            return stats
+        return replace(
+            stats,
+            unreported_requests=1,
+            unreported_tokens=stats.input_tokens,
+            not_reported=NOT_REPORTED[kind],
+        )
 
     @classmethod
     def _priced(
-        cls,
-        cached: int,
-        written: int,
-        uncached: int,
-        output: int,
-        written_by_ttl: Mapping[str, int],
-        pricing: Pricing | None,
+        cls, split: _Split, written_by_ttl: Mapping[str, int], pricing: Pricing | None
     ) -> CacheStats:
+        cached, written, uncached, output = (
+            split.cached,
+            split.written,
+            split.uncached,
+            split.output,
+        )
         units = cost = cost_without = None
         if pricing is not None:
+            prompt = cached + written + uncached
             units = uncached + cached * pricing.cache_read_multiplier
             units += sum(
                 count * pricing.write_multiplier(ttl) for ttl, count in written_by_ttl.items()
             )
-            if pricing.input_usd_per_mtok is not None and pricing.output_usd_per_mtok is not None:
-                output_usd = output * pricing.output_usd_per_mtok / 1e6
-                cost = units * pricing.input_usd_per_mtok / 1e6 + output_usd
-                cost_without = (
-                    cached + written + uncached
-                ) * pricing.input_usd_per_mtok / 1e6 + output_usd
+            input_usd, output_usd_per_mtok = pricing.prices_for(prompt)
+            if input_usd is not None and output_usd_per_mtok is not None:
+                output_usd = output * output_usd_per_mtok / 1e6
+                cost = units * input_usd / 1e6 + output_usd
+                cost_without = prompt * input_usd / 1e6 + output_usd
         return cls(
             cached_tokens=cached,
             written_tokens=written,
@@ -176,10 +271,21 @@ class CacheStats:
         return self.cached_tokens + self.written_tokens + self.uncached_tokens
 
     @property
-    def hit_ratio(self) -> float:
-        """Share of prompt tokens read from the cache (0.0 for an empty prompt)."""
-        total = self.input_tokens
-        return self.cached_tokens / total if total else 0.0
+    def reported(self) -> bool:
+        """True when every request's usage carried its API's cache counters."""
+        return self.unreported_requests == 0
+
+    @property
+    def hit_ratio(self) -> float | None:
+        """Share of prompt tokens read from the cache, over requests that reported it.
+
+        None when no request reported cache counters (unknown, not 0 hits: see
+        `not_reported`); 0.0 for an empty prompt.
+        """
+        total = self.input_tokens - self.unreported_tokens
+        if total > 0:
+            return self.cached_tokens / total
+        return None if self.unreported_requests else 0.0
 
     @property
     def savings_usd(self) -> float | None:
@@ -213,6 +319,9 @@ class CacheStats:
             cost_without_cache_usd=_sum_known(
                 self.cost_without_cache_usd, other.cost_without_cache_usd
             ),
+            unreported_requests=self.unreported_requests + other.unreported_requests,
+            unreported_tokens=self.unreported_tokens + other.unreported_tokens,
+            not_reported=self.not_reported or other.not_reported,
         )
 
     @classmethod
@@ -226,12 +335,18 @@ class CacheStats:
     def summary(self) -> str:
         """One line for logs: tokens, hit ratio and, when known, savings."""
         ttl = ", ".join(f"{k}: {v}" for k, v in sorted(self.written_by_ttl.items()))
+        ratio = self.hit_ratio
         text = (
             f"{self.requests} request(s): {self.input_tokens} prompt tokens, "
             f"{self.cached_tokens} cached, {self.written_tokens} written"
             f"{f' ({ttl})' if ttl else ''}, {self.uncached_tokens} uncached, "
-            f"hit ratio {self.hit_ratio:.1%}"
+            f"hit ratio {'not reported' if ratio is None else f'{ratio:.1%}'}"
         )
+        if self.unreported_requests:
+            text += (
+                f" ({self.unreported_requests} request(s) without cache counters: "
+                f"{self.not_reported})"
+            )
         if self.prompt_savings_ratio is not None:
             text += f", prompt cost {1 - self.prompt_savings_ratio:.1%} of uncached"
         if self.cost_usd is not None and self.savings_usd is not None:

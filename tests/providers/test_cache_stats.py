@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import anthropic.types
 import openai.types
 import openai.types.responses
@@ -64,7 +67,7 @@ def test_openai_responses_usage_with_ttl_details() -> None:
     assert stats.written_by_ttl == {"30m": 128}
 
 
-def test_vllm_usage_without_prompt_tokens_details_has_no_hits() -> None:
+def test_vllm_usage_without_prompt_tokens_details_is_not_reported_not_a_miss() -> None:
     stats = CacheStats.from_usage(
         {
             "prompt_tokens": 1630,
@@ -74,7 +77,112 @@ def test_vllm_usage_without_prompt_tokens_details_has_no_hits() -> None:
         }
     )
     assert (stats.cached_tokens, stats.uncached_tokens) == (0, 1630)
+    assert stats.hit_ratio is None and not stats.reported
+    assert stats.not_reported is not None
+    assert "--enable-prompt-tokens-details" in stats.not_reported
+    assert "hit ratio not reported" in stats.summary()
     assert stats.cost_usd is None and stats.prompt_cost_units is None
+
+
+def test_a_reported_zero_is_a_miss_not_unknown() -> None:
+    usage = {**CHAT_USAGE, "prompt_tokens_details": {"cached_tokens": 0}}
+    stats = CacheStats.from_usage(usage)
+    assert stats.reported and stats.hit_ratio == 0.0 and stats.not_reported is None
+
+
+def test_vllm_usage_with_prompt_tokens_details_reports_hits() -> None:
+    usage = {
+        "prompt_tokens": 1630,
+        "completion_tokens": 8,
+        "total_tokens": 1638,
+        "prompt_tokens_details": {"cached_tokens": 1616},
+    }
+    stats = CacheStats.from_usage(usage)
+    assert stats.reported and stats.hit_ratio == pytest.approx(1616 / 1630)
+
+
+def test_anthropic_usage_with_a_gateway_total_is_still_anthropic() -> None:
+    usage = {
+        "input_tokens": 21,
+        "output_tokens": 393,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 188_086,
+        "total_tokens": 188_500,
+    }
+    stats = CacheStats.from_usage(usage)
+    assert (stats.cached_tokens, stats.uncached_tokens) == (188_086, 21)
+    assert stats.hit_ratio == pytest.approx(188_086 / 188_107)
+
+
+def test_anthropic_sdk_usage_with_a_gateway_total_is_still_anthropic() -> None:
+    usage = anthropic.types.Usage.model_validate({**ANTHROPIC_USAGE, "total_tokens": 3669})
+    assert CacheStats.from_usage(usage) == CacheStats.from_usage(ANTHROPIC_USAGE)
+
+
+def test_gateway_converted_anthropic_usage_counts_prompt_tokens_with_cache_tokens() -> None:
+    # LiteLLM-style: OpenAI fields, prompt_tokens including the cache tokens, Anthropic's kept.
+    usage = {
+        "prompt_tokens": 188_107,
+        "completion_tokens": 393,
+        "total_tokens": 188_500,
+        "prompt_tokens_details": {"cached_tokens": 188_086},
+        "cache_read_input_tokens": 188_086,
+        "cache_creation_input_tokens": 0,
+    }
+    stats = CacheStats.from_usage(usage, model="claude-sonnet-4-5")
+    assert (stats.cached_tokens, stats.written_tokens, stats.uncached_tokens) == (188_086, 0, 21)
+    assert stats.output_tokens == 393
+    assert stats.savings_usd is not None and stats.savings_usd > 0
+
+
+def test_anthropic_compatible_server_without_cache_fields_is_not_reported() -> None:
+    stats = CacheStats.from_usage({"input_tokens": 900, "output_tokens": 5})
+    assert stats.uncached_tokens == 900 and stats.hit_ratio is None
+    assert stats.not_reported is not None and "cache_read_input_tokens" in stats.not_reported
+
+
+def test_usage_without_cache_fields_is_priced_by_the_model_it_names() -> None:
+    stats = CacheStats.from_usage({"input_tokens": 1000, "output_tokens": 0}, model="gpt-5")
+    assert stats.cost_usd == pytest.approx(1000 * 1.25 / 1e6)
+
+
+def test_a_streaming_delta_usage_names_the_final_message() -> None:
+    delta = anthropic.types.MessageDeltaUsage.model_validate({"output_tokens": 12})
+    with pytest.raises(ValueError, match="get_final_message"):
+        CacheStats.from_usage(delta)
+
+
+def test_hit_ratio_of_a_total_leaves_out_requests_that_did_not_report() -> None:
+    reported = CacheStats.from_usage(
+        {
+            "prompt_tokens": 1000,
+            "completion_tokens": 0,
+            "prompt_tokens_details": {"cached_tokens": 500},
+        }
+    )
+    unreported = CacheStats.from_usage({"prompt_tokens": 4000, "completion_tokens": 0})
+    total = reported + unreported
+    assert total.unreported_requests == 1 and total.unreported_tokens == 4000
+    assert total.hit_ratio == pytest.approx(0.5)
+    assert not total.reported and "1 request(s) without cache counters" in total.summary()
+
+
+def test_new_models_have_usd_savings() -> None:
+    usage = {"input_tokens": 50, "output_tokens": 10, "cache_read_input_tokens": 10_000}
+    for model in ("claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5", "claude-fable-5-1"):
+        stats = CacheStats.from_usage(usage, model=model)
+        assert stats.savings_usd is not None and stats.savings_usd > 0, model
+
+
+def test_a_long_prompt_is_billed_at_the_long_prompt_rates() -> None:
+    short = CacheStats.from_usage(
+        {"input_tokens": 100_000, "output_tokens": 0}, model="claude-haiku-5-5"
+    )
+    long = CacheStats.from_usage(
+        {"input_tokens": 100_001, "output_tokens": 0}, model="claude-haiku-5-5"
+    )
+    assert short.cost_usd == pytest.approx(100_000 * 0.10 / 1e6)
+    assert long.cost_usd == pytest.approx(100_001 * 0.50 / 1e6)
 
 
 def test_unrecognised_usage_raises_naming_the_keys() -> None:
@@ -196,3 +304,118 @@ def test_total_is_the_sum_of_its_parts(splits: list[tuple[int, int, int]]) -> No
     assert total.requests == len(parts)
     assert total.input_tokens == sum(c + w + u for c, w, u in splits)
     assert total.cost_usd == pytest.approx(sum(p.cost_usd or 0.0 for p in parts))
+
+
+def _anthropic_shape(c: int, w: int, u: int, o: int) -> dict[str, Any]:
+    return {
+        "input_tokens": u,
+        "output_tokens": o,
+        "cache_read_input_tokens": c,
+        "cache_creation_input_tokens": w,
+        "cache_creation": {"ephemeral_5m_input_tokens": w, "ephemeral_1h_input_tokens": 0},
+    }
+
+
+def _gateway_anthropic_shape(c: int, w: int, u: int, o: int) -> dict[str, Any]:
+    # A gateway that converts to OpenAI's shape and keeps Anthropic's cache fields.
+    return {
+        "prompt_tokens": c + w + u,
+        "completion_tokens": o,
+        "prompt_tokens_details": {"cached_tokens": c},
+        "cache_read_input_tokens": c,
+        "cache_creation_input_tokens": w,
+    }
+
+
+def _chat_shape(c: int, w: int, u: int, o: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": c + w + u,
+        "completion_tokens": o,
+        "total_tokens": c + w + u + o,
+        "prompt_tokens_details": {"cached_tokens": c, "cache_write_tokens": w},
+    }
+
+
+def _vllm_shape(c: int, w: int, u: int, o: int) -> dict[str, Any]:
+    # vLLM --enable-prompt-tokens-details: cached tokens only (w is generated as 0).
+    return {
+        "prompt_tokens": c + u,
+        "completion_tokens": o,
+        "total_tokens": c + u + o,
+        "prompt_tokens_details": {"cached_tokens": c},
+    }
+
+
+def _responses_shape(c: int, w: int, u: int, o: int) -> dict[str, Any]:
+    return {
+        "input_tokens": c + w + u,
+        "input_tokens_details": {
+            "cached_tokens": c,
+            "cache_write_tokens": w,
+            "cache_write_tokens_details": {"ttl_30m_tokens": w, "ttl_12h_tokens": 0},
+        },
+        "output_tokens": o,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": c + w + u + o,
+    }
+
+
+SHAPES: dict[str, tuple[Callable[[int, int, int, int], dict[str, Any]], type[Any] | None]] = {
+    "anthropic": (_anthropic_shape, anthropic.types.Usage),
+    "anthropic via gateway": (_gateway_anthropic_shape, None),
+    "openai chat": (_chat_shape, openai.types.CompletionUsage),
+    "vllm": (_vllm_shape, openai.types.CompletionUsage),
+    "openai responses": (_responses_shape, openai.types.responses.ResponseUsage),
+}
+
+# Fields gateways and providers add that say nothing about the cache.
+DECORATIONS: dict[str, Any] = {
+    "total_tokens": 123_456,
+    "cost": 0.0123,
+    "is_byok": False,
+    "cost_details": {"upstream_inference_cost": None},
+    "provider": "Anthropic",
+    "service_tier": "standard",
+    "inference_geo": "us",
+    "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0},
+}
+
+
+@given(
+    shape=st.sampled_from(sorted(SHAPES)),
+    cached=counts,
+    written=counts,
+    uncached=counts,
+    output=counts,
+    decorations=st.dictionaries(st.sampled_from(sorted(DECORATIONS)), st.just(None)),
+    as_sdk_object=st.booleans(),
+)
+def test_every_usage_shape_reads_the_same_split_whatever_a_gateway_adds(
+    shape: str,
+    cached: int,
+    written: int,
+    uncached: int,
+    output: int,
+    decorations: dict[str, None],
+    as_sdk_object: bool,
+) -> None:
+    build, sdk_type = SHAPES[shape]
+    written = 0 if shape == "vllm" else written
+    usage = build(cached, written, uncached, output)
+    decorated = {**{key: DECORATIONS[key] for key in decorations}, **usage}
+    if as_sdk_object and sdk_type is not None:
+        parsed = CacheStats.from_usage(sdk_type.model_validate(decorated))
+    else:
+        parsed = CacheStats.from_usage(decorated)
+    assert parsed == CacheStats.from_usage(usage)
+    assert (parsed.cached_tokens, parsed.written_tokens, parsed.uncached_tokens) == (
+        cached,
+        written,
+        uncached,
+    )
+    assert parsed.output_tokens == output
+    assert parsed.input_tokens == cached + written + uncached
+    assert parsed.reported and sum(parsed.written_by_ttl.values()) == written
+    ratio = parsed.hit_ratio
+    assert ratio is not None and 0.0 <= ratio <= 1.0
