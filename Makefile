@@ -15,6 +15,12 @@ $(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*/*.py engi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --progress-bar on -q -U pip
 	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@# setuptools' editable finder is invisible to type checkers: a static path entry to a
+	@# prefixkit/ folder of links to the package folders lets mypy and pyright resolve it too.
+	@mkdir -p build/editable/prefixkit
+	@for package in sdk linter engine_adapter cli testing; do \
+		ln -sfn ../../../$$package build/editable/prefixkit/$$package; done
+	$(BIN)/python -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'prefixkit-typecheck.pth').write_text(str(pathlib.Path('build/editable').resolve()) + '\\n')"
 	@touch $@
 
 demo: $(BIN)/.installed
