@@ -48,6 +48,7 @@ __all__ = [
     "FileOutcome",
     "apply_edits",
     "lint_file",
+    "lint_notebook",
     "lint_paths",
     "lint_prompt",
     "lint_python",
@@ -140,9 +141,7 @@ def lint_prompt(
     return findings
 
 
-def lint_notebook(
-    text: str, path: Path, config: LintConfig, project: ProjectState | None = None
-) -> list[Finding]:
+def lint_notebook(text: str, path: Path, config: LintConfig) -> list[Finding]:
     """Findings for a notebook's JSON text, each placed in its cell (noqa applied).
 
     A notebook that cannot be read is one `PFX000` finding saying why.
@@ -199,7 +198,7 @@ def lint_text(
     """
     kind = kind or file_kind(path, config)
     if kind == "notebook":
-        return lint_notebook(text, path, config, project)
+        return lint_notebook(text, path, config)
     relative = relative_to_root(path, config.root)
     enabled = config.enabled_codes(_known_codes(), relative)
     filename = str(path)
