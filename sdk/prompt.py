@@ -195,18 +195,26 @@ class Prompt:
         )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "sort_tools", sort_tools)
-        check_layout(self.parts())
+        parts: tuple[tuple[Part, Segment], ...] = (
+            *(("tools", s) for s in self.tools),
+            *(("system", s) for s in self.system),
+            *(("context", s) for s in self.context),
+            *(("messages", s) for s in self.messages),
+        )
+        check_layout(parts)
+        static = next(
+            (i for i, (_, s) in enumerate(parts) if s.stability > Stability.VERSIONED), len(parts)
+        )
+        # Derived once: a Prompt is immutable, and renderers walk it several times.
+        object.__setattr__(self, "_parts", parts)
+        object.__setattr__(
+            self, "_static_key", tuple((part, s.role, s.digest) for part, s in parts[:static])
+        )
 
     def parts(self) -> Iterator[tuple[Part, Segment]]:
         """Every segment with the part it belongs to, in provider order."""
-        for segment in self.tools:
-            yield "tools", segment
-        for segment in self.system:
-            yield "system", segment
-        for segment in self.context:
-            yield "context", segment
-        for segment in self.messages:
-            yield "messages", segment
+        parts: tuple[tuple[Part, Segment], ...] = self.__dict__["_parts"]
+        return iter(parts)
 
     def segments(self) -> list[Segment]:
         """Every segment in provider order."""
@@ -218,21 +226,35 @@ class Prompt:
 
     def static_segments(self) -> list[Segment]:
         """The leading run of STATIC and VERSIONED segments: the cacheable core."""
-        run: list[Segment] = []
-        for segment in self.segments():
-            if segment.stability > Stability.VERSIONED:
-                break
-            run.append(segment)
-        return run
+        parts: tuple[tuple[Part, Segment], ...] = self.__dict__["_parts"]
+        return [segment for _, segment in parts[: len(self.__dict__["_static_key"])]]
 
     def render_text(self) -> str:
         """Provider-neutral canonical rendering; used for digests and prefix checks."""
         return "".join(_render_segment(part, s) for part, s in self.parts())
 
     def static_prefix_text(self) -> str:
-        """The canonical rendering of `static_segments()` (a prefix of `render_text()`)."""
-        count = len(self.static_segments())
-        return "".join(_render_segment(p, s) for p, s in list(self.parts())[:count])
+        """The canonical rendering of `static_segments()` (a prefix of `render_text()`).
+
+        Memoised by the static segments' digests: prompts built per request
+        around the same held segments get the same string object back, so
+        nothing re-joins or re-hashes it.
+        """
+        key: _StaticKey = self.__dict__["_static_key"]
+        with _prefix_lock:
+            text = _prefix_texts.get(key)
+        if text is None:
+            text = "".join(_render_segment(p, s) for p, s in self.static_parts())
+            with _prefix_lock:
+                if len(_prefix_texts) >= _PREFIX_TEXT_MEMO:
+                    _prefix_texts.pop(next(iter(_prefix_texts)))
+                _prefix_texts[key] = text
+        return text
+
+    def static_parts(self) -> list[tuple[Part, Segment]]:
+        """`parts()` of the static segments only."""
+        parts: tuple[tuple[Part, Segment], ...] = self.__dict__["_parts"]
+        return list(parts[: len(self.__dict__["_static_key"])])
 
     @property
     def static_prefix_digest(self) -> str:
@@ -241,14 +263,12 @@ class Prompt:
         Memoised by the static segments' own digests, so prompts built per
         request around the same held segments do not re-hash the prefix.
         """
-        count = len(self.static_segments())
-        parts = list(self.parts())[:count]
-        key = tuple((part, segment.role, segment.digest) for part, segment in parts)
-        with _prefix_digests_lock:
+        key: _StaticKey = self.__dict__["_static_key"]
+        with _prefix_lock:
             digest = _prefix_digests.get(key)
         if digest is None:
-            digest = sha256_hex("".join(_render_segment(p, s) for p, s in parts))
-            with _prefix_digests_lock:
+            digest = sha256_hex("".join(_render_segment(p, s) for p, s in self.static_parts()))
+            with _prefix_lock:
                 if len(_prefix_digests) >= _PREFIX_DIGEST_MEMO:
                     _prefix_digests.pop(next(iter(_prefix_digests)))
                 _prefix_digests[key] = digest
@@ -300,9 +320,12 @@ class Prompt:
 
 
 _PREFIX_DIGEST_MEMO = 4096
-# (part, role, segment digest) of each static segment -> digest of their rendering.
-_prefix_digests: dict[tuple[tuple[str, str, str], ...], str] = {}
-_prefix_digests_lock = threading.Lock()
+_PREFIX_TEXT_MEMO = 256
+_StaticKey = tuple[tuple[str, str, str], ...]
+# (part, role, segment digest) of each static segment -> their rendering, and its digest.
+_prefix_digests: dict[_StaticKey, str] = {}
+_prefix_texts: dict[_StaticKey, str] = {}
+_prefix_lock = threading.Lock()
 
 
 def _render_segment(part: Part, segment: Segment) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
@@ -50,7 +51,7 @@ from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
 from .content import ContentBlock, Document, Image, Native, Text, ToolCall, ToolResult
 from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
-from .model_facts import ModelInfo, model_info, provider_limits
+from .model_facts import ModelInfo, ProviderLimits, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted
 from .salt import tenant_salt
@@ -241,7 +242,7 @@ def _render(
         raise RenderError(
             "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
         )
-    allowed = provider_limits("openai").api_ttls.get(api, ())
+    allowed = _limits().api_ttls.get(api, ())
     if cache_ttl is not None and cache_ttl not in allowed:
         raise RenderError(
             f"cache_ttl {cache_ttl!r} is not accepted by the {api} API: use one of "
@@ -258,10 +259,10 @@ def _render(
     mode = _resolve_mode(model, info, cache_mode, cache_ttl, extra_options)
     counter, estimate = _counter(info, tokenizer)
     items, parts = _items(api, located, system_role)
-    blocks = _blocks(parts, counter, explicit=mode is not None)
     plan: list[Breakpoint] = []
     if mode is not None:
-        limit = provider_limits("openai").max_breakpoints
+        blocks = _blocks(parts, counter, explicit=True)
+        limit = _limits().max_breakpoints
         plan = plan_breakpoints(blocks, max_markers=limit, reserved=1 if mode == "implicit" else 0)
         if not plan and cache_mode is None:
             mode = "implicit"  # nothing to mark: explicit mode would cache nothing
@@ -274,10 +275,9 @@ def _render(
     for point in plan:
         if not parts[point.index].caller:  # a native part already carries its own
             parts[point.index].mark(items)
-    tool_shape = openai_chat_tool if api == "chat" else openai_responses_tool
     kwargs: dict[str, Any] = {"model": model}
     kwargs["messages" if api == "chat" else "input"] = items
-    tools = [tool_shape(json.loads(segment.text)) for part, segment in located if part == "tools"]
+    tools = [_tool(api, segment.text) for segment in prompt.tools]
     if tools:
         kwargs["tools"] = tools
     key = (
@@ -323,6 +323,22 @@ def _resolve_mode(
             )
         return None
     return cache_mode or "explicit"
+
+
+@functools.lru_cache(maxsize=1024)
+def _shaped_tool(api: Api, text: str) -> dict[str, Any]:
+    shape = openai_chat_tool if api == "chat" else openai_responses_tool
+    return shape(json.loads(text))
+
+
+def _tool(api: Api, text: str) -> dict[str, Any]:
+    """A tool segment in `api`'s shape, converted once per distinct definition."""
+    return dict(_shaped_tool(api, text))
+
+
+@functools.cache
+def _limits() -> ProviderLimits:
+    return provider_limits("openai")
 
 
 @functools.cache
@@ -571,6 +587,11 @@ def _blocks(parts: list[_Part], counter: Tokenizer, *, explicit: bool) -> list[B
     return blocks
 
 
+# (tokenizer, static segment digests) -> tokens of the static prefix
+_static_tokens: dict[tuple[str, tuple[str, ...]], int] = {}
+_static_tokens_lock = threading.Lock()
+
+
 def _warn_if_short(
     model: str,
     info: ModelInfo | None,
@@ -584,7 +605,15 @@ def _warn_if_short(
     static = prompt.static_segments()
     if minimum is None or not static:
         return
-    tokens = sum(counter.count(segment.text) for segment in static)
+    key = (counter.name, tuple(segment.digest for segment in static))
+    with _static_tokens_lock:
+        tokens = _static_tokens.get(key)
+    if tokens is None:
+        tokens = sum(counter.count(segment.text) for segment in static)
+        with _static_tokens_lock:
+            if len(_static_tokens) >= 4096:
+                _static_tokens.pop(next(iter(_static_tokens)))
+            _static_tokens[key] = tokens
     if tokens >= minimum:
         return
     how = (

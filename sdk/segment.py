@@ -22,6 +22,7 @@ sent); renderers send the blocks themselves.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -124,7 +125,7 @@ class Segment:
             )
         object.__setattr__(self, "digest", sha256_hex(self.text))
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         """A short name for messages: `name@version`, the name, or the text's start."""
         if self.name is not None:
