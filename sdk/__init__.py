@@ -38,7 +38,7 @@ from .errors import (
     UncachedPrefixWarning,
     UnknownModelWarning,
 )
-from .model_facts import ModelInfo, Pricing, model_info
+from .model_facts import LongPromptPricing, ModelInfo, Pricing, known_models, model_info
 from .prompt import Prompt
 from .registry import Drift, PromptRegistry, check_prompt_files, read_lock, write_lock
 from .render_anthropic import render_anthropic
@@ -72,6 +72,7 @@ __all__ = [
     "Image",
     "LayoutError",
     "LockfileError",
+    "LongPromptPricing",
     "LoopResult",
     "LoopTurn",
     "MissingExtraError",
@@ -111,6 +112,7 @@ __all__ = [
     "check_prompt_files",
     "choose_ttl",
     "default_guard",
+    "known_models",
     "model_info",
     "prompt_cache_key",
     "read_lock",
