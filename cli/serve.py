@@ -4,6 +4,7 @@
     prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
     prefixkit serve status                          # health, block size, KV usage, hit rate
     prefixkit serve --embedded --backend ray --replicas 2 --ray-nodes 2   # on Ray Serve LLM
+    prefixkit serve --backend ray --emit kuberay --model /models/m --image IMG > rayservice.yaml
 
 Topology (`prefixkit.engine_adapter.serving.deployment.deploy`): replicas (engine ports
 --engine-port, --engine-port+1, ...) -> a router when --replicas > 1 (real SMG
@@ -23,6 +24,11 @@ Serve LLM (`prefixkit.engine_adapter.ray.launch.serve_on_ray`): the running clus
 --ray-address, or a local one of --ray-nodes nodes started here and stopped on exit; the
 tenant gateway is the Serve ingress and --ray-router picks the request router (prefixkit's
 precise policy by default). The Ray engine (Ray, vLLM CPU) is installed on first use.
+
+--emit kuberay prints the KubeRay RayService for the same options and starts nothing
+(`prefixkit.engine_adapter.ray.kuberay`): --model is the model folder's path inside the pods,
+--image an image with Ray Serve, vLLM and prefixkit; the tenants file comes from the
+Kubernetes Secret --tenants-secret (key tenants.toml), never from the manifest.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prefixkit.engine_adapter.engine.config import EngineConfig
+    from prefixkit.engine_adapter.ray.settings import RaySettings
     from prefixkit.engine_adapter.serving.deployment import Deployment
     from prefixkit.engine_adapter.serving.tenants import Tenants
     from rich.console import Console
@@ -162,6 +169,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="how each replica's resource bundle is placed",
     )
     topology.add_argument("--grace", type=float, default=10.0, help="SIGTERM -> SIGKILL seconds")
+    kubernetes = parser.add_argument_group("Kubernetes (--backend ray --emit kuberay)")
+    kubernetes.add_argument(
+        "--emit", choices=["kuberay"], help="print the KubeRay RayService; start nothing"
+    )
+    kubernetes.add_argument("--image", help="container image with Ray Serve, vLLM and prefixkit")
+    kubernetes.add_argument("--k8s-name", default="prefixkit", help="the RayService's name")
+    kubernetes.add_argument("--k8s-namespace", help="the RayService's namespace")
+    kubernetes.add_argument(
+        "--tenants-secret",
+        default="prefixkit-tenants",
+        help="Kubernetes Secret holding the tenants file under the key tenants.toml",
+    )
+    kubernetes.add_argument("--model-claim", help="PersistentVolumeClaim holding the model")
+    kubernetes.add_argument(
+        "--memory-per-replica", help="worker pod memory, e.g. 16Gi (default from the KV cache)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,6 +198,10 @@ def run(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     if args.serve_action == "status":
         return _status(run_dir, args.interval, Console())
+    if args.emit is not None and args.backend != "ray":
+        from prefixkit.sdk.errors import UsageError
+
+        raise UsageError("--emit kuberay describes a Ray deployment: add --backend ray")
     if args.backend == "ray":
         return _serve_ray(args, run_dir, Console(stderr=True))
     return _serve(args, run_dir, Console(stderr=True))
@@ -183,26 +210,16 @@ def run(args: argparse.Namespace) -> int:
 def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
     from prefixkit.engine_adapter.errors import EngineConfigError
     from prefixkit.engine_adapter.ray.launch import serve_on_ray
-    from prefixkit.engine_adapter.ray.settings import RaySettings
 
+    if args.emit == "kuberay":
+        return _emit_kuberay(args)
     if args.embedded == (args.model is not None):
         raise EngineConfigError("give exactly one of --model DIR and --embedded")
     run_dir.mkdir(parents=True, exist_ok=True)
     tenants_file = None
     if args.ray_router != "kv-aware":
         tenants_file = _tenants_file(args, run_dir, console)
-    settings = RaySettings(
-        router=args.ray_router,
-        replicas=args.replicas,
-        min_replicas=args.min_replicas,
-        max_replicas=args.max_replicas,
-        cpus_per_replica=args.cpus_per_replica,
-        gpus_per_replica=args.gpus_per_replica,
-        placement_strategy=args.placement_strategy,
-        http_host=args.host,
-        http_port=args.port,
-        tenants_file=None if tenants_file is None else str(tenants_file),
-    )
+    settings = _ray_settings(args, tenants_file)
     report = _ConsoleReport(console)
     with report.live():
         base = _base_config(args, report)
@@ -231,6 +248,56 @@ def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int
     except _Stopped:
         console.print("stopped: the Ray app is deleted (and the local cluster stopped)")
         return 0
+
+
+def _ray_settings(args: argparse.Namespace, tenants_file: Path | None) -> RaySettings:
+    from prefixkit.engine_adapter.ray.settings import RaySettings
+
+    return RaySettings(
+        router=args.ray_router,
+        replicas=args.replicas,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        cpus_per_replica=args.cpus_per_replica,
+        gpus_per_replica=args.gpus_per_replica,
+        placement_strategy=args.placement_strategy,
+        http_host=args.host,
+        http_port=args.port,
+        tenants_file=None if tenants_file is None else str(tenants_file),
+    )
+
+
+def _emit_kuberay(args: argparse.Namespace) -> int:
+    """Print the KubeRay RayService of these options; nothing is installed or started."""
+    from prefixkit.engine_adapter.ray.kuberay import (
+        KubeRayOptions,
+        rayservice_manifest,
+        rayservice_yaml,
+    )
+    from prefixkit.sdk.errors import UsageError
+
+    if args.embedded or args.model is None or not args.model.is_absolute():
+        raise UsageError(
+            "--emit kuberay needs --model with the model folder's absolute path inside the "
+            "pods (baked into --image or on --model-claim); --embedded prepares a model on "
+            "this machine only"
+        )
+    if args.image is None:
+        raise UsageError(
+            "--emit kuberay needs --image: a container image with Ray Serve 2.60, vLLM 0.29 "
+            "and prefixkit (what the Ray engine's virtualenv holds)"
+        )
+    options = KubeRayOptions(
+        image=args.image,
+        name=args.k8s_name,
+        namespace=args.k8s_namespace,
+        tenants_secret=args.tenants_secret,
+        model_claim=args.model_claim,
+        memory_per_replica=args.memory_per_replica,
+    )
+    manifest = rayservice_manifest(_base_config(args, None), _ray_settings(args, None), options)
+    print(rayservice_yaml(manifest), end="")
+    return 0
 
 
 def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:

@@ -255,3 +255,45 @@ def test_the_serve_config_parses_as_ray_serves_schema_and_its_application_builds
     assert checked.stdout.splitlines()[-1] == (
         "prefixkit.engine_adapter.ray.app:build_app Application"
     )
+
+
+def test_serve_emit_kuberay_prints_the_manifest_of_its_options(
+    capsys: pytest.CaptureFixture[str], crd_validator: jsonschema.Draft202012Validator
+) -> None:
+    from prefixkit.cli.main import main
+
+    emit = ["serve", "--backend", "ray", "--emit", "kuberay", "--model", str(MODEL)]
+    options = ["--image", "img:1", "--replicas", "3", "--cpus-per-replica", "2"]
+    more = ["--block-size", "64", "--ray-router", "prefix-affinity", "--k8s-namespace", "llm"]
+    code = main([*emit, *options, *more])
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert code == 0
+    crd_validator.validate(printed)
+    assert printed["metadata"]["namespace"] == "llm"
+    llm = application(printed)["args"]["llm_config"]
+    assert (llm["deployment_config"]["num_replicas"], llm["engine_kwargs"]["block_size"]) == (3, 64)
+    assert application(printed)["args"]["router"] == "prefix-affinity"
+    (group,) = printed["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--emit", "kuberay", "--model", "/m", "--image", "i"], "add --backend ray"),
+        (
+            ["--backend", "ray", "--emit", "kuberay", "--model", "m", "--image", "i"],
+            "absolute path",
+        ),
+        (["--backend", "ray", "--emit", "kuberay", "--embedded", "--image", "i"], "absolute path"),
+        (["--backend", "ray", "--emit", "kuberay", "--model", "/m"], "needs --image"),
+    ],
+    ids=["local backend", "relative model", "embedded", "no image"],
+)
+def test_serve_emit_kuberay_refuses_what_it_cannot_describe(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prefixkit.cli.main import main
+
+    assert main(["serve", *arguments]) == 2
+    assert message in capsys.readouterr().err
