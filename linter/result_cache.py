@@ -179,7 +179,12 @@ class ResultCache:
             return
         try:
             self._prepare_folder()
-            entries = {**self._load(self.path), **self.changed}
+            entries = {
+                key: entry
+                for key, entry in self._load(self.path).items()
+                if (self.config.root / key).exists()  # files deleted since are dropped
+            }
+            entries.update(self.changed)
             document = json.dumps({"format": _FORMAT, "files": entries}, sort_keys=True)
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-")
             try:

@@ -174,3 +174,15 @@ def test_concurrent_runs_with_jobs_leave_a_valid_cache(project: Path) -> None:
     again = subprocess.run(command, capture_output=True, text=True)
     assert again.stdout == outputs[0]
     assert "9 unchanged since the last run (cached)" in again.stderr
+
+
+def test_entries_of_deleted_files_are_dropped(project: Path) -> None:
+    run(project)
+    (project / "bad.py").unlink()
+    (project / "good.py").write_text(GOOD + "\n", encoding="utf-8")
+    run(project)
+    (stored,) = (project / ".prefixkit_cache").glob("*/*.json")
+    assert sorted(json.loads(stored.read_text(encoding="utf-8"))["files"]) == [
+        "good.py",
+        "nb.ipynb",
+    ]
