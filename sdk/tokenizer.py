@@ -26,10 +26,14 @@ text, then tokenised without adding special tokens again).
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import inspect
+import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -72,6 +76,25 @@ _memo_chars = 0
 _memo_lock = threading.Lock()
 
 
+def _memo_get(key: tuple[str, str]) -> int | None:
+    with _memo_lock:
+        cached = _memo.get(key)
+        if cached is not None:
+            _memo.move_to_end(key)
+        return cached
+
+
+def _memo_put(key: tuple[str, str], value: int) -> None:
+    global _memo_chars
+    with _memo_lock:
+        if key not in _memo:
+            _memo[key] = value
+            _memo_chars += len(key[1])
+        while _memo_chars > _MEMO_CHARS and len(_memo) > 1:
+            (_, evicted), _ = _memo.popitem(last=False)
+            _memo_chars -= len(evicted)
+
+
 def memoised_count(name: str, text: str, count: Callable[[str], int]) -> int:
     """`count(text)`, memoised by tokenizer name and content (LRU, process-wide).
 
@@ -80,21 +103,12 @@ def memoised_count(name: str, text: str, count: Callable[[str], int]) -> int:
     every request are looked up in constant time, and equal content always
     hits. The memo holds at most 64 million characters of text.
     """
-    global _memo_chars
     key = (name, text)
-    with _memo_lock:
-        cached = _memo.get(key)
-        if cached is not None:
-            _memo.move_to_end(key)
-            return cached
+    cached = _memo_get(key)
+    if cached is not None:
+        return cached
     value = count(text)
-    with _memo_lock:
-        if key not in _memo:
-            _memo[key] = value
-            _memo_chars += len(text)
-        while _memo_chars > _MEMO_CHARS and len(_memo) > 1:
-            (_, evicted), _ = _memo.popitem(last=False)
-            _memo_chars -= len(evicted)
+    _memo_put(key, value)
     return value
 
 
@@ -300,24 +314,53 @@ ANTHROPIC_ESTIMATE_METHOD = (
     "give a client for exact counts from messages.count_tokens)"
 )
 
+# One ASCII letter: exactly one token in any byte-pair vocabulary, so a request
+# whose only message is this letter measures the message framing plus one.
+_PROBE = "x"
+_PROBE_MESSAGES: tuple[Mapping[str, Any], ...] = ({"role": "user", "content": _PROBE},)
+
+
+def _prefix_digest(tools: Any, system: Any, messages: Sequence[Any]) -> str:
+    body = {"tools": tools, "system": system, "messages": list(messages)}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "prefix:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
 
 class AnthropicTokenCounter:
-    """Claude token counts: exact through `client.messages.count_tokens`, else an estimate.
+    """Claude token counts: exact through `messages.count_tokens`, else an estimate.
 
-    With `client` (an `anthropic.Anthropic`), `count(text)` asks the API how many
-    input tokens a request with `text` as its one user message has (so the
-    message framing, a few tokens, is included), memoised. Without a client the
-    count is an explicit estimate: `estimate` is True, `name` starts with
-    `anthropic-estimate:`, and `count_tokens` returns a `TokenCount` labelled as
-    such. Claude has no public tokenizer, so `encode` raises `TokenizerError`.
+    `client` is an `anthropic.Anthropic` or an `anthropic.AsyncAnthropic`.
+    Exact counts leave the message framing out: the counter asks once how
+    many tokens a one-letter message costs (the framing plus one) and
+    subtracts that, so the counts of a prompt's segments add up to the
+    prompt and not to one framing per segment. Every count is memoised
+    process-wide by content, so a static prefix is counted once, however
+    many requests reuse it:
+
+    - `count(text)`: `text` as the one user message (the `Tokenizer` protocol);
+    - `count_prefix(tools=, system=, messages=)`: a request's cached prefix as
+      the provider counts it, in one call, memoised by the prefix's digest;
+    - `count_request(**request)`: a whole request, framing included, not memoised.
+
+    Each has an awaitable twin (`acount`, `acount_prefix`, `acount_request`)
+    that never blocks the event loop: it awaits an async client, or runs a sync
+    client in a worker thread. With an async client the sync methods answer
+    only from the memo; `await counter.prepare(texts)` counts what a render
+    will ask for. Without a client counts are an explicit estimate:
+    `estimate` is True, `name` starts with `anthropic-estimate:`. Claude has
+    no public tokenizer, so `encode` raises `TokenizerError`.
     """
 
     def __init__(self, model: str, client: Any | None = None) -> None:
         self.model = model
         self._client = client
         self.estimate = client is None
+        self._async = client is not None and inspect.iscoroutinefunction(
+            client.messages.count_tokens
+        )
         prefix = "anthropic-estimate" if self.estimate else "anthropic"
         self._name = f"{prefix}:{model}"
+        self._probe_tokens: int | None = None  # the one-letter request, measured once
 
     @property
     def name(self) -> str:
@@ -331,13 +374,59 @@ class AnthropicTokenCounter:
             "(messages.count_tokens) for lengths"
         )
 
+    def _need_client(self) -> Any:
+        if self._client is None:
+            raise TokenizerError(
+                "exact Claude counts need a client: "
+                "AnthropicTokenCounter(model, client=anthropic.Anthropic())"
+            )
+        return self._client
+
+    def _need_sync(self, what: str) -> Any:
+        client = self._need_client()
+        if self._async:
+            raise TokenizerError(
+                f"{what} is not counted yet and this counter's client is async, so a sync "
+                "call would block the event loop: await counter.prepare(texts) (or "
+                "acount / acount_prefix) before rendering"
+            )
+        return client
+
+    def _request(self, messages: Sequence[Any], **request: Any) -> dict[str, Any]:
+        body = {key: value for key, value in request.items() if value is not None}
+        body.setdefault("model", self.model)
+        body["messages"] = [dict(message) for message in messages]
+        return body
+
+    # Sync counts.
+
+    def count_request(self, **request: Any) -> int:
+        """Exact input tokens of a whole request (`system`, `tools`, `messages`, ...).
+
+        Framing included, not memoised; `model` defaults to this counter's model.
+        """
+        client = self._need_sync("a request")
+        request.setdefault("model", self.model)
+        return int(client.messages.count_tokens(**request).input_tokens)
+
+    def _baseline(self) -> int:
+        if self._probe_tokens is None:
+            self._probe_tokens = self.count_request(**self._request(_PROBE_MESSAGES))
+        return self._probe_tokens
+
+    def framing(self) -> int:
+        """Tokens the API adds around a one-message request's text (measured once per counter)."""
+        return self._baseline() - 1
+
     def _count(self, text: str) -> int:
         if self._client is None:
             return TiktokenTokenizer("cl100k_base").count(text)
-        return self.count_request(messages=[{"role": "user", "content": text}])
+        self._need_sync(f"text {text[:40]!r}")
+        counted = self.count_request(messages=[{"role": "user", "content": text}])
+        return counted - self.framing()
 
     def count(self, text: str) -> int:
-        """Input tokens of `text` (memoised); an estimate when there is no client."""
+        """Tokens of `text` without the message framing (memoised); an estimate without a client."""
         return memoised_count(self._name, text, self._count)
 
     def count_tokens(self, text: str) -> TokenCount:
@@ -345,15 +434,71 @@ class AnthropicTokenCounter:
         method = ANTHROPIC_ESTIMATE_METHOD if self.estimate else "messages.count_tokens"
         return TokenCount(self.count(text), self.estimate, method)
 
-    def count_request(self, **request: Any) -> int:
-        """Exact input tokens of a whole request (`system`, `tools`, `messages`, ...).
+    def count_prefix(
+        self, *, tools: Any = None, system: Any = None, messages: Sequence[Any] = ()
+    ) -> int:
+        """Exact tokens of a request's prefix (`tools`, `system`, leading `messages`).
 
-        Needs a client; `model` defaults to this counter's model. Not memoised.
+        Counted as the provider counts it: the prefix plus a one-letter user
+        message, minus that message alone. One call per distinct prefix
+        (memoised by its digest), plus one per counter for the one-letter baseline.
         """
-        if self._client is None:
-            raise TokenizerError(
-                "exact Claude counts need a client: AnthropicTokenCounter(model, client=anthropic.Anthropic())"
-            )
+        key = (self._name, _prefix_digest(tools, system, messages))
+        cached = _memo_get(key)
+        if cached is not None:
+            return cached
+        self._need_sync("this prefix")
+        body = self._request([*messages, *_PROBE_MESSAGES], tools=tools, system=system)
+        value = self.count_request(**body) - self._baseline()
+        _memo_put(key, value)
+        return value
+
+    # Async counts: the same memo, never blocking the event loop.
+
+    async def acount_request(self, **request: Any) -> int:
+        """`count_request` awaited: the async client, or the sync one in a worker thread."""
+        client = self._need_client()
         request.setdefault("model", self.model)
-        result = self._client.messages.count_tokens(**request)
+        if self._async:
+            result = await client.messages.count_tokens(**request)
+        else:
+            result = await asyncio.to_thread(client.messages.count_tokens, **request)
         return int(result.input_tokens)
+
+    async def _abaseline(self) -> int:
+        if self._probe_tokens is None:
+            self._probe_tokens = await self.acount_request(**self._request(_PROBE_MESSAGES))
+        return self._probe_tokens
+
+    async def acount(self, text: str) -> int:
+        """`count` awaited (memoised; an estimate without a client)."""
+        key = (self._name, text)
+        cached = _memo_get(key)
+        if cached is not None:
+            return cached
+        if self._client is None:
+            return self.count(text)
+        counted = await self.acount_request(messages=[{"role": "user", "content": text}])
+        value = counted - (await self._abaseline() - 1)
+        _memo_put(key, value)
+        return value
+
+    async def acount_prefix(
+        self, *, tools: Any = None, system: Any = None, messages: Sequence[Any] = ()
+    ) -> int:
+        """`count_prefix` awaited (memoised by the prefix's digest)."""
+        key = (self._name, _prefix_digest(tools, system, messages))
+        cached = _memo_get(key)
+        if cached is not None:
+            return cached
+        body = self._request([*messages, *_PROBE_MESSAGES], tools=tools, system=system)
+        value = await self.acount_request(**body) - await self._abaseline()
+        _memo_put(key, value)
+        return value
+
+    async def prepare(self, texts: Iterable[str]) -> None:
+        """Count the texts not counted yet, concurrently, so `count` answers from the memo."""
+        missing = list(dict.fromkeys(t for t in texts if _memo_get((self._name, t)) is None))
+        if missing and self._client is not None:
+            await self._abaseline()
+        await asyncio.gather(*(self.acount(text) for text in missing))

@@ -152,11 +152,13 @@ def test_anthropic_count_with_client_uses_count_tokens_once_per_text() -> None:
     counter = AnthropicTokenCounter("claude-sonnet-4-5", client=api.anthropic_client())
     text = "a prompt counted by the API, unique to this test"
     body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": text}]}
-    assert counter.count(text) == _counted(MockProvider(), body)
-    assert counter.count(text) == _counted(MockProvider(), body)
+    probe = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "x"}]}
+    framing = _counted(MockProvider(), probe) - 1
+    assert counter.count(text) == _counted(MockProvider(), body) - framing
+    assert counter.count(text) == _counted(MockProvider(), body) - framing
     assert counter.count_tokens(text).estimate is False
-    assert api.paths == ["/v1/messages/count_tokens"]
-    assert api.bodies == [body]
+    assert api.paths == ["/v1/messages/count_tokens"] * 2
+    assert api.bodies == [body, probe]
 
 
 def test_anthropic_count_request_sends_the_whole_request() -> None:

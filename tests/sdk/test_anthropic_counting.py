@@ -1,0 +1,128 @@
+"""Exact Claude counts through the official clients: once per content, framing left out, async-safe.
+
+The counter talks to prefixkit.testing's MockProvider through the official
+`anthropic` clients (a recording httpx transport), so every count_tokens call
+the counter makes is seen and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import httpx2
+import pytest
+from prefixkit.sdk import AnthropicTokenCounter, TiktokenTokenizer, TokenizerError
+from prefixkit.testing.providers import MockProvider
+
+MODEL = "claude-sonnet-4-5"
+COUNT_PATH = "/v1/messages/count_tokens"
+POLICY = "You answer billing questions for Example Cloud. Refunds take five days. " * 40
+
+
+def _counted(body: dict[str, Any]) -> int:
+    """What the (mock) count_tokens API answers for `body`, asked on a fresh mock."""
+    request = httpx2.Request("POST", f"https://api.anthropic.com{COUNT_PATH}", json=body)
+    answer: int = json.loads(MockProvider().handle(request).content)["input_tokens"]
+    return answer
+
+
+def _calls(api: MockProvider) -> int:
+    return api.paths.count(COUNT_PATH)
+
+
+def test_a_one_letter_text_counts_one_token_not_its_message_framing() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    assert counter.count("x") == 1
+    assert (
+        counter.framing()
+        == _counted({"model": MODEL, "messages": [{"role": "user", "content": "x"}]}) - 1
+    )
+    assert counter.framing() > 0
+
+
+def test_a_static_prefix_is_counted_once_for_many_renders() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    system = [{"type": "text", "text": POLICY + " (prefix A)"}]
+    counts = {counter.count_prefix(system=system) for _ in range(10)}
+    assert len(counts) == 1
+    assert _calls(api) == 2  # the one-letter baseline, then the prefix once
+    counter.count_prefix(system=[{"type": "text", "text": POLICY + " (prefix B)"}])
+    assert _calls(api) == 3
+
+
+def test_a_prefix_count_is_the_prefix_as_the_provider_counts_it_without_framing(
+    cl100k: TiktokenTokenizer,
+) -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    text = POLICY + " (prefix C)"
+    # The mock counts a system block as its cl100k tokens, a message with its role marker.
+    assert counter.count_prefix(system=[{"type": "text", "text": text}]) == cl100k.count(text)
+
+
+def test_the_prefix_memo_is_by_content_not_by_object() -> None:
+    AnthropicTokenCounter(MODEL, client=MockProvider().anthropic_client()).count_prefix(
+        system=[{"type": "text", "text": POLICY + " (prefix D)"}]
+    )
+    api = MockProvider()
+    again = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    again.count_prefix(system=[{"text": POLICY + " (prefix D)", "type": "text"}])
+    assert _calls(api) == 0
+
+
+async def test_an_async_client_counts_without_a_blocking_call() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.async_anthropic_client())
+    text = "\nAn async-counted segment, unique to this test."
+    with pytest.raises(TokenizerError, match=r"await counter\.prepare"):
+        counter.count(text)
+    await counter.prepare([text, text])
+    calls = _calls(api)
+    assert counter.count(text) == await counter.acount(text)
+    assert _calls(api) == calls == 2  # the baseline and the text, once each
+
+
+async def test_an_async_prefix_count_is_memoised_like_a_sync_one() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.async_anthropic_client())
+    system = [{"type": "text", "text": POLICY + " (prefix E)"}]
+    first = await counter.acount_prefix(system=system)
+    assert await counter.acount_prefix(system=system) == first
+    assert _calls(api) == 2
+
+
+async def test_a_sync_client_is_awaited_in_a_worker_thread() -> None:
+    api = MockProvider()
+    threads: list[str] = []
+    loop_thread = threading.current_thread().name
+
+    def recording(request: httpx2.Request) -> httpx2.Response:
+        threads.append(threading.current_thread().name)
+        return api.handle(request)
+
+    import anthropic
+
+    client = anthropic.Anthropic(
+        api_key="sk-ant-test",
+        max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
+    )
+    counter = AnthropicTokenCounter(MODEL, client=client)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await counter.acount("\nA segment counted from async code with a sync client.")
+    ticker.cancel()
+    assert threads and loop_thread not in threads
+    assert ticks > 0
