@@ -37,6 +37,7 @@ def _anthropic_builtin(tool: Mapping[str, Any]) -> bool:
 def _refuse(tool: Mapping[str, Any], api: str, hint: str) -> RenderError:
     return RenderError(f"built-in tool type {tool.get('type')!r} is not available on {api}: {hint}")
 
+
 _EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
 
 
