@@ -53,8 +53,18 @@ def _tool_segment(tool: ToolSpec | Segment) -> Segment:
     return Segment.static(dict(tool), role="system", name=name)
 
 
-def _system_segment(item: str | Segment) -> Segment:
-    return item if isinstance(item, Segment) else Segment.static(item, role="system")
+def _system_segment(item: str | Segment | Mapping[str, Any]) -> Segment:
+    """Text or an Anthropic system text block (`{"type": "text", "text", "cache_control"}`)."""
+    if isinstance(item, Segment):
+        return item
+    if isinstance(item, Mapping):
+        if item.get("type") != "text" or not isinstance(item.get("text"), str):
+            raise CanonicalError(
+                f"system block {canonical_json(dict(item))[:80]} is not a text block: system "
+                "content is text (give a string, a Segment or {'type': 'text', 'text': ...})"
+            )
+        return Segment.static(item["text"], role="system", cache_control=item.get("cache_control"))
+    return Segment.static(item, role="system")
 
 
 def _context_segment(item: str | Segment) -> Segment:
@@ -174,7 +184,7 @@ class Prompt:
         self,
         *,
         tools: Iterable[ToolSpec | Segment] | None = None,
-        system: Iterable[str | Segment] | str | Segment | None = None,
+        system: Iterable[str | Segment | Mapping[str, Any]] | str | Segment | None = None,
         context: Iterable[str | Segment] | str | Segment | None = None,
         messages: Iterable[MessageLike] | None = None,
         name: str | None = None,

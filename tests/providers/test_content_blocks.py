@@ -413,3 +413,17 @@ def test_block_digest_does_not_depend_on_dict_key_order() -> None:
 def test_unknown_block_type_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="'imagee'"):
         Prompt(messages=[{"role": "user", "content": [{"type": "imagee", "data": "x"}]}])
+
+
+def test_anthropic_system_text_blocks_keep_their_own_markers(
+    anthropic_client: anthropic.Anthropic, api: MockProvider
+) -> None:
+    marker = {"type": "ephemeral", "ttl": "1h"}
+    prompt = Prompt(
+        system=[{"type": "text", "text": LONG_INSTRUCTIONS, "cache_control": marker}],
+        messages=[Segment.dynamic("q")],
+    )
+    anthropic_client.messages.create(**render_anthropic(prompt, model=CLAUDE, max_tokens=8))
+    assert api.body["system"] == [
+        {"type": "text", "text": LONG_INSTRUCTIONS.rstrip(), "cache_control": marker}
+    ]
