@@ -24,7 +24,9 @@ cache breakers found by hand (`breakers`: id, repo, path, line or lines
 [first, last], rule, what): precision per rule and overall over the judged
 findings this run produced, findings not judged yet, and recall of the
 breakers (one is caught when a finding other than PFX000 starts on one of
-its lines in its file). Exit code 1 when a crash happened.
+its lines in its file). In a notebook, `cell` (1-based, among all cells)
+names the cell and lines count within it, as in the linter's JSON. Exit
+code 1 when a crash happened.
 """
 
 from __future__ import annotations
@@ -241,7 +243,7 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
     """Precision per rule over judged findings of this run, and recall of the breakers."""
     linted = {run.name for run in runs}
     verdicts = {
-        (entry["repo"], entry["path"], entry["line"], entry["rule"]): entry
+        (entry["repo"], entry["path"], entry.get("cell"), entry["line"], entry["rule"]): entry
         for entry in judged["findings"]
     }
     true_count = Counter[str]()
@@ -249,13 +251,14 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
     unjudged: list[str] = []
     for run in runs:
         for finding in run.findings:
-            key = (run.name, finding["path"], finding["location"]["row"], finding["code"])
+            code = finding["code"]
+            key = (run.name, finding["path"], finding.get("cell"), finding["location"]["row"], code)
             entry = verdicts.get(key)
             if entry is None:
-                unjudged.append(f"{run.name}/{finding['path']}:{key[2]} {key[3]}")
+                unjudged.append(f"{run.name}/{_where(finding['path'], key[2], key[3])} {code}")
                 continue
-            judged_count[key[3]] += 1
-            true_count[key[3]] += bool(entry["verdict"])
+            judged_count[code] += 1
+            true_count[code] += bool(entry["verdict"])
     print("\n| rule | judged | true | false | precision |")
     print("|---|---|---|---|---|")
     for code in sorted(judged_count):
@@ -268,7 +271,7 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
         for line in unjudged:
             print(f"  {line}")
     found = {
-        (run.name, finding["path"], finding["location"]["row"])
+        (run.name, finding["path"], finding.get("cell"), finding["location"]["row"])
         for run in runs
         for finding in run.findings
         if finding["code"] != SYNTAX_ERROR
@@ -277,7 +280,10 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
     missed = [
         entry
         for entry in breakers
-        if not any((entry["repo"], entry["path"], line) in found for line in breaker_lines(entry))
+        if not any(
+            (entry["repo"], entry["path"], entry.get("cell"), line) in found
+            for line in breaker_lines(entry)
+        )
     ]
     caught = len(breakers) - len(missed)
     share = caught / len(breakers) if breakers else 0.0
@@ -289,6 +295,10 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
             f"  missed {entry['id']} {entry['repo']}/{entry['path']}:{where} ({entry['rule']}) "
             f"{entry['what']}"
         )
+
+
+def _where(path: str, cell: int | None, line: object) -> str:
+    return f"{path}:cell {cell}:{line}" if cell is not None else f"{path}:{line}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -309,7 +319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     judged = load_judged(args.judged) if args.judged else None
     command = lint_command(args.prefixkit.split())
     print(f"command: {' '.join(command)} (in each repository)\n")
-    runs = [lint_repo(repo, command, args.timeout) for repo in args.repos]
+    runs = []
+    for repo in args.repos:
+        runs.append(lint_repo(repo, command, args.timeout))
+        done = runs[-1]
+        print(
+            f"linted {done.name}: {len(done.findings)} findings in {done.seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     print_table(runs)
     if args.save:
         saved = [{"repo": run.name, **finding} for run in runs for finding in run.findings]
