@@ -322,8 +322,11 @@ def test_prompt_without_messages_raises() -> None:
 
 
 def test_extra_request_parameters_pass_through_but_cannot_override_layout() -> None:
-    kwargs = render_anthropic(support_prompt(), model=MODEL, max_tokens=10, temperature=0.2)
-    assert kwargs["temperature"] == 0.2
+    metadata = {"user_id": "u-42"}
+    kwargs: dict[str, object] = dict(
+        render_anthropic(support_prompt(), model=MODEL, max_tokens=10, metadata=metadata)
+    )
+    assert kwargs["metadata"] == metadata
     with pytest.raises(RenderError, match=r"sets system \(give it as Prompt\(system=...\)\)"):
         render_anthropic(support_prompt(), model=MODEL, max_tokens=10, system="other")
 
