@@ -14,8 +14,10 @@ clients over prefixkit.testing's mock transport, whose usage payloads simulate
 each provider's documented caching; a scripted model asks for the two tools,
 then answers. Live, the embedded engine serves SmolLM2-135M, which has no tool
 calling of its own: a named `tool_choice` makes vLLM constrain the reply to
-the tool's argument schema (no tool parser needed), then `tool_choice="none"`
-lets it answer. Prints, per turn, the prompt tokens, the cached tokens and
+the tool's argument schema with structured output (vLLM accepts a named choice
+only from a server started with a `--tool-call-parser`, so the example adds
+`pythonic`, which the named choice never runs), then `tool_choice="none"` lets
+it answer. Prints, per turn, the prompt tokens, the cached tokens and
 the share of the previous turn's prompt that was read from the cache; live it
 exits 1 unless every turn after the first reads at least 90% of the previous
 prompt.
@@ -226,8 +228,20 @@ def dry_run() -> int:
 
 @contextmanager
 def embedded_engine(port: int) -> Iterator[Any]:
+    """The embedded engine, started with a tool-call parser.
+
+    vLLM refuses a named `tool_choice` unless the server has a tool-call parser;
+    with one, the named choice is decoded with structured output (the parser
+    itself never runs). `pythonic` needs no special tokens, so SmolLM2's
+    tokenizer passes vLLM's start-up check.
+    """
+    from prefixkit.engine_adapter.engine.config import EngineConfig
     from prefixkit.engine_adapter.engine.embedded import prepare_embedded
     from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+
+    class ToolCallingEngine(EngineConfig):
+        def argv(self) -> list[str]:
+            return [*super().argv(), "--tool-call-parser", "pythonic"]
 
     def progress(message: str) -> None:
         if " s)" not in message:
@@ -236,8 +250,9 @@ def embedded_engine(port: int) -> Iterator[Any]:
     base = prepare_embedded(progress)
     with tempfile.TemporaryDirectory(prefix="prefixkit-agent-") as run_dir:
         (config,) = replica_configs(base, 1, Path(run_dir), port)
-        with ReplicaSet([config], Path(run_dir), start_timeout=600, report=progress):
-            yield base, config
+        engine = ToolCallingEngine(**config.model_dump())
+        with ReplicaSet([engine], Path(run_dir), start_timeout=600, report=progress):
+            yield base, engine
 
 
 def live(port: int) -> int:
@@ -253,7 +268,7 @@ def live(port: int) -> int:
 
     with embedded_engine(port) as (base, config):
         client = VLLMClient(
-            config.base_url,
+            f"{config.base_url}/v1",
             tokenizer=HFTokenizer(base.model),
             block_size=base.block_size,
             salt_secret="agent-loop-example",
