@@ -216,3 +216,38 @@ def test_render_does_not_mutate_the_prompt(hf_tokenizer: HFTokenizer) -> None:
     render_vllm(original, model="m", tokenizer=hf_tokenizer, block_size=BLOCK, token_ids=True)
     assert original == before
     assert original.system[0].padding == ""
+
+
+def test_tool_turns_render_as_chat_tool_calls_and_tool_messages_and_stay_aligned(
+    vllm_openai_client: openai.OpenAI, api: MockProvider, hf_tokenizer: HFTokenizer
+) -> None:
+    from prefixkit.sdk import ToolCall, ToolResult
+
+    conversation = prompt(tools=True).next_turn(
+        [ToolCall("call_1", "lookup_invoice", {"id": "42"})], [ToolResult("call_1", "$45.00")]
+    )
+    kwargs = render_vllm(conversation, model="smollm2", tokenizer=hf_tokenizer, block_size=BLOCK)
+    vllm_openai_client.chat.completions.create(**kwargs)
+    *_, assistant, tool = api.body["messages"]
+    assert assistant == {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup_invoice", "arguments": '{"id":"42"}'},
+            }
+        ],
+    }
+    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "$45.00"}
+    before = render_vllm(
+        prompt(tools=True),
+        model="smollm2",
+        tokenizer=hf_tokenizer,
+        block_size=BLOCK,
+        token_ids=True,
+    )["prompt"]
+    after = render_vllm(
+        conversation, model="smollm2", tokenizer=hf_tokenizer, block_size=BLOCK, token_ids=True
+    )["prompt"]
+    assert after[: len(before)] == before  # the previous request is a prefix of the next
