@@ -179,9 +179,10 @@ def warm_prefix(
     # unaligned, only the static prefix's whole blocks are shared with real requests
     prefix_tokens = report.static_tokens // block_size * block_size
     if prefix_tokens == 0 or len(report.token_ids) <= prefix_tokens:
+        why = f" ({report.reason})" if report.reason else ""
         raise WarmupError(
-            f"prompt {key}: its static prefix is {report.static_tokens} tokens, less than one "
-            f"{block_size}-token block, so vLLM caches none of it: nothing to warm"
+            f"prompt {key}: its static prefix is {report.static_tokens} tokens{why}, less than "
+            f"one {block_size}-token block, so vLLM caches none of it: nothing to warm"
         )
     return WarmPrefix(key, report.token_ids[: prefix_tokens + 1], prefix_tokens, block_size)
 
