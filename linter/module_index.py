@@ -50,11 +50,16 @@ def string_value(node: cst.BaseExpression | None) -> str | None:
 
 @dataclass(frozen=True)
 class ValueSource:
-    """A value bound to a name: `kind` is "assign", "iter" (loop target) or "unknown"."""
+    """A value bound to a name.
+
+    `kind` is "assign", "iter" (loop target), "unpack" (item `position` of a
+    value unpacked into several names, `a, b = f()`) or "unknown".
+    """
 
     kind: str
     value: cst.BaseExpression | None
     annotation: cst.BaseExpression | None = None
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,10 @@ class _Indexer(cst.CSTVisitor):
             for position, element in enumerate(target.elements):
                 if items is not None and not isinstance(items[position], cst.StarredElement):
                     part = ValueSource("assign", items[position].value)
+                elif source.kind == "assign" and not any(
+                    isinstance(e, cst.StarredElement) for e in target.elements
+                ):
+                    part = ValueSource("unpack", source.value, position=position)
                 else:
                     part = ValueSource(source.kind, source.value)
                 self._bind(element.value, part)

@@ -77,7 +77,7 @@ __all__ = [
 PERIODS = ("request", "process", "day")
 
 _MAX_DEPTH = 6
-_MAX_ACTIVE = 400  # values being followed at once: deeper chains are cut, not crashed on
+_MAX_ACTIVE = 120  # values being followed at once: deeper chains are cut, not crashed on
 _SET_BUILDERS = frozenset({"builtins.set", "builtins.frozenset"})
 _SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractSet", "MutableSet"})
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})
@@ -452,7 +452,11 @@ class TaintAnalysis:
                 for source in self.index.values.get(id(target), []):
                     if source.value is None:
                         continue
-                    found = self._raw(source.value)
+                    found = (
+                        self._unpacked(source.value, source.position)
+                        if source.kind == "unpack"
+                        else self._raw(source.value)
+                    )
                     result |= found
                     if source.kind == "iter":
                         result |= self._ordered(source.value, "iterates over a set")
@@ -470,6 +474,23 @@ class TaintAnalysis:
                     for _key, value, _key_node in self.index.item_writes.get(id(access.node), []):
                         result |= self._raw(value)
         return result
+
+    def _unpacked(self, value: cst.BaseExpression, position: int | None) -> frozenset[Taint]:
+        """Item `position` of `value` unpacked into names: that item when the value is a
+        tuple or list the module shows, else the value's taints but no one item's identity."""
+        found: set[Taint] = set()
+        for resolved, _env in self.resolve(value, Env(None)):
+            items = resolved.elements if isinstance(resolved, (cst.Tuple, cst.List)) else None
+            if (
+                items is not None
+                and position is not None
+                and position < len(items)
+                and not any(isinstance(item, cst.StarredElement) for item in items)
+            ):
+                found |= self._raw(items[position].value)
+            else:
+                found |= {t for t in self._raw(resolved) if t.kind != "identity"}
+        return frozenset(found)
 
     def _param(self, param: cst.Param, use: cst.Name) -> set[Taint]:
         name = param.name.value
@@ -859,7 +880,7 @@ class TaintAnalysis:
                 self._elements(value.right, value_env, found, depth + 1)
 
     def entries(
-        self, node: cst.BaseExpression, env: Env
+        self, node: cst.BaseExpression, env: Env, depth: int = 0
     ) -> dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]]:
         """String keys of the dict `node` evaluates to: value, its env, and the key node.
 
@@ -868,6 +889,8 @@ class TaintAnalysis:
         `name["key"] = value` assignments.
         """
         result: dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]] = {}
+        if depth > _MAX_DEPTH:
+            return result  # `params = {**params, ...}` spreads itself
         for value, value_env in self._resolve(node, env, 0):
             if isinstance(value, cst.Dict):
                 for element in value.elements:
@@ -876,7 +899,7 @@ class TaintAnalysis:
                         if key is not None:
                             result[key] = (element.value, value_env, element.key)
                     else:
-                        result.update(self.entries(element.value, value_env))
+                        result.update(self.entries(element.value, value_env, depth + 1))
             elif isinstance(value, cst.Call) and is_dict_shaped_call(
                 spellings(self.qualified_names(value.func), value.func)
             ):

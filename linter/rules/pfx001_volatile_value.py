@@ -511,8 +511,9 @@ def _message(context: LintContext, segment: CachedSegment, taint: Taint) -> str:
         if context.analysis.at_import(taint.origin):
             stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
             return (
-                f"{taint.detail} is computed once at import and reaches {where}: it changes on "
-                f"every process start (deploy, restart, each worker), so each process writes "
+                f"{taint.detail} is computed once, when the module is loaded (at import, or when "
+                f"a notebook cell runs), and reaches {where}: it changes on every process start "
+                f"(deploy, restart, each worker), so each process writes "
                 f"its own cache entry{stale}; use a fixed value, or put it in the latest user "
                 "message"
             )
