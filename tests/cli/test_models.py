@@ -49,3 +49,9 @@ def test_an_unknown_provider_is_a_usage_error() -> None:
     result = prefixkit_models("--provider", "gemini")
     assert result.returncode == 2
     assert "invalid choice: 'gemini'" in result.stderr
+
+
+def test_the_provider_facts_page_shows_the_current_anthropic_table() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs/providers/models.md").read_text()
+    table = prefixkit_models("--provider", "anthropic").stdout
+    assert f"```text\n{table}```" in page
