@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.linter.catalog import is_identity_name, is_volatile_callable
 from prefixkit.linter.config import LintConfig
+from prefixkit.linter.context import LintContext
 from prefixkit.linter.discovery import glob_matches
 from prefixkit.linter.engine import apply_edits, lint_text
 from prefixkit.linter.finding import Edit, Position
@@ -184,3 +186,109 @@ def test_insertions_keep_the_rest_of_the_text(text: str, data: st.DataObject) ->
 )
 def test_glob_matching(pattern: str, path: str, expected: bool) -> None:
     assert glob_matches(pattern, path) is expected
+
+
+# --- calls between functions: one summary per function ---------------------------------------
+def _context(source: str, tmp_path: Path) -> LintContext:
+    return LintContext(cst.parse_module(source), str(tmp_path / "m.py"), LintConfig(root=tmp_path))
+
+
+def test_calls_between_functions_cost_linear_time(tmp_path: Path) -> None:
+    # each level calls the one below twice: following calls without summaries takes 2**40 steps
+    lines = ["import time", "def f0():", "    return str(time.time())"]
+    for level in range(1, 41):
+        lines += [f"def f{level}():", f"    return f{level - 1}() + f{level - 1}()"]
+    lines += [
+        "def ask(client, q):",
+        "    return client.messages.create(system=f40(), messages=[q])",
+    ]
+    assert codes("\n".join(lines) + "\n", tmp_path) == [("PFX001", 3)]
+
+
+def test_a_helper_reports_only_the_call_that_passes_a_volatile_value(tmp_path: Path) -> None:
+    source = (
+        "import uuid\n"
+        "def system(extra):\n"
+        "    return 'You are terse. ' + extra\n"
+        "def calm(client, q):\n"
+        "    return client.messages.create(system=system('Be kind.'), messages=[q])\n"
+        "def noisy(client, q):\n"
+        "    return client.messages.create(system=system(str(uuid.uuid4())), messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == [("PFX001", 7)]
+
+
+def test_unpacked_names_take_their_own_item(tmp_path: Path) -> None:
+    source = (
+        "import time\n"
+        "def pair():\n"
+        "    return 'You are terse.', time.time()\n"
+        "def ask(client, q):\n"
+        "    text, started = pair()\n"
+        "    return client.messages.create(system=text, messages=[q], metadata={'t': started})\n"
+    )
+    assert codes(source, tmp_path) == []
+
+
+def test_a_dict_spreading_itself_terminates(tmp_path: Path) -> None:
+    source = (
+        "def ask(client, params, q):\n"
+        "    params = {**params, 'system': 'Be brief.'}\n"
+        "    params['cache_control'] = {'type': 'ephemeral'}\n"
+        "    return client.messages.create(**params, messages=[q])\n"
+    )
+    assert codes(source, tmp_path) == []
+
+
+# --- volatility periods ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("expression", "period"),
+    [
+        ("dt.now().isoformat()", "request"),
+        ("f'{dt.now():%H:%M}'", "request"),
+        ("str(uuid.uuid4())", "request"),
+        ("str(date.today())", "day"),
+        ("dt.now().strftime('%Y-%m-%d')", "day"),
+        ("f'{dt.now():%A, %B %d}'", "day"),
+        ("str(dt.now().date())", "day"),
+        ("str(os.getpid())", "process"),
+    ],
+)
+def test_volatile_values_carry_when_they_change(
+    tmp_path: Path, expression: str, period: str
+) -> None:
+    source = (
+        "import os, uuid\n"
+        "from datetime import date, datetime as dt\n"
+        "def ask(client, q):\n"
+        f"    return client.messages.create(system={expression}, messages=[q])\n"
+    )
+    taints = _context(source, tmp_path).segment_taints
+    assert [(t.kind, t.period) for _, t in taints] == [("volatile", period)]
+
+
+def test_a_value_computed_at_import_changes_per_process(tmp_path: Path) -> None:
+    source = (
+        "from datetime import date\n"
+        "SYSTEM = f'Today is {date.today()}.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+    )
+    (finding,) = lint_text(source, tmp_path / "m.py", LintConfig(root=tmp_path))
+    assert "computed once, when the module is loaded" in finding.message
+    assert "every process start" in finding.message
+
+
+def test_pfx001_names_a_daily_change_and_a_value_at_the_tail(tmp_path: Path) -> None:
+    source = (
+        "from datetime import date, datetime\n"
+        "RULES = 'You answer SQL questions.'\n"
+        "def daily(client, q):\n"
+        "    return client.messages.create(system=f'{date.today()}: ' + RULES, messages=[q])\n"
+        "def tail(client, q):\n"
+        "    return client.messages.create(system=RULES + f' Now: {datetime.now()}', messages=[q])\n"
+    )
+    daily, tail = lint_text(source, tmp_path / "m.py", LintConfig(root=tmp_path))
+    assert "changes once a day and reaches" in daily.message
+    assert "changes on every request and ends" in tail.message
+    assert "messages after it never are" in tail.message
