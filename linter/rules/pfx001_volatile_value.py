@@ -19,12 +19,26 @@ __all__ = ["VolatileValueInCachedSegment"]
 class VolatileValueInCachedSegment(PythonRule):
     """A clock, date, uuid, random number, pid or hostname reaches a cached segment.
 
-    Cached segments are the `system=` / `instructions=` / `tools=` arguments,
-    system and developer messages, `SystemMessage(...)`, blocks carrying
-    `cache_control` or `prompt_cache_breakpoint`, and prefixkit's
-    `Segment.static` / `Segment.versioned`. Values are followed through
-    f-strings, `.format`, `%`, `+`, `"".join`, variables and helper functions
-    of the same module; imports are resolved under aliases.
+    Cached segments are what the provider caches: `system=`, `instructions=`,
+    `tools=`, `system_prompt=` and `system_message=` arguments (provider
+    clients of every kind, pydantic-ai, openai-agents, swarm, autogen), the
+    return value of `@agent.system_prompt` / `@agent.instructions` functions
+    and of functions given as `instructions=`, system and developer messages
+    (dicts, `dict(role=...)`, the SDKs' typed params, LangChain `("system",
+    ...)` tuples, `SystemMessage`, LlamaIndex `ChatMessage(role=MessageRole.SYSTEM)`),
+    prompt templates' text, blocks carrying `cache_control` or
+    `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
+    `Segment.versioned` (see [How the linter works](linter/how-it-works.md)).
+    Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
+    variables, and the functions and methods of the same module; imports are
+    resolved under aliases.
+
+    The message says when the value changes: on every request (a clock or
+    uuid computed per call), once a day (`date.today()`, or a clock formatted
+    to the day), or on every process start (computed once when the module is
+    loaded, or a pid or hostname). A value at the very end of the cached text
+    is reported with what it still costs (the messages after it). A volatile
+    value in the latest user message is not reported: that is where it belongs.
 
     ## Why it breaks caching
     A provider reuses a cached prefix only when it is byte-identical. A

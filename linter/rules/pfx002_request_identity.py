@@ -16,8 +16,11 @@ class RequestIdentityInCachedSegment(PythonRule):
 
     Identity is recognised by name: parameters, attributes and dict keys such
     as `user_id`, `customer.email`, `request.id`, `session_id`, `username`,
-    `ctx["tenant_id"]`. Deployment settings (`os.environ[...]`, `settings.*`)
-    are stable and never count.
+    `ctx["tenant_id"]`, `.get("customer_context")`, keys read from an agent's
+    run context (`context_variables.get("name")`), and variables named like
+    identity that are computed from the function's parameters
+    (`customer_name = await ctx.deps.db.customer_name(...)`). Deployment
+    settings (`os.environ[...]`, `settings.*`) are stable and never count.
 
     ## Why it breaks caching
     A per-user value early in the prompt splits the cache into one entry per

@@ -18,8 +18,15 @@ class SetOrderInCachedSegment(PythonRule):
     """Iteration order of a `set` or `frozenset` reaches a cached segment.
 
     Covers loops and comprehensions over a set (including tool lists built
-    from a set of names), `"".join(a_set)`, `list(a_set)` and `str()` /
-    `repr()` of a set. `sorted(...)` makes the order deterministic.
+    from a set of names), `"".join(a_set)`, `list(a_set)`, `list(set(...))`,
+    `str()` / `repr()` of a set, the keys, values or items of a dict built
+    from a set, and a set passed to a helper that iterates over its
+    parameter. Tool classes (smolagents `Tool`, `BaseTool`) count as tools:
+    their `description` and `inputs`. Sets of ints, bools and `None` are not
+    reported: their hashes, and so their order, are the same in every
+    process. `sorted(...)` makes the order deterministic; the fix is safe
+    when the elements are known to be strings, and unsafe otherwise
+    (`sorted` raises on elements that do not compare).
 
     ## Why it breaks caching
     String hashing is randomised per process (`PYTHONHASHSEED`), so a set of
