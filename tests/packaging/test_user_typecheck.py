@@ -38,10 +38,7 @@ POLICY = "You answer billing questions for Example Cloud. " * 200
 
 
 def prompt_for(question: str) -> Prompt:
-    return Prompt(
-        system=[Segment.static(POLICY, name="policy")],
-        messages=[Segment.dynamic(question)],
-    )
+    return Prompt(system=Segment.static(POLICY, name="policy"), messages=[Segment.dynamic(question)])
 
 
 def ask_claude(client: anthropic.Anthropic, question: str) -> tuple[str, CacheStats]:
