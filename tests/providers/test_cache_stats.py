@@ -12,7 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.sdk import CacheStats, Pricing
-from prefixkit.testing.providers import ANTHROPIC_USAGE, CHAT_USAGE, RESPONSES_USAGE
+from prefixkit.testing.providers import (
+    ANTHROPIC_USAGE,
+    CHAT_USAGE,
+    RESPONSES_USAGE,
+    MockProvider,
+)
 
 
 def test_anthropic_usage_counts_reads_writes_and_uncached_separately() -> None:
@@ -245,7 +250,9 @@ def test_totals_add_tokens_requests_and_savings() -> None:
     assert total.cached_tokens == 4000 and total.written_tokens == 4000
     assert total.hit_ratio == pytest.approx(4000 / 8022)
     assert total.savings_usd == pytest.approx(first.savings_usd + second.savings_usd)  # type: ignore[operator]
-    assert total.savings_usd > 0  # one write at 1.25x is repaid by one read at 0.1x
+    assert (
+        total.savings_usd is not None and total.savings_usd > 0
+    )  # one write at 1.25x is repaid by one read at 0.1x
     assert "2 request(s)" in total.summary()
 
 
@@ -283,7 +290,8 @@ def test_anthropic_and_openai_shapes_agree_on_the_same_split(
             written,
             uncached,
         )
-        assert 0.0 <= stats.hit_ratio <= 1.0
+        ratio = stats.hit_ratio
+        assert ratio is not None and 0.0 <= ratio <= 1.0
 
 
 @given(st.lists(st.tuples(counts, counts, counts), max_size=8))
@@ -419,3 +427,46 @@ def test_every_usage_shape_reads_the_same_split_whatever_a_gateway_adds(
     assert parsed.reported and sum(parsed.written_by_ttl.values()) == written
     ratio = parsed.hit_ratio
     assert ratio is not None and 0.0 <= ratio <= 1.0
+
+
+LONG_SYSTEM = "You answer billing questions for Example Cloud. " * 300
+
+
+def test_a_streamed_anthropic_reply_s_final_usage_is_read_as_anthropic() -> None:
+    api = MockProvider()
+    request: dict[str, Any] = {
+        "model": "claude-sonnet-5",
+        "max_tokens": 32,
+        "system": [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Why is my bill higher?"}],
+    }
+    client = api.anthropic_client()
+    for _ in range(2):
+        with client.messages.stream(**request) as stream:
+            usage = stream.get_final_message().usage
+    stats = CacheStats.from_usage(usage)
+    assert stats.reported and stats.cached_tokens > 0
+    assert stats.cached_tokens == usage.cache_read_input_tokens
+
+
+def test_a_streamed_chat_reply_s_last_chunk_usage_is_read_as_chat() -> None:
+    api = MockProvider()
+    client = api.openai_client()
+    messages: list[Any] = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "Why is my bill higher?"},
+    ]
+    for _ in range(2):
+        chunks = list(
+            client.chat.completions.create(
+                model="gpt-5",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+    usage = chunks[-1].usage
+    assert usage is not None
+    stats = CacheStats.from_usage(usage)
+    assert stats.reported and stats.cached_tokens > 0
+    assert stats.input_tokens == usage.prompt_tokens
