@@ -3,7 +3,7 @@
     Tokenizer            name, encode(text) -> list[int], count(text) -> int
     ├── TiktokenTokenizer      OpenAI encodings (cl100k_base, o200k_base), offline-capable
     ├── HFTokenizer            a local Hugging Face tokenizer folder + its chat template (vLLM)
-    └── AnthropicTokenCounter  messages.count_tokens with a client, else a labelled estimate
+    └── AnthropicTokenCounter  messages.count_tokens (sync or async client), else a labelled estimate
 
 `count` is memoised process-wide by tokenizer name and content
 (`memoised_count`), so counting the same static prefix on every request costs
