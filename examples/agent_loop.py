@@ -15,8 +15,9 @@ each provider's documented caching; a scripted model asks for the two tools,
 then answers. Live, the embedded engine serves SmolLM2-135M, which has no tool
 calling of its own: a named `tool_choice` makes vLLM constrain the reply to
 the tool's argument schema with structured output (vLLM accepts a named choice
-only from a server started with a `--tool-call-parser`, so the example adds
-`pythonic`, which the named choice never runs), then `tool_choice="none"` lets
+only from a server with a tool-call parser, so the example starts it with
+`--enable-auto-tool-choice --tool-call-parser pythonic`, a parser the named
+choice never runs), then `tool_choice="none"` lets
 it answer. Prints, per turn, the prompt tokens, the cached tokens and
 the share of the previous turn's prompt that was read from the cache; live it
 exits 1 unless every turn after the first reads at least 90% of the previous
@@ -230,9 +231,9 @@ def dry_run() -> int:
 def embedded_engine(port: int) -> Iterator[Any]:
     """The embedded engine, started with a tool-call parser.
 
-    vLLM refuses a named `tool_choice` unless the server has a tool-call parser;
-    with one, the named choice is decoded with structured output (the parser
-    itself never runs). `pythonic` needs no special tokens, so SmolLM2's
+    vLLM refuses a named `tool_choice` unless the server has a tool-call parser
+    (`--enable-auto-tool-choice --tool-call-parser ...`); with one, the named
+    choice is decoded with structured output (the parser itself never runs). `pythonic` needs no special tokens, so SmolLM2's
     tokenizer passes vLLM's start-up check.
     """
     from prefixkit.engine_adapter.engine.config import EngineConfig
@@ -241,7 +242,12 @@ def embedded_engine(port: int) -> Iterator[Any]:
 
     class ToolCallingEngine(EngineConfig):
         def argv(self) -> list[str]:
-            return [*super().argv(), "--tool-call-parser", "pythonic"]
+            return [
+                *super().argv(),
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "pythonic",
+            ]
 
     def progress(message: str) -> None:
         if " s)" not in message:
