@@ -77,7 +77,7 @@ __all__ = [
 PERIODS = ("request", "process", "day")
 
 _MAX_DEPTH = 6
-_MAX_ACTIVE = 120  # values being followed at once: deeper chains are cut, not crashed on
+_MAX_ACTIVE = 100  # values being followed at once: deeper chains are cut, not crashed on
 _SET_BUILDERS = frozenset({"builtins.set", "builtins.frozenset"})
 _SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractSet", "MutableSet"})
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})

@@ -292,3 +292,11 @@ def test_pfx001_names_a_daily_change_and_a_value_at_the_tail(tmp_path: Path) -> 
     assert "changes once a day and reaches" in daily.message
     assert "changes on every request and ends" in tail.message
     assert "messages after it never are" in tail.message
+
+
+def test_a_very_long_chain_of_assignments_is_cut_not_crashed_on(tmp_path: Path) -> None:
+    lines = ["import time", "s0 = str(time.time())"]
+    lines += [f"s{n} = s{n - 1} + 'x'" for n in range(1, 600)]
+    lines += ["def ask(client, q):", "    return client.messages.create(system=s599, messages=[q])"]
+    # beyond the depth the analysis follows, the clock is not seen: silence, not a RecursionError
+    assert {code for code, _ in codes("\n".join(lines) + "\n", tmp_path)} <= {"PFX001"}
