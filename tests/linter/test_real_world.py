@@ -158,3 +158,103 @@ def test_breaking_the_clean_app_is_caught_at_the_right_places(tmp_path: Path) ->
         "PFX005",
         "PFX008",
     ]
+
+
+FRAMEWORK_APP = '''
+"""One assistant written against several agent frameworks, each keeping its prefix stable."""
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import date, datetime
+
+from agents import Agent as OpenAIAgent
+from autogen_agentchat.agents import AssistantAgent
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.llms import ChatMessage, MessageRole
+from pydantic_ai import Agent, RunContext
+
+from .settings import settings
+
+RULES = "You answer questions about invoices. Cite the invoice number."
+TOOL_NAMES = ["lookup_invoice", "list_payments"]
+
+support = Agent(settings.model, system_prompt=RULES, instructions="Reply in English.")
+
+
+@support.system_prompt
+def policy() -> str:
+    return f"Refunds need approval above {settings.refund_limit} EUR."
+
+
+@support.instructions
+def style(ctx: RunContext[None]) -> str:
+    return "Use short sentences."
+
+
+def triage_instructions(ctx, agent) -> str:
+    return f"You are {agent.name}. Hand off refunds."
+
+
+triage = OpenAIAgent(name="triage", instructions=triage_instructions)
+planner = AssistantAgent("planner", model_client=None, system_message=RULES)
+chat = ChatPromptTemplate.from_messages([("system", RULES), ("human", "{question}")])
+qa = PromptTemplate.from_template("Context: {context}\\nToday: {today}\\nQuestion: {question}")
+
+
+async def ask(question: str, user_name: str):
+    stamp = datetime.now().isoformat()
+    result = await support.run(f"[{stamp}] {user_name}: {question}")
+    await planner.run(task=f"{date.today()} {question}")
+    qa.format(context="", today=date.today().isoformat(), question=question)
+    langchain = [SystemMessage(RULES), HumanMessage(f"{time.time()} {question}")]
+    llama_index = [
+        ChatMessage(role=MessageRole.SYSTEM, content=RULES),
+        ChatMessage(role=MessageRole.USER, content=f"{uuid.uuid4()} {question}"),
+    ]
+    openai = [
+        dict(role="system", content=RULES),
+        dict(role="user", content=f"{user_name} asks at {stamp}: {question}"),
+    ]
+    return result, langchain, llama_index, openai
+'''
+
+
+def test_framework_app_is_silent(tmp_path: Path) -> None:
+    path = tmp_path / "app" / "frameworks.py"
+    path.parent.mkdir()
+    findings = lint_text(FRAMEWORK_APP, path, LintConfig(root=tmp_path))
+    assert findings == [], "\n".join(f"{f.code} {f.start} {f.message}" for f in findings)
+
+
+def test_breaking_the_framework_app_is_caught_at_each_entry_point(tmp_path: Path) -> None:
+    broken = (
+        FRAMEWORK_APP.replace(
+            'return f"Refunds need approval above {settings.refund_limit} EUR."',
+            'return f"Refunds need approval above {settings.refund_limit} EUR. {datetime.now()}"',
+        )
+        .replace('return "Use short sentences."', 'return f"Today is {date.today()}."')
+        .replace('f"You are {agent.name}. Hand off refunds."', 'f"Run {uuid.uuid4()}."')
+        .replace('("system", RULES)', '("system", RULES + str(time.time()))')
+        .replace(
+            "ChatMessage(role=MessageRole.SYSTEM, content=RULES)",
+            "ChatMessage(role=MessageRole.SYSTEM, content=f'{RULES} {stamp}')",
+        )
+        .replace(
+            'dict(role="system", content=RULES)',
+            'dict(role="system", content=f"{RULES} for {user_name}")',
+        )
+    )
+    path = tmp_path / "frameworks.py"
+    findings = lint_text(broken, path, LintConfig(root=tmp_path))
+    lines = broken.splitlines()
+    reported = sorted({(f.code, lines[f.start.row - 1].strip()[:30]) for f in findings})
+    assert reported == [
+        ("PFX001", "chat = ChatPromptTemplate.from"),
+        ("PFX001", 'return f"Refunds need approval'),
+        ("PFX001", 'return f"Run {uuid.uuid4()}."'),
+        ("PFX001", 'return f"Today is {date.today('),
+        ("PFX001", "stamp = datetime.now().isoform"),
+        ("PFX002", 'dict(role="system", content=f"'),
+    ]
