@@ -69,7 +69,6 @@ _ARGUMENTS = {
     "model": "render_anthropic(model=...)",
     "max_tokens": "render_anthropic(max_tokens=...)",
     "cache_control": "render_anthropic(automatic=True, automatic_ttl=...)",
-    "tools": "Prompt(tools=...)",
     "system": "Prompt(system=...)",
     "messages": "Prompt(context=..., messages=...)",
 }
@@ -117,7 +116,8 @@ def render_anthropic(
       conversation (top-level `cache_control` with `automatic_ttl`).
     - `tokenizer`: counts tokens for the minimum-length warning.
     - `request`: other `messages.create` parameters (metadata, thinking,
-      tool_choice, ...), passed through unchanged.
+      tool_choice, ...), passed through unchanged; `tools=` is sent as given
+      when the prompt has no tools.
 
     Raises `RenderError` when the caller's markers exceed 4 (automatic mode
     counts as one), when a caller's 1h marker follows a 5m one, for a tool
@@ -131,6 +131,11 @@ def render_anthropic(
             "render_anthropic sets "
             + "; ".join(f"{key} (give it as {_ARGUMENTS[key]})" for key in clash)
             + ", not as an extra request parameter"
+        )
+    if prompt.tools and "tools" in request:
+        raise RenderError(
+            "tools come from both the Prompt and tools=...: give them in one place "
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
         )
     limits = provider_limits("anthropic")
     located = _locate(prompt)

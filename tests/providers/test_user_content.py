@@ -147,3 +147,11 @@ def test_tools_from_kwargs_pass_through_when_the_prompt_has_none() -> None:
 def test_tools_from_both_the_prompt_and_kwargs_are_refused() -> None:
     with pytest.raises(RenderError, match="tools come from both the Prompt and tools="):
         render_openai_chat(support_prompt(), model=GPT, tools=[])
+
+
+def test_anthropic_tools_from_kwargs_pass_through_and_clash_with_prompt_tools() -> None:
+    tools = [{"type": "web_search_20250305", "name": "web_search"}]
+    plain = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")])
+    assert render_anthropic(plain, model=CLAUDE, max_tokens=8, tools=tools)["tools"] == tools  # type: ignore[comparison-overlap]
+    with pytest.raises(RenderError, match="tools come from both the Prompt and tools="):
+        render_anthropic(support_prompt(), model=CLAUDE, max_tokens=8, tools=tools)
