@@ -208,13 +208,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
-    from prefixkit.engine_adapter.errors import EngineConfigError
+    from prefixkit.engine_adapter.errors import DeploymentConfigError, EngineConfigError
     from prefixkit.engine_adapter.ray.launch import serve_on_ray
 
     if args.emit == "kuberay":
         return _emit_kuberay(args)
     if args.embedded == (args.model is not None):
         raise EngineConfigError("give exactly one of --model DIR and --embedded")
+    if args.no_gateway and args.ray_router != "kv-aware":
+        raise DeploymentConfigError(
+            "--backend ray always runs the tenant gateway as its ingress (only --ray-router "
+            "kv-aware has none): drop --no-gateway"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     tenants_file = None
     if args.ray_router != "kv-aware":

@@ -29,8 +29,8 @@ __all__ = ["PIN_FIELD", "PIN_HEADER", "RETRIES", "TenantGateway", "load_tenants"
 
 PIN_HEADER = "x-prefixkit-replica"
 PIN_FIELD = "prefixkit_replica"
-RETRIES = 3
-RETRY_DELAY_S = 1.0
+RETRIES = 5
+RETRY_DELAY_S = 2.0
 
 
 class TenantGateway:

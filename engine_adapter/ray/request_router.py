@@ -3,10 +3,12 @@
 `PrefixkitRouter` runs where Ray Serve routes requests to the vLLM replicas (the OpenAI
 ingress's handle). Per request it tokenizes the prompt as the engine does (the model's
 tokenizer; the chat template for chat requests), hashes the blocks with the engines' own
-block hash under the request's ``cache_salt`` (`RouterState.hashes`), and asks
+block hash under the request's ``cache_salt`` (`block_hashes.ray_engine_block_hashes`), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
 replay make, for the replica. The block index is fed by each replica's KV events
-(`KvEventFollower`), found in the replicas' routing stats (`server.KV_EVENTS_STAT`).
+(`KvEventFollower`; first the batches in the replica's replay buffer, published before the
+router subscribed), found in the replicas' routing stats (`server.KV_EVENTS_STAT`,
+`server.KV_REPLAY_STAT`).
 
 Replicas come and go (Ray restarts a dead one under a new id, autoscaling adds and
 removes them): each running replica holds a slot of the state; a replica that leaves
@@ -27,8 +29,9 @@ from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, R
 
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
+from .block_hashes import ray_engine_block_hashes
 from .gateway import PIN_FIELD
-from .server import KV_EVENTS_STAT, KV_TOPIC
+from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 __all__ = ["PrefixkitRouter", "prompt_of"]
 
@@ -72,6 +75,9 @@ class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
         from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
 
         self._model_dir = Path(model_dir)
+        self._block_size = block_size
+        self._hash_algo: Any = hash_algo
+        self._hash_seed = hash_seed or DEFAULT_NONE_HASH_SEED
         self._slots: list[ReplicaID | None] = [None] * slots
         self._state = RouterState(
             RouterSettings(
@@ -129,10 +135,10 @@ class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
             endpoint = stats.get(KV_EVENTS_STAT)
             if endpoint:
                 endpoints: list[str | None] = [None] * len(self._slots)
+                replays: list[str | None] = [None] * len(self._slots)
                 endpoints[slot] = endpoint
-                follower = KvEventFollower(
-                    state.index, endpoints, [None] * len(self._slots), KV_TOPIC
-                )
+                replays[slot] = stats.get(KV_REPLAY_STAT)
+                follower = KvEventFollower(state.index, endpoints, replays, KV_TOPIC)
                 await follower.start()
                 self._followers[slot] = (endpoint, follower)
                 log.info("following KV events of replica %s at %s", replica_id, endpoint)
@@ -180,7 +186,14 @@ class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
             state.finished(earlier)
         for slot in range(len(self._slots)):
             state.healthy[slot] = slot in by_slot
-        placement = state.route(state.hashes(token_ids, salt))
+        hashes = ray_engine_block_hashes(
+            token_ids,
+            self._block_size,
+            algo=self._hash_algo,
+            cache_salt=salt,
+            seed=self._hash_seed,
+        )
+        placement = state.route(hashes)
         self._placements[request_id] = placement
         # the chosen replica alone: were it full, or slow to tell its queue length, Serve
         # asks again (after a backoff) rather than sending the request elsewhere

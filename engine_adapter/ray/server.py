@@ -6,7 +6,9 @@ nodes on one host (or two deployments) bind the same port and the second engine 
 (``Address already in use``). Here each replica asks its node for a free port at start,
 binds the engine's ZMQ publisher there (``tcp://*:PORT``), and reports
 ``tcp://NODE_IP:PORT`` in its routing stats (`KV_EVENTS_STAT`), which Ray Serve hands to
-the request router with the replica.
+the request router with the replica; likewise its replay socket (`KV_REPLAY_STAT`), from
+which the router fetches the events published before it subscribed (a replica serves
+before its routing stats first reach the router).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 import ray
 from ray.serve.llm.deployment import LLMServer
 
-__all__ = ["KV_EVENTS_STAT", "KV_TOPIC", "KvEventsServer"]
+__all__ = ["KV_EVENTS_STAT", "KV_REPLAY_STAT", "KV_TOPIC", "KvEventsServer"]
 
 KV_EVENTS_STAT = "prefixkit_kv_events"
+KV_REPLAY_STAT = "prefixkit_kv_events_replay"
 KV_TOPIC = "kv"
 
 
@@ -35,19 +38,23 @@ class KvEventsServer(LLMServer):  # type: ignore[misc]
     """`LLMServer` with KV-cache events on a port chosen at start (module docstring)."""
 
     async def __init__(self, llm_config: Any, **kwargs: Any) -> None:  # type: ignore[misc]
-        port = free_port()
+        port, replay = free_port(), free_port()
         llm_config.update_engine_kwargs(
             kv_events_config={
                 "enable_kv_cache_events": True,
                 "publisher": "zmq",
                 "endpoint": f"tcp://*:{port}",
+                "replay_endpoint": f"tcp://*:{replay}",
                 "topic": KV_TOPIC,
             }
         )
-        self._kv_events_endpoint = f"tcp://{ray.util.get_node_ip_address()}:{port}"
+        node = ray.util.get_node_ip_address()
+        self._kv_events = {
+            KV_EVENTS_STAT: f"tcp://{node}:{port}",
+            KV_REPLAY_STAT: f"tcp://{node}:{replay}",
+        }
         await super().__init__(llm_config, **kwargs)
 
     async def record_routing_stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = dict(await super().record_routing_stats() or {})
-        stats[KV_EVENTS_STAT] = self._kv_events_endpoint
-        return stats
+        return {**stats, **self._kv_events}
