@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.sdk import Pricing, RenderError, break_even
+from prefixkit.sdk import Pricing, RenderError, break_even, choose_ttl
 
 
 def test_5m_anthropic_entry_pays_from_the_first_reuse() -> None:
@@ -73,3 +73,28 @@ def test_pays_exactly_from_reuses_needed(write: float, read: float, reuses: int)
 def test_ttl_the_provider_does_not_offer_raises() -> None:
     with pytest.raises(ValueError, match="ttl '1h' has no write price: use one of 30m, 12h"):
         break_even(5000, 3, provider="openai", model="gpt-4o", ttl="1h")
+
+
+@pytest.mark.parametrize(
+    ("interval", "ttl"),
+    [(30, "5m"), (300, "5m"), (301, "1h"), (20 * 60, "1h"), (3600, "1h"), (3601, None)],
+)
+def test_choose_ttl_takes_the_cheapest_ttl_that_outlives_the_reuse_interval(
+    interval: float, ttl: str | None
+) -> None:
+    assert choose_ttl(interval, provider="anthropic", model="claude-sonnet-4-5").ttl == ttl
+
+
+def test_choose_ttl_leaves_a_1h_entry_unmarked_when_one_reuse_cannot_pay_its_write() -> None:
+    choice = choose_ttl(20 * 60, reuses=1)
+    assert choice.ttl is None and "2.10" in choice.reason and "2.00 uncached" in choice.reason
+
+
+def test_choose_ttl_reports_the_cost_relative_to_no_cache() -> None:
+    # 5m: 1.25 + 10 * 0.1 = 2.25 against 11 uncached
+    assert choose_ttl(60).cost_ratio == pytest.approx(2.25 / 11)
+
+
+def test_choose_ttl_refuses_a_non_positive_interval() -> None:
+    with pytest.raises(ValueError, match="reuse_interval"):
+        choose_ttl(0)
