@@ -158,7 +158,19 @@ def _notebook_findings(notebook: Notebook, path: Path, config: LintConfig) -> li
     is left out, so the other cells are still linted."""
     blank: frozenset[int] = frozenset()
     broken: list[Finding] = []
-    findings = lint_text(notebook.module(), path, config, kind="python")
+    enabled = config.enabled_codes(_known_codes(), relative_to_root(path, config.root))
+    for position in range(len(notebook.cells)):
+        error = notebook.syntax_error(position)
+        if error is None:
+            continue
+        blank |= {position}
+        if SYNTAX_ERROR_CODE in enabled:
+            detail, row, column = error
+            message = f"cannot parse this cell: {detail}; the other cells are still linted"
+            place = Position(row, column)
+            broken.append(Finding(SYNTAX_ERROR_CODE, message, str(path), place, place))
+    findings = lint_text(notebook.module(blank), path, config, kind="python")
+    # what CPython accepts and libcst does not: left out the same way, cell by cell
     for _ in range(_MAX_BROKEN_CELLS):
         errors = [f for f in findings if f.code == SYNTAX_ERROR_CODE]
         if not errors:

@@ -18,6 +18,7 @@ indentation the notebook was saved with stay byte for byte as they were.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Sequence
@@ -34,7 +35,11 @@ __all__ = ["Notebook", "NotebookError", "parse_notebook"]
 _PYTHON_CELL_MAGICS = frozenset(
     {"time", "timeit", "capture", "prun", "debug", "python", "python3", "ipython", "pypy"}
 )
-_LINE_MAGIC = re.compile(r"^(?P<indent>[ \t]*)(?P<target>[\w.,\s\[\]]*?\w\s*=\s*)?[%!]")
+_LINE_MAGIC = re.compile(
+    r"^(?P<indent>[ \t]*)(?:(?P<target>[\w.,\s\[\]]*?\w\s*=\s*)?[%!]"
+    # IPython's automagic runs these without the %
+    r"|(?:pip3?|conda|mamba|micromamba|uv(?:\s+pip)?)\s+(?:install|uninstall)\b)"
+)
 _HELP = re.compile(r"^(?P<indent>[ \t]*)[%?]*[\w.]+\?{1,2}\s*$")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -192,6 +197,24 @@ class Notebook:
             row += len(cell.lines)
         return starts
 
+    def syntax_error(self, position: int) -> tuple[str, int, int] | None:
+        """(message, module row, column) when the cell at `position` does not compile on
+        its own (Jupyter runs each cell as a module of its own), else None."""
+        source = "".join(_neutralise(self.cells[position].lines))
+        try:
+            compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        except SyntaxError as error:
+            start = self._starts()[position]
+            row = min(max(error.lineno or 1, 1), max(len(self.cells[position].lines), 1))
+            # the message's own "line N" counts in the cell; findings count module rows
+            message = _LINE_REFERENCE.sub(
+                lambda match: f"line {start + int(match.group(1)) - 1}", error.msg
+            )
+            return message, start + row - 1, max(error.offset or 1, 1)
+        except ValueError:
+            return None
+        return None
+
     def position_of(self, row: int) -> int:
         """The position in `cells` of the cell holding a module row."""
         return self._locate(row)[0]
@@ -322,6 +345,14 @@ def _source_lines(source: Any, where: str) -> tuple[str, ...]:
     raise NotebookError(f"{where}: `source` must be a string or a list of strings")
 
 
+def _python_cell(cell: dict[str, Any]) -> bool:
+    """False for a code cell an editor marks as another language (VS Code's languageId)."""
+    metadata = cell.get("metadata")
+    editor = metadata.get("vscode") if isinstance(metadata, dict) else None
+    language = editor.get("languageId") if isinstance(editor, dict) else None
+    return not isinstance(language, str) or language.lower() in ("python", "ipython")
+
+
 def _language(document: dict[str, Any]) -> str:
     metadata = document.get("metadata")
     if not isinstance(metadata, dict):
@@ -364,7 +395,7 @@ def parse_notebook(text: str) -> Notebook:
         if not isinstance(cell, dict):
             raise NotebookError(f"cell {index + 1} is not a JSON object")
         span = next(spans, None) if "source" in cell else None
-        if cell.get("cell_type") != "code" or not python:
+        if cell.get("cell_type") != "code" or not python or not _python_cell(cell):
             continue
         lines = _source_lines(cell.get("source", ""), f"cell {index + 1}")
         location = None if span is None else (span[0], span[1])

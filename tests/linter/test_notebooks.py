@@ -222,3 +222,37 @@ def test_a_shell_line_continued_with_a_backslash_is_neutralised_whole() -> None:
     source = ["!pip install -q \\\n", "    anthropic==0.40.0 \\\n", "    httpx\n", "x = 1"]
     notebook = parse_notebook(json.dumps({"cells": [{**cell, "source": source}], "nbformat": 4}))
     assert notebook.module() == "pass\n\n\nx = 1\n"
+
+
+def _notebook(*cells: tuple[list[str], dict[str, object]]) -> str:
+    base = {"cell_type": "code", "outputs": [], "execution_count": None}
+    return json.dumps(
+        {"cells": [{**base, "source": s, "metadata": m} for s, m in cells], "nbformat": 4}
+    )
+
+
+def test_a_cell_is_parsed_on_its_own_so_its_error_does_not_spill_into_the_next(
+    tmp_path: Path,
+) -> None:
+    # a function with only a comment: CPython would blame the next cell's first line
+    text = _notebook(
+        (["def get_price(company):\n", "    # look it up"], {}),
+        (["print('hi')\n", "x = 'unterminated\n"], {}),
+        (["y = 1"], {}),
+    )
+    findings = lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
+    assert [(f.code, f.cell, f.start.row) for f in findings] == [("PFX000", 1, 2), ("PFX000", 2, 2)]
+    assert "detected at line 2" in findings[1].message
+
+
+def test_automagic_installs_and_cells_marked_as_another_language_are_not_python(
+    tmp_path: Path,
+) -> None:
+    text = _notebook(
+        (["pip install anthropic\n", "conda install -y numpy"], {}),
+        (
+            ["This cell is prose, marked plaintext by VS Code."],
+            {"vscode": {"languageId": "plaintext"}},
+        ),
+    )
+    assert lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
