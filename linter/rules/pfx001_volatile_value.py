@@ -509,6 +509,27 @@ class VolatileValueInCachedSegment(PythonRule):
             "        {'role': 'system', 'content': f'{datetime.datetime.utcnow()}'}, {'role': 'user', 'content': q}])\n",
             line=6,
         ),
+        # autogen_core's SystemMessage kept on the agent (per day)
+        Invalid(
+            "import datetime\n"
+            "from autogen_core.models import SystemMessage\n"
+            "class SchedulingAgent:\n"
+            "    def __init__(self, model_client):\n"
+            "        self._system_messages = [SystemMessage(content=f'''You schedule meetings.\n"
+            "Today's date is {datetime.datetime.now().strftime('%Y-%m-%d')}''')]\n",
+            line=6,
+        ),
+        # a date placed last in the system prompt on purpose (crewAI): still reported, as ending it
+        Invalid(
+            "from datetime import datetime\n"
+            "class Prompts:\n"
+            "    def date_block(self):\n"
+            "        return f'\\n\\nCurrent Date: {datetime.now().strftime(self.date_format)}'\n"
+            "    def task_execution(self, client, q):\n"
+            "        system = self.role_playing + self.date_block()\n"
+            "        return client.messages.create(system=system, messages=[q])\n",
+            line=4,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:

@@ -110,6 +110,16 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    customer_name = await deps.db.customer_name(id=deps.customer_id)\n"
             "    return await support.run(f'{customer_name} asks: {question}', deps=deps)\n"
         ),
+        # a conversation id unpacked next to the messages goes to `conversation=`, not the prompt
+        Valid(
+            "def server_side_state(model_settings):\n"
+            "    state = model_settings.get('previous_response_id')\n"
+            "    return state, model_settings.get('conversation_id'), []\n"
+            "def ask(client, model_settings, instructions):\n"
+            "    previous_id, conversation_id, messages = server_side_state(model_settings)\n"
+            "    return client.responses.create(instructions=instructions + str(len(messages)),\n"
+            "        conversation=conversation_id, previous_response_id=previous_id, input=messages)\n"
+        ),
     )
     INVALID = (
         Invalid(
