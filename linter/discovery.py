@@ -250,34 +250,43 @@ def _gitignore(folder: Path) -> pathspec.GitIgnoreSpec | None:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
+def _ignored_by(
+    chain: Sequence[tuple[str, pathspec.GitIgnoreSpec]], path: str, is_dir: bool
+) -> bool:
+    """Whether a .gitignore of `chain` (its folder, its spec) excludes the absolute `path`."""
+    for base, spec in chain:
+        relative = path[len(base) :].lstrip(os.sep).replace(os.sep, "/")
+        if spec.match_file(relative + "/" if is_dir else relative):
+            return True
+    return False
+
+
 def _walk(top: Path, resolver: ConfigResolver, exclusions: _Exclusions) -> Iterator[Target]:
     # .gitignore files above `top`, from the repository's root down, apply too
-    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    above: list[tuple[str, pathspec.GitIgnoreSpec]] = []
     in_repository = False
     for ancestor in reversed(top.absolute().parents):
         in_repository = in_repository or (ancestor / ".git").exists()
         spec = _gitignore(ancestor) if in_repository else None
         if spec is not None:
-            specs.append((ancestor, spec))
+            above.append((str(ancestor), spec))
+    cwd = Path.cwd()
+    # each folder's .gitignore files: its parent's, then its own (os.walk goes top-down)
+    chains: dict[str, list[tuple[str, pathspec.GitIgnoreSpec]]] = {}
     for folder, dirnames, filenames in os.walk(top):
         here = Path(folder)
         absolute_here = here.absolute()
+        here_text = str(absolute_here)
         config = resolver.for_folder(here)
-        if absolute_here in (config.root, *config.root.parents):
+        if absolute_here == config.root or absolute_here in config.root.parents:
             exclusions.walked_roots.add(config.root)
-        if absolute_here == Path.cwd() or Path.cwd() in absolute_here.parents:
-            exclusions.walked_roots.add(Path.cwd())
+        if absolute_here == cwd or absolute_here in cwd.parents:
+            exclusions.walked_roots.add(cwd)
+        chain = chains.get(os.path.dirname(here_text), above)
         spec = _gitignore(here)
         if spec is not None:
-            specs.append((absolute_here, spec))
-
-        def ignored(path: Path, is_dir: bool) -> bool:
-            for base, base_spec in specs:
-                if base in path.parents:
-                    relative = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-                    if base_spec.match_file(relative):
-                        return True
-            return False
+            chain = [*chain, (here_text, spec)]
+        chains[here_text] = chain
 
         kept = []
         for name in sorted(dirnames):
@@ -285,7 +294,7 @@ def _walk(top: Path, resolver: ConfigResolver, exclusions: _Exclusions) -> Itera
             # checked first so a pattern naming a default folder counts as used
             excluded = exclusions.excluded(path, config, True)
             default = name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info")
-            if not (excluded or default or ignored(path, True)):
+            if not (excluded or default or _ignored_by(chain, str(path), True)):
                 kept.append(name)
         dirnames[:] = kept
         for name in sorted(filenames):
@@ -294,7 +303,9 @@ def _walk(top: Path, resolver: ConfigResolver, exclusions: _Exclusions) -> Itera
             if kind is None:
                 continue
             absolute = absolute_here / name
-            if exclusions.excluded(absolute, config, False) or ignored(absolute, False):
+            if exclusions.excluded(absolute, config, False):
+                continue
+            if _ignored_by(chain, str(absolute), False):
                 continue
             yield Target(path, config, kind)
 
