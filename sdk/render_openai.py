@@ -123,15 +123,17 @@ def prompt_cache_key(
     """The `prompt_cache_key` for `prompt`: `pk-` + 32 hex characters, or None.
 
     Derived from `prompt.static_prefix_digest`, salted with
-    `tenant_salt(tenant, salt_secret)` when `tenant` is given. None when the
-    prompt has no static prefix (a shared key would route unrelated prompts
-    together). Raises `SaltError` if `tenant` comes without a secret.
+    `tenant_salt(tenant, salt_secret)` when `tenant` is given (without
+    `salt_secret`, the key is read from `PREFIXKIT_SALT_SECRET`). None when
+    the prompt has no static prefix (a shared key would route unrelated
+    prompts together). Raises `SaltError` if `tenant` comes without a secret
+    and the variable is unset.
     """
     if not prompt.static_segments():
         return None
     salt = ""
     if tenant is not None:
-        salt = tenant_salt(tenant, salt_secret if salt_secret is not None else b"")
+        salt = tenant_salt(tenant, salt_secret)
     return "pk-" + sha256_hex(f"{prompt.static_prefix_digest}:{salt}")[:32]
 
 
@@ -150,7 +152,8 @@ def render_openai_chat(
 ) -> ChatRequest:
     """The kwargs for `openai.OpenAI().chat.completions.create(**kwargs)`.
 
-    - `tenant` + `salt_secret`: salt the `prompt_cache_key` per tenant.
+    - `tenant` + `salt_secret`: salt the `prompt_cache_key` per tenant
+      (without `salt_secret`, `PREFIXKIT_SALT_SECRET` keys the salt).
     - `prompt_cache_key`: use this key instead of the derived one (one per
       conversation, for instance).
     - `cache_mode`: force "explicit" or "implicit" on models that take

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast, overload
 
 from .alignment import align_static_prefix, chat_messages, template_messages
-from .errors import PrefixkitWarning, RenderError, SaltError, UncachedPrefixWarning
+from .errors import PrefixkitWarning, RenderError, UncachedPrefixWarning
 from .prompt import Prompt
 from .provider_blocks import check_tool_pairs
 from .salt import tenant_salt
@@ -129,7 +129,8 @@ def render_vllm(
     - `tokenizer`: the served model's tokenizer folder (`HFTokenizer`), whose
       chat template the server applies; `block_size`: the server's
       `--block-size`.
-    - `tenant` + `salt_secret`: `cache_salt = tenant_salt(tenant, salt_secret)`.
+    - `tenant` + `salt_secret`: `cache_salt = tenant_salt(tenant, salt_secret)`
+      (without `salt_secret`, `PREFIXKIT_SALT_SECRET` keys it, as the gateway's).
     - `token_ids`: render a token-id prompt for `completions.create` instead
       of chat messages for `chat.completions.create`.
     - `align`: pad the static prefix to a block boundary (a
@@ -139,7 +140,8 @@ def render_vllm(
       stream, ...); an `extra_body` given here is merged with `cache_salt`;
       `tools=` is sent as given when the prompt has none.
 
-    Raises `SaltError` for a tenant without a secret (or an empty one), and
+    Raises `SaltError` for a tenant without a secret or the variable (or an
+    empty one), and
     `RenderError` for a prompt without messages. Never mutates `prompt`.
     """
     clash = sorted(set(request) & set(_RESERVED))
@@ -157,14 +159,7 @@ def render_vllm(
         raise RenderError(
             "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
         )
-    salt = None
-    if tenant is not None:
-        if salt_secret is None:
-            raise SaltError(
-                f"tenant {tenant!r} needs salt_secret=...: the cache salt is an HMAC of the "
-                "tenant id keyed by a secret shared by every process that salts requests"
-            )
-        salt = tenant_salt(tenant, salt_secret)
+    salt = None if tenant is None else tenant_salt(tenant, salt_secret)
     check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")
     given_tools = request.pop("tools", None)
     tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools] or [

@@ -151,9 +151,22 @@ def test_prompt_without_static_prefix_gets_no_cache_key() -> None:
         assert "prompt_cache_key" not in render_openai_chat(prompt, model=IMPLICIT)
 
 
-def test_tenant_without_salt_secret_raises() -> None:
-    with pytest.raises(SaltError, match="salt secret is empty"):
+def test_tenant_without_a_secret_or_the_variable_names_both_ways_to_give_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PREFIXKIT_SALT_SECRET", raising=False)
+    with pytest.raises(SaltError, match=r"salt_secret=\.\.\. or set PREFIXKIT_SALT_SECRET"):
         render_openai_chat(support_prompt(), model=IMPLICIT, tenant="acme")
+
+
+def test_tenant_without_salt_secret_is_keyed_by_the_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", SECRET)
+    from_env = render_openai_chat(support_prompt(), model=IMPLICIT, tenant="acme")
+    given = render_openai_chat(support_prompt(), model=IMPLICIT, tenant="acme", salt_secret=SECRET)
+    assert from_env["prompt_cache_key"] == given["prompt_cache_key"]
+    assert from_env["prompt_cache_key"] != prompt_cache_key(support_prompt())
 
 
 def test_responses_wire_uses_input_parts_and_flat_function_tools(

@@ -128,9 +128,22 @@ def test_empty_salt_secret_raises(hf_tokenizer: HFTokenizer) -> None:
         )
 
 
-def test_tenant_without_secret_raises(hf_tokenizer: HFTokenizer) -> None:
-    with pytest.raises(SaltError, match="needs salt_secret"):
+def test_tenant_without_a_secret_or_the_variable_names_both_ways_to_give_one(
+    hf_tokenizer: HFTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PREFIXKIT_SALT_SECRET", raising=False)
+    with pytest.raises(SaltError, match=r"salt_secret=\.\.\. or set PREFIXKIT_SALT_SECRET"):
         render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK, tenant="acme")
+
+
+def test_tenant_without_salt_secret_is_salted_with_the_environment_variable(
+    hf_tokenizer: HFTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", SECRET)
+    kwargs = render_vllm(
+        prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK, tenant="acme"
+    )
+    assert kwargs["extra_body"]["cache_salt"] == tenant_salt("acme", SECRET)
 
 
 def test_static_prefix_ends_on_a_block_boundary_of_the_templated_chat(
