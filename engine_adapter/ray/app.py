@@ -22,14 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray import serve
-from ray.llm._internal.serve.core.ingress.builder import to_model_metadata
-from ray.llm._internal.serve.core.ingress.ingress import init as openai_fastapi_app
-from ray.serve.config import RequestRouterConfig
-from ray.serve.deployment import Application
-from ray.serve.llm import LLMConfig, build_llm_deployment, build_openai_app
-from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
-
 from ..errors import DeploymentConfigError
 from .gateway import TenantGateway, load_tenants
 
@@ -39,9 +31,9 @@ __all__ = ["build_app", "router_class"]
 def router_class(name: str) -> type[Any] | None:
     """The request router class for a router name (None: Serve's default)."""
     if name == "prefixkit":
-        from .request_router import PrefixkitRouter
+        from .request_router import _prefixkit_router
 
-        return PrefixkitRouter
+        return _prefixkit_router()
     if name == "prefix-affinity":
         from ray.serve.llm.request_router import PrefixCacheAffinityRouter
 
@@ -57,8 +49,16 @@ def router_class(name: str) -> type[Any] | None:
     )
 
 
-def build_app(args: dict[str, Any]) -> Application:
-    """The application for `args` (see `settings.app_args`)."""
+def build_app(args: dict[str, Any]) -> Any:
+    """The Serve application (`ray.serve.Application`) for `args` (see `settings.app_args`);
+    runs where Ray is (the Ray engine's environment)."""
+    from ray import serve
+    from ray.llm._internal.serve.core.ingress.builder import to_model_metadata
+    from ray.llm._internal.serve.core.ingress.ingress import init as openai_fastapi_app
+    from ray.serve.config import RequestRouterConfig
+    from ray.serve.llm import LLMConfig, build_llm_deployment, build_openai_app
+    from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
+
     fields = dict(args["llm_config"])
     router = args.get("router", "prefixkit")
     cls = router_class(router)
@@ -79,9 +79,9 @@ def build_app(args: dict[str, Any]) -> Application:
         )
     fields["deployment_config"] = deployment
     if router == "prefixkit":
-        from .server import KvEventsServer
+        from .server import _kv_events_server
 
-        fields["server_cls"] = KvEventsServer
+        fields["server_cls"] = _kv_events_server()
     llm_config = LLMConfig(**fields)
     if router == "kv-aware":
         return build_openai_app({"llm_configs": [llm_config]})

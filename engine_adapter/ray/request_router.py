@@ -20,12 +20,11 @@ nothing is sent to a replica while it is down. A request in flight ends with
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
@@ -33,7 +32,9 @@ from .block_hashes import ray_engine_block_hashes
 from .gateway import PIN_FIELD
 from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
-__all__ = ["PrefixkitRouter", "prompt_of"]
+# `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's
+# `RequestRouter`, so this module imports without Ray (as in prefixkit's own environment)
+__all__ = ["prompt_of"]
 
 log = logging.getLogger(__name__)
 
@@ -60,146 +61,162 @@ def _plain(message: Any) -> dict[str, Any]:
     return item
 
 
-class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
-    """Routes by prefixkit's precise policy (module docstring)."""
+def __getattr__(name: str) -> Any:
+    if name == "PrefixkitRouter":
+        return _prefixkit_router()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def initialize_state(
-        self,
-        model_dir: str = "",
-        block_size: int = 32,
-        hash_algo: str = "sha256_cbor",
-        hash_seed: str | None = None,
-        slots: int = 2,
-        **_: Any,
-    ) -> None:
-        from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
 
-        self._model_dir = Path(model_dir)
-        self._block_size = block_size
-        self._hash_algo: Any = hash_algo
-        self._hash_seed = hash_seed or DEFAULT_NONE_HASH_SEED
-        self._slots: list[ReplicaID | None] = [None] * slots
-        self._state = RouterState(
-            RouterSettings(
-                replica_urls=[""] * slots,
-                kv_endpoints=[None] * slots,
-                kv_topic=KV_TOPIC,
-                block_size=block_size,
-                hash_algo=hash_algo,  # type: ignore[arg-type]
-                hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
+@functools.cache
+def _prefixkit_router() -> type[Any]:
+    from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
+
+    class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
+        """Routes by prefixkit's precise policy (module docstring)."""
+
+        def initialize_state(
+            self,
+            model_dir: str = "",
+            block_size: int = 32,
+            hash_algo: str = "sha256_cbor",
+            hash_seed: str | None = None,
+            slots: int = 2,
+            **_: Any,
+        ) -> None:
+            from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
+
+            self._model_dir = Path(model_dir)
+            self._block_size = block_size
+            self._hash_algo: Any = hash_algo
+            self._hash_seed = hash_seed or DEFAULT_NONE_HASH_SEED
+            self._slots: list[ReplicaID | None] = [None] * slots
+            self._state = RouterState(
+                RouterSettings(
+                    replica_urls=[""] * slots,
+                    kv_endpoints=[None] * slots,
+                    kv_topic=KV_TOPIC,
+                    block_size=block_size,
+                    hash_algo=hash_algo,  # type: ignore[arg-type]
+                    hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
+                )
             )
-        )
-        self._followers: dict[int, tuple[str, KvEventFollower]] = {}
-        self._placements: dict[str, Placement] = {}
-        self._tokenizer: Any = None
+            self._followers: dict[int, tuple[str, KvEventFollower]] = {}
+            self._placements: dict[str, Placement] = {}
+            self._tokenizer: Any = None
 
-    def _tokens(self, request: Any) -> tuple[list[int], str | None]:
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
+        def _tokens(self, request: Any) -> tuple[list[int], str | None]:
+            if self._tokenizer is None:
+                from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self._model_dir)
-        prompt, messages, salt = prompt_of(request)
-        if messages is not None:
-            ids = self._tokenizer.apply_chat_template(
-                [_plain(m) for m in messages], add_generation_prompt=True, tokenize=True
+                self._tokenizer = AutoTokenizer.from_pretrained(self._model_dir)
+            prompt, messages, salt = prompt_of(request)
+            if messages is not None:
+                ids = self._tokenizer.apply_chat_template(
+                    [_plain(m) for m in messages], add_generation_prompt=True, tokenize=True
+                )
+                if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                    ids = ids["input_ids"]
+                return list(ids), salt
+            if isinstance(prompt, list):
+                return [int(t) for t in prompt], salt
+            return list(self._tokenizer(prompt or "")["input_ids"]), salt
+
+        async def _sync_slots(self) -> dict[ReplicaID, int]:
+            """Give each running replica a slot (freeing the slots of those gone) and follow
+            the KV events of those that published their endpoint; replica id -> slot."""
+            running = self.curr_replicas
+            state = self._state
+            for slot, replica_id in enumerate(self._slots):
+                if replica_id is not None and replica_id not in running:
+                    await self._release(slot)
+            for replica_id in sorted(running, key=lambda r: r.unique_id):
+                if replica_id in self._slots:
+                    continue
+                if None not in self._slots:
+                    log.warning("more replicas than the router's %d slots", len(self._slots))
+                    break
+                slot = self._slots.index(None)
+                self._slots[slot] = replica_id
+                state.inflight[slot] = 0
+                state.queued_blocks[slot] = 0.0
+            for slot, replica_id in enumerate(self._slots):
+                if replica_id is None or slot in self._followers:
+                    continue
+                stats = running[replica_id].routing_stats or {}
+                endpoint = stats.get(KV_EVENTS_STAT)
+                if endpoint:
+                    endpoints: list[str | None] = [None] * len(self._slots)
+                    replays: list[str | None] = [None] * len(self._slots)
+                    endpoints[slot] = endpoint
+                    replays[slot] = stats.get(KV_REPLAY_STAT)
+                    follower = KvEventFollower(state.index, endpoints, replays, KV_TOPIC)
+                    await follower.start()
+                    self._followers[slot] = (endpoint, follower)
+                    log.info("following KV events of replica %s at %s", replica_id, endpoint)
+            return {r: s for s, r in enumerate(self._slots) if r is not None}
+
+        async def _release(self, slot: int) -> None:
+            self._slots[slot] = None
+            held = self._followers.pop(slot, None)
+            if held is not None:
+                await held[1].stop()
+            self._state.follower.forget(slot)
+            for placement in self._placements.values():
+                if placement.replica == slot:
+                    placement.ended = True
+            self._state.inflight[slot] = 0
+            self._state.queued_blocks[slot] = 0.0
+
+        async def choose_replicas(
+            self,
+            candidate_replicas: list[RunningReplica],
+            pending_request: PendingRequest | None = None,
+        ) -> Sequence[list[RunningReplica]]:
+            if not candidate_replicas:
+                return []
+            if pending_request is None or not pending_request.args:
+                return [candidate_replicas]
+            slot_of = await self._sync_slots()
+            by_slot = {
+                slot_of[r.replica_id]: r for r in candidate_replicas if r.replica_id in slot_of
+            }
+            if not by_slot:
+                return [candidate_replicas]
+            request = pending_request.args[0]
+            pin = getattr(request, PIN_FIELD, None)
+            if isinstance(pin, int):
+                ordered = sorted(candidate_replicas, key=lambda r: r.replica_id.unique_id)
+                return [[ordered[pin % len(ordered)]]]
+            try:
+                token_ids, salt = self._tokens(request)
+            except Exception:  # a body the tokenizer cannot read: the engine will answer it
+                log.exception("cannot tokenize a request: routing it by load")
+                return [candidate_replicas]
+            state = self._state
+            request_id = pending_request.metadata.internal_request_id
+            earlier = self._placements.pop(request_id, None)
+            if earlier is not None:  # tried again: its earlier placement did not happen
+                state.finished(earlier)
+            for slot in range(len(self._slots)):
+                state.healthy[slot] = slot in by_slot
+            hashes = ray_engine_block_hashes(
+                token_ids,
+                self._block_size,
+                algo=self._hash_algo,
+                cache_salt=salt,
+                seed=self._hash_seed,
             )
-            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                ids = ids["input_ids"]
-            return list(ids), salt
-        if isinstance(prompt, list):
-            return [int(t) for t in prompt], salt
-        return list(self._tokenizer(prompt or "")["input_ids"]), salt
+            placement = state.route(hashes)
+            self._placements[request_id] = placement
+            # the chosen replica alone: were it full, or slow to tell its queue length, Serve
+            # asks again (after a backoff) rather than sending the request elsewhere
+            return [[by_slot[placement.replica]]]
 
-    async def _sync_slots(self) -> dict[ReplicaID, int]:
-        """Give each running replica a slot (freeing the slots of those gone) and follow
-        the KV events of those that published their endpoint; replica id -> slot."""
-        running = self.curr_replicas
-        state = self._state
-        for slot, replica_id in enumerate(self._slots):
-            if replica_id is not None and replica_id not in running:
-                await self._release(slot)
-        for replica_id in sorted(running, key=lambda r: r.unique_id):
-            if replica_id in self._slots:
-                continue
-            if None not in self._slots:
-                log.warning("more replicas than the router's %d slots", len(self._slots))
-                break
-            slot = self._slots.index(None)
-            self._slots[slot] = replica_id
-            state.inflight[slot] = 0
-            state.queued_blocks[slot] = 0.0
-        for slot, replica_id in enumerate(self._slots):
-            if replica_id is None or slot in self._followers:
-                continue
-            stats = running[replica_id].routing_stats or {}
-            endpoint = stats.get(KV_EVENTS_STAT)
-            if endpoint:
-                endpoints: list[str | None] = [None] * len(self._slots)
-                replays: list[str | None] = [None] * len(self._slots)
-                endpoints[slot] = endpoint
-                replays[slot] = stats.get(KV_REPLAY_STAT)
-                follower = KvEventFollower(state.index, endpoints, replays, KV_TOPIC)
-                await follower.start()
-                self._followers[slot] = (endpoint, follower)
-                log.info("following KV events of replica %s at %s", replica_id, endpoint)
-        return {r: s for s, r in enumerate(self._slots) if r is not None}
+        def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
+            placement = self._placements.pop(internal_request_id, None)
+            if placement is not None:
+                self._state.finished(placement)
 
-    async def _release(self, slot: int) -> None:
-        self._slots[slot] = None
-        held = self._followers.pop(slot, None)
-        if held is not None:
-            await held[1].stop()
-        self._state.follower.forget(slot)
-        for placement in self._placements.values():
-            if placement.replica == slot:
-                placement.ended = True
-        self._state.inflight[slot] = 0
-        self._state.queued_blocks[slot] = 0.0
-
-    async def choose_replicas(
-        self,
-        candidate_replicas: list[RunningReplica],
-        pending_request: PendingRequest | None = None,
-    ) -> Sequence[list[RunningReplica]]:
-        if not candidate_replicas:
-            return []
-        if pending_request is None or not pending_request.args:
-            return [candidate_replicas]
-        slot_of = await self._sync_slots()
-        by_slot = {slot_of[r.replica_id]: r for r in candidate_replicas if r.replica_id in slot_of}
-        if not by_slot:
-            return [candidate_replicas]
-        request = pending_request.args[0]
-        pin = getattr(request, PIN_FIELD, None)
-        if isinstance(pin, int):
-            ordered = sorted(candidate_replicas, key=lambda r: r.replica_id.unique_id)
-            return [[ordered[pin % len(ordered)]]]
-        try:
-            token_ids, salt = self._tokens(request)
-        except Exception:  # a body the tokenizer cannot read: the engine will answer it
-            log.exception("cannot tokenize a request: routing it by load")
-            return [candidate_replicas]
-        state = self._state
-        request_id = pending_request.metadata.internal_request_id
-        earlier = self._placements.pop(request_id, None)
-        if earlier is not None:  # tried again: its earlier placement did not happen
-            state.finished(earlier)
-        for slot in range(len(self._slots)):
-            state.healthy[slot] = slot in by_slot
-        hashes = ray_engine_block_hashes(
-            token_ids,
-            self._block_size,
-            algo=self._hash_algo,
-            cache_salt=salt,
-            seed=self._hash_seed,
-        )
-        placement = state.route(hashes)
-        self._placements[request_id] = placement
-        # the chosen replica alone: were it full, or slow to tell its queue length, Serve
-        # asks again (after a backoff) rather than sending the request elsewhere
-        return [[by_slot[placement.replica]]]
-
-    def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
-        placement = self._placements.pop(internal_request_id, None)
-        if placement is not None:
-            self._state.finished(placement)
+    PrefixkitRouter.__module__ = __name__
+    PrefixkitRouter.__qualname__ = "PrefixkitRouter"
+    return PrefixkitRouter
