@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from .cache_stats import CacheStats, UsageShape
 from .errors import UsageError
 from .extras import require_extra
+from .model_facts import model_info
 from .prompt import Prompt
-from .render_anthropic import render_anthropic
+from .render_anthropic import AnthropicRequest, cacheable_prefixes, render_anthropic
 from .render_openai import render_openai_chat, render_openai_responses
 from .render_vllm import render_vllm
-from .tokenizer import HFTokenizer
+from .tokenizer import AnthropicTokenCounter, HFTokenizer
 
 if TYPE_CHECKING:
     import anthropic
@@ -183,12 +184,30 @@ class AsyncAnthropicClient:
             client = anthropic.AsyncAnthropic(**client_options)
         self.client = client
 
+    async def _render(
+        self, prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
+    ) -> AnthropicRequest:
+        """`render_anthropic`, its exact counts made first without blocking the event loop."""
+        tokenizer = options.get("tokenizer")
+        if isinstance(tokenizer, AnthropicTokenCounter) and not tokenizer.estimate:
+            info = model_info("anthropic", model)
+            minimum = info.min_cache_tokens if info is not None else None
+            if minimum is not None:
+                prefixes = cacheable_prefixes(prompt)
+                await tokenizer.prepare(prefixes=prefixes, min_tokens=minimum)
+        return render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+
     async def create(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
-        """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        """Render with `render_anthropic(**options)`, send, return the message and stats.
+
+        With `tokenizer=AnthropicTokenCounter(...)` the prefix counts are
+        awaited before rendering (an async client, or a sync one in a worker
+        thread), so the event loop never waits on `count_tokens`.
+        """
         options = _no_stream(options, "AsyncAnthropicClient.create", "AsyncAnthropicClient.stream")
-        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        kwargs = await self._render(prompt, model, max_tokens, options)
         message = await self.client.messages.create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
 
@@ -196,7 +215,7 @@ class AsyncAnthropicClient:
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> StreamResult:
         """Stream the reply; time to first token is the first content delta."""
-        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        kwargs = await self._render(prompt, model, max_tokens, options)
         clock = _Clock()
         async with self.client.messages.stream(**kwargs) as stream:
             async for event in stream:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from .break_even import choose_ttl
@@ -56,7 +57,14 @@ if TYPE_CHECKING:
         ToolUnionParam,
     )
 
-__all__ = ["DEFAULT_ANTHROPIC_TTLS", "AnthropicRequest", "AnthropicTTL", "render_anthropic"]
+__all__ = [
+    "DEFAULT_ANTHROPIC_TTLS",
+    "AnthropicRequest",
+    "AnthropicTTL",
+    "PrefixBody",
+    "cacheable_prefixes",
+    "render_anthropic",
+]
 
 AnthropicTTL = Literal["5m", "1h"]
 DEFAULT_ANTHROPIC_TTLS: Mapping[Stability, AnthropicTTL] = {
@@ -150,7 +158,13 @@ def render_anthropic(
     info = model_info("anthropic", model)
     tier_ttl, unmarked = _tier_ttls(prompt, ttl, reuse_interval, model)
     counter = tokenizer or AnthropicTokenCounter(model)
-    wire, blocks = _wire(located, counter)
+    if isinstance(counter, AnthropicTokenCounter) and not counter.estimate:
+        wire, owners, blocks = _wire(located)
+        minimum = info.min_cache_tokens if info is not None else None
+        tokens = _exact_prefix_tokens(located, wire, owners, counter, minimum)
+        blocks = [replace(b, prefix_tokens=tokens[o]) for b, o in zip(blocks, owners, strict=True)]
+    else:
+        wire, owners, blocks = _wire(located, _local_prefix_tokens(located, counter))
     plan = plan_breakpoints(
         blocks,
         max_markers=limits.max_breakpoints,
@@ -302,14 +316,16 @@ def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
 
 
 def _wire(
-    located: list[tuple[Part, Segment]], counter: Tokenizer
-) -> tuple[list[WireBlock], list[Block]]:
-    """Every block of the request in order, and its planning view."""
+    located: list[tuple[Part, Segment]], tokens: list[int] | None = None
+) -> tuple[list[WireBlock], list[int], list[Block]]:
+    """Every block of the request in order, the segment it comes from, and its planning view.
+
+    `tokens`: the tokens up to and including each segment, when already known.
+    """
     wire: list[WireBlock] = []
+    owners: list[int] = []
     blocks: list[Block] = []
-    total = 0
-    for part, segment in located:
-        total += counter.count(segment.text)
+    for position, (part, segment) in enumerate(located):
         rendered = _segment_blocks(part, segment)
         markable = [block.get("type") not in _UNMARKABLE for block in rendered]
         last = max((i for i, ok in enumerate(markable) if ok), default=None)
@@ -324,20 +340,102 @@ def _wire(
             caller = _caller_ttl(segment.cache_control, where) if index == last else None
             if own is not None and caller is not None and own != caller:
                 raise RenderError(f"{where} has two cache markers: {own} and {caller}")
+            if caller is not None and own is None:
+                block = {**block, "cache_control": {"type": "ephemeral", "ttl": caller}}
             wire.append(((part, segment), block))
+            owners.append(position)
             blocks.append(
                 Block(
                     label=where if len(rendered) == 1 else f"{where} block {index}",
                     stability=segment.stability,
                     markable=markable[index],
                     caller_ttl=own if own is not None else caller,
-                    prefix_tokens=total,
+                    prefix_tokens=None if tokens is None else tokens[position],
                 )
             )
-            if caller is not None and own is None:
-                marker = {"type": "ephemeral", "ttl": caller}
-                wire[-1] = (wire[-1][0], {**block, "cache_control": marker})
-    return wire, blocks
+    return wire, owners, blocks
+
+
+class PrefixBody(TypedDict):
+    """A request prefix as `AnthropicTokenCounter.count_prefix` takes it."""
+
+    tools: list[dict[str, Any]] | None
+    system: list[dict[str, Any]] | None
+    messages: list[dict[str, Any]]
+
+
+def _count_points(
+    located: list[tuple[Part, Segment]], wire: list[WireBlock], owners: list[int]
+) -> list[tuple[int, PrefixBody]]:
+    """The prefixes an exact count needs, in order: each tier's end (the segment, its prefix).
+
+    DYNAMIC segments are never counted: they change on every request and are
+    never cached.
+    """
+    ends = {owner: index for index, owner in enumerate(owners)}
+    points: list[tuple[int, PrefixBody]] = []
+    for position, (_, segment) in enumerate(located):
+        following = located[position + 1][1].stability if position + 1 < len(located) else None
+        if segment.stability == Stability.DYNAMIC or following == segment.stability:
+            continue
+        prefix = wire[: ends[position] + 1]
+        tools = [block for (part, _), block in prefix if part == "tools"]
+        system = [block for (part, _), block in prefix if part == "system"]
+        body = PrefixBody(tools=tools or None, system=system or None, messages=_messages(prefix))
+        points.append((position, body))
+    return points
+
+
+def cacheable_prefixes(prompt: Prompt) -> list[PrefixBody]:
+    """The prefixes `render_anthropic` counts exactly for `prompt`, in the order it counts them.
+
+    Counting them with `AnthropicTokenCounter.prepare(prefixes=..., min_tokens=...)`
+    (which stops, as the renderer does, at the first one that reaches the
+    model's minimum) lets a render with an async client answer from the memo.
+    """
+    located = _locate(prompt)
+    wire, owners, _ = _wire(located)
+    return [body for _, body in _count_points(located, wire, owners)]
+
+
+def _local_prefix_tokens(located: list[tuple[Part, Segment]], counter: Tokenizer) -> list[int]:
+    """Tokens up to and including each segment, every segment counted (a local tokenizer)."""
+    counts: list[int] = []
+    total = 0
+    for _, segment in located:
+        total += counter.count(segment.text)
+        counts.append(total)
+    return counts
+
+
+def _exact_prefix_tokens(
+    located: list[tuple[Part, Segment]],
+    wire: list[WireBlock],
+    owners: list[int],
+    counter: AnthropicTokenCounter,
+    minimum: int | None,
+) -> list[int | None]:
+    """Tokens up to each segment, counted exactly only as far as the breakpoint plan needs.
+
+    Each tier's end is counted with `count_prefix` (memoised by content)
+    until one reaches the model's minimum: every later segment is then long
+    enough and holds that count as a lower bound; so do the segments inside a
+    tier and the DYNAMIC ones, which are never counted. An unknown minimum
+    needs no count at all.
+    """
+    if minimum is None:
+        return [None] * len(located)
+    counted: dict[int, int] = {}
+    for position, body in _count_points(located, wire, owners):
+        counted[position] = counter.count_prefix(**body)
+        if counted[position] >= minimum:
+            break
+    known = 0
+    bounds: list[int | None] = []
+    for position in range(len(located)):
+        known = counted.get(position, known)
+        bounds.append(known)
+    return bounds
 
 
 def _warn_if_uncached(

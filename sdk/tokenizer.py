@@ -345,8 +345,9 @@ class AnthropicTokenCounter:
     Each has an awaitable twin (`acount`, `acount_prefix`, `acount_request`)
     that never blocks the event loop: it awaits an async client, or runs a sync
     client in a worker thread. With an async client the sync methods answer
-    only from the memo; `await counter.prepare(texts)` counts what a render
-    will ask for. Without a client counts are an explicit estimate:
+    only from the memo; `await counter.prepare(texts, prefixes=...)` counts
+    what a render will ask for (`AsyncAnthropicClient` does it before each
+    render). Without a client counts are an explicit estimate:
     `estimate` is True, `name` starts with `anthropic-estimate:`. Claude has
     no public tokenizer, so `encode` raises `TokenizerError`.
     """
@@ -387,8 +388,9 @@ class AnthropicTokenCounter:
         if self._async:
             raise TokenizerError(
                 f"{what} is not counted yet and this counter's client is async, so a sync "
-                "call would block the event loop: await counter.prepare(texts) (or "
-                "acount / acount_prefix) before rendering"
+                "call would block the event loop: await counter.prepare(texts, prefixes=...) "
+                "(or acount / acount_prefix) before rendering, or render through "
+                "AsyncAnthropicClient, which does"
             )
         return client
 
@@ -496,9 +498,28 @@ class AnthropicTokenCounter:
         _memo_put(key, value)
         return value
 
-    async def prepare(self, texts: Iterable[str]) -> None:
-        """Count the texts not counted yet, concurrently, so `count` answers from the memo."""
+    async def prepare(
+        self,
+        texts: Iterable[str] = (),
+        *,
+        prefixes: Iterable[Mapping[str, Any]] = (),
+        min_tokens: int | None = None,
+    ) -> None:
+        """Count what a render will ask for, so `count` and `count_prefix` answer from the memo.
+
+        `texts` not counted yet are counted concurrently. `prefixes` (each the
+        `tools`, `system` and `messages` of `count_prefix`, as
+        `render_anthropic.cacheable_prefixes` lists them) are counted in
+        order, stopping after the first that reaches `min_tokens`, as the
+        renderer does.
+        """
         missing = list(dict.fromkeys(t for t in texts if _memo_get((self._name, t)) is None))
         if missing and self._client is not None:
             await self._abaseline()
         await asyncio.gather(*(self.acount(text) for text in missing))
+        if self._client is None:
+            return
+        for prefix in prefixes:
+            tokens = await self.acount_prefix(**prefix)
+            if min_tokens is not None and tokens >= min_tokens:
+                break

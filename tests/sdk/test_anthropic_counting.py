@@ -1,5 +1,8 @@
 """Exact Claude counts through the official clients: once per content, framing left out, async-safe.
 
+Renders count only the cacheable prefix: N renders of one static prefix with
+different questions make two count_tokens calls (the baseline and the prefix).
+
 The counter talks to prefixkit.testing's MockProvider through the official
 `anthropic` clients (a recording httpx transport), so every count_tokens call
 the counter makes is seen and counted.
@@ -14,7 +17,16 @@ from typing import Any
 
 import httpx2
 import pytest
-from prefixkit.sdk import AnthropicTokenCounter, TiktokenTokenizer, TokenizerError
+from prefixkit.sdk import (
+    AnthropicTokenCounter,
+    AsyncAnthropicClient,
+    Prompt,
+    Segment,
+    TiktokenTokenizer,
+    TokenizerError,
+    UncachedPrefixWarning,
+    render_anthropic,
+)
 from prefixkit.testing.providers import MockProvider
 
 MODEL = "claude-sonnet-4-5"
@@ -126,3 +138,74 @@ async def test_a_sync_client_is_awaited_in_a_worker_thread() -> None:
     ticker.cancel()
     assert threads and loop_thread not in threads
     assert ticks > 0
+
+
+def _support_prompt(tag: str, question: str) -> Prompt:
+    # Above the model's 1024-token minimum, so the static prefix alone is worth caching.
+    return Prompt(system=POLICY * 2 + f" ({tag})", messages=[Segment.dynamic(question)])
+
+
+def test_renders_of_one_static_prefix_count_it_once_and_never_the_question() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    for number in range(5):
+        prompt = _support_prompt("render F", f"Question {number}: why is my bill higher?")
+        render_anthropic(prompt, model=MODEL, max_tokens=64, tokenizer=counter)
+    assert _calls(api) == 2  # the one-letter baseline, then the static prefix
+
+
+def test_a_growing_conversation_is_not_counted_once_the_static_prefix_reaches_the_minimum() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    prompt = _support_prompt("render J", "Why is my bill higher?")
+    for number in range(4):
+        render_anthropic(prompt, model=MODEL, max_tokens=64, tokenizer=counter)
+        prompt = prompt.next_turn(f"Answer {number}.", f"Follow-up {number}?")
+    assert _calls(api) == 2
+
+
+def test_a_prefix_below_the_minimum_warns_with_its_exact_count(
+    cl100k: TiktokenTokenizer,
+) -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.anthropic_client())
+    short = "Answer billing questions briefly (prefix G)."
+    prompt = Prompt(system=short, messages=[Segment.dynamic("Why is my bill higher?")])
+    with pytest.warns(UncachedPrefixWarning, match=rf"is {cl100k.count(short)} tokens \(counted"):
+        render_anthropic(prompt, model=MODEL, max_tokens=64, tokenizer=counter)
+
+
+async def test_the_async_client_counts_the_prefix_before_rendering_without_blocking() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(MODEL, client=api.async_anthropic_client())
+    client = AsyncAnthropicClient(api.async_anthropic_client())
+    for number in range(3):
+        prompt = _support_prompt("render H", f"Question {number}: and in euros?")
+        await client.create(prompt, model=MODEL, max_tokens=64, tokenizer=counter)
+    assert _calls(api) == 2
+    assert api.paths.count("/v1/messages") == 3
+
+
+async def test_the_async_client_runs_a_sync_counter_off_the_event_loop() -> None:
+    api = MockProvider()
+    threads: list[str] = []
+
+    def recording(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == COUNT_PATH:
+            threads.append(threading.current_thread().name)
+        return api.handle(request)
+
+    import anthropic
+
+    sync_client = anthropic.Anthropic(
+        api_key="sk-ant-test",
+        max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
+    )
+    counter = AnthropicTokenCounter(MODEL, client=sync_client)
+    result = await AsyncAnthropicClient(api.async_anthropic_client()).stream(
+        _support_prompt("render I", "Why?"), model=MODEL, max_tokens=64, tokenizer=counter
+    )
+    assert result.text
+    assert len(threads) == 2
+    assert threading.current_thread().name not in threads
