@@ -134,7 +134,7 @@ def test_the_core_renders_an_anthropic_and_an_openai_request(core: Path) -> None
         }
     ]
     assert anthropic["system"] == [
-        {"type": "text", "text": rules, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+        {"type": "text", "text": rules, "cache_control": {"type": "ephemeral", "ttl": "5m"}}
     ]
     assert anthropic["messages"] == [{"role": "user", "content": QUESTION}]
     assert openai["messages"] == [
