@@ -73,6 +73,7 @@ def build_app(args: dict[str, Any]) -> Any:
                 "hash_algo": engine.get("prefix_caching_hash_algo", "sha256_cbor"),
                 "hash_seed": args.get("hash_seed"),
                 "slots": args.get("most_replicas", 2),
+                "capacity_blocks": args.get("capacity_blocks"),
             }
         deployment["request_router_config"] = RequestRouterConfig(
             request_router_class=cls, request_router_kwargs=kwargs

@@ -81,6 +81,7 @@ def _prefixkit_router() -> type[Any]:
             hash_algo: str = "sha256_cbor",
             hash_seed: str | None = None,
             slots: int = 2,
+            capacity_blocks: int | None = None,
             **_: Any,
         ) -> None:
             from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
@@ -98,6 +99,7 @@ def _prefixkit_router() -> type[Any]:
                     block_size=block_size,
                     hash_algo=hash_algo,  # type: ignore[arg-type]
                     hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
+                    capacity_blocks=[capacity_blocks] * slots if capacity_blocks else (),
                 )
             )
             self._followers: dict[int, tuple[str, KvEventFollower]] = {}

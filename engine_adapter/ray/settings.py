@@ -156,4 +156,7 @@ def app_args(
         "tenants_file": settings.tenants_file,
         "hash_seed": engine.hash_seed,
         "most_replicas": settings.most_replicas,
+        # each replica's KV capacity in blocks, when fixed: the policy's eviction cost and
+        # work budget need it
+        "capacity_blocks": engine.num_gpu_blocks_override,
     }
