@@ -86,3 +86,11 @@ def test_a_fixed_replica_count_is_the_deployments() -> None:
 def test_settings_that_cannot_work_are_refused(fields: dict[str, object], says: str) -> None:
     with pytest.raises(DeploymentConfigError, match=says):
         RaySettings(**fields)
+
+
+def test_a_fixed_kv_capacity_reaches_the_router() -> None:
+    assert app_args(ENGINE, RaySettings())["capacity_blocks"] is None
+    small = ENGINE.derive(num_gpu_blocks_override=64)
+    args = app_args(small, RaySettings())
+    assert args["capacity_blocks"] == 64
+    assert args["llm_config"]["engine_kwargs"]["num_gpu_blocks_override"] == 64
