@@ -1,9 +1,11 @@
 """Retrieval-augmented support chat on Anthropic with prefixkit cache breakpoints.
 
 Two customers each ask three questions. Every request starts with the same
-static instructions and price list (cached across customers with a 1h TTL),
-then the customer's retrieved account documents (cached per session), then
-the conversation (the rolling 5m breakpoint follows the latest turn).
+static instructions and price list, cached across customers: a customer
+arrives every 20 minutes (`reuse_interval`), longer than a 5m TTL lives, so
+`render_anthropic` picks the 1h TTL for them. Then come the customer's
+retrieved account documents (cached per session) and the conversation (the
+rolling 5m breakpoint follows the latest turn).
 
     python examples/anthropic_rag.py --dry-run     # official client, simulated API
     ANTHROPIC_API_KEY=... python examples/anthropic_rag.py
@@ -80,6 +82,9 @@ ACCOUNTS: dict[str, list[str]] = {
     ],
 }
 
+# Seconds between two customers' first requests: the static prefix is reused that often.
+CUSTOMER_INTERVAL = 20 * 60
+
 QUESTIONS = {
     "alice": [
         "How much would 5 TB of egress to the internet cost me?",
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 prompt = prompt.next_turn(reply, question)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PrefixkitWarning)
-                message, stats = client.create(prompt, model=args.model, max_tokens=300)
+                message, stats = client.create(
+                    prompt, model=args.model, max_tokens=300, reuse_interval=CUSTOMER_INTERVAL
+                )
             reply = "".join(block.text for block in message.content if block.type == "text")
             all_stats.append(stats)
             print(f"request {len(all_stats)} ({customer}): {question}")
