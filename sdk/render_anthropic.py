@@ -26,8 +26,11 @@ takes one of the 4 slots and replaces the rolling breakpoint).
 
 If the longest cached prefix is shorter than the model's minimum (data table
 `sdk/data/models.json`), `UncachedPrefixWarning` is issued: the API would
-silently cache nothing. Counts use `tokenizer` (an `AnthropicTokenCounter`
-with a client is exact); by default they are a labelled cl100k_base estimate.
+silently cache nothing. Counts use `tokenizer`; by default they are a
+labelled cl100k_base estimate. An `AnthropicTokenCounter` with a client is
+exact and costs API calls, so only the cacheable prefix is counted, at each
+tier's end until one reaches the minimum (`cacheable_prefixes`), once per
+distinct prefix; the DYNAMIC question never is.
 """
 
 from __future__ import annotations
