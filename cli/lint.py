@@ -103,17 +103,17 @@ def run(args: argparse.Namespace) -> int:
     """Lint, print the findings in the chosen format, and return the exit code."""
     from prefixkit.linter.config import ConfigResolver
     from prefixkit.linter.discovery import discover
-    from prefixkit.linter.engine import lint_targets
     from prefixkit.linter.formats import render, render_statistics
     from prefixkit.linter.result_cache import ResultCache
-    from prefixkit.linter.rules import ALL_RULES
+    from prefixkit.linter.rule_codes import RULE_CODES
+    from prefixkit.linter.run import lint_targets
     from prefixkit.linter.summary import RunSummary
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if args.config is not None and not args.config.is_file():
         raise UsageError(f"--config {args.config}: no such file")
-    known = frozenset(rule.code for rule in ALL_RULES)
+    known = frozenset(RULE_CODES)
     resolver = ConfigResolver(known, args.config)
     try:
         found = discover(

@@ -9,10 +9,12 @@ then it is skipped as a template. A notebook's code cells are linted as one
 module (`prefixkit.linter.notebook`) and its findings placed in their cells.
 Prompt files get the prompt rules.
 
-`lint_targets` never raises for a single bad file: unreadable, binary or huge
+`lint_file` never raises for a single bad file: unreadable, binary or huge
 files are skipped with a note, unexpected failures become errors, and linting
-goes on. With a cache (`prefixkit.linter.result_cache`), a file whose content,
-settings and recorded dependencies are unchanged is not linted again.
+goes on. `lint_targets` and `lint_paths` (`prefixkit.linter.run`, re-exported
+here) lint many files, in parallel and through the re-lint cache
+(`prefixkit.linter.result_cache`): a file whose content, settings and recorded
+dependencies are unchanged is not linted again.
 """
 
 from __future__ import annotations
@@ -21,11 +23,8 @@ import ast
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import libcst as cst
 from prefixkit.sdk.errors import PrefixkitError
@@ -37,16 +36,16 @@ from .dependencies import record_dependency, recording
 from .discovery import Target, file_kind, relative_to_root
 from .finding import Edit, Finding, Position
 from .notebook import Notebook, NotebookError, parse_notebook
+from .outcome import FileOutcome
 from .rule import PromptRule, PythonRule
 from .rules import ALL_RULES, SYNTAX_ERROR_CODE
+from .run import lint_paths, lint_targets
 from .suppression import Suppressions
-
-if TYPE_CHECKING:
-    from .result_cache import ResultCache
 
 __all__ = [
     "FileOutcome",
     "apply_edits",
+    "lint_batch",
     "lint_file",
     "lint_notebook",
     "lint_paths",
@@ -60,24 +59,6 @@ _MAX_FIX_PASSES = 8
 _MAX_BROKEN_CELLS = 8
 _BINARY_PROBE = 8192
 _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
-
-
-@dataclass
-class FileOutcome:
-    """What linting one file produced."""
-
-    path: Path
-    findings: list[Finding] = field(default_factory=list)
-    kind: str = "python"
-    lines: int = 0
-    fixed: int = 0
-    note: str | None = None
-    skipped: str | None = None  # why the file was not linted (short: "binary", ...)
-    error: str | None = None
-    internal: bool = False  # the error is the linter's own failure, not the project's
-    digest: str | None = None  # sha256 of the content the findings are for
-    dependencies: dict[str, str | None] = field(default_factory=dict)
-    cached: bool = False
 
 
 def _known_codes() -> list[str]:
@@ -434,7 +415,8 @@ def _notebook_lines(text: str) -> int:
         return 0
 
 
-def _lint_batch(targets: list[Target], fix: bool, unsafe_fixes: bool) -> list[FileOutcome]:
+def lint_batch(targets: list[Target], fix: bool, unsafe_fixes: bool) -> list[FileOutcome]:
+    """Lint `targets` in this process, one `ProjectState` per config (no cache)."""
     projects: dict[int, ProjectState] = {}
     outcomes = []
     for target in targets:
@@ -443,76 +425,3 @@ def _lint_batch(targets: list[Target], fix: bool, unsafe_fixes: bool) -> list[Fi
             lint_file(target.path, target.config, fix, project, target.kind, unsafe_fixes)
         )
     return outcomes
-
-
-def lint_targets(
-    targets: Sequence[Target],
-    fix: bool = False,
-    jobs: int = 1,
-    cache: Callable[[LintConfig], ResultCache | None] | None = None,
-    unsafe_fixes: bool = False,
-) -> list[FileOutcome]:
-    """Lint files, `jobs` processes at a time (1: in this process), in input order.
-
-    `cache` gives the result cache for a config (None: no cache); files whose
-    cached result still holds are not linted again (`--fix` always lints).
-    """
-    outcomes: list[FileOutcome | None] = [None] * len(targets)
-    caches: dict[int, ResultCache | None] = {}
-
-    def cache_of(config: LintConfig) -> ResultCache | None:
-        if cache is None:
-            return None
-        if id(config) not in caches:
-            caches[id(config)] = cache(config)
-        return caches[id(config)]
-
-    missing: list[int] = []
-    for position, target in enumerate(targets):
-        store = None if fix else cache_of(target.config)
-        hit = store.lookup(target) if store is not None else None
-        if hit is not None:
-            outcomes[position] = hit
-        else:
-            missing.append(position)
-    fresh = _lint_many([targets[p] for p in missing], fix, jobs, unsafe_fixes)
-    for position, outcome in zip(missing, fresh, strict=True):
-        outcomes[position] = outcome
-        store = cache_of(targets[position].config)
-        if store is not None:
-            store.store(targets[position], outcome)
-    for store in caches.values():
-        if store is not None:
-            store.save()
-    return [outcome for outcome in outcomes if outcome is not None]
-
-
-def _lint_many(
-    targets: list[Target], fix: bool, jobs: int, unsafe_fixes: bool
-) -> list[FileOutcome]:
-    if jobs <= 1 or len(targets) < 2:
-        return _lint_batch(targets, fix, unsafe_fixes)
-    jobs = min(jobs, len(targets))
-    chunk = max(1, len(targets) // (jobs * 4))
-    batches = [targets[i : i + chunk] for i in range(0, len(targets), chunk)]
-    outcomes: list[FileOutcome] = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        flags = [fix] * len(batches), [unsafe_fixes] * len(batches)
-        for batch in pool.map(_lint_batch, batches, *flags):
-            outcomes += batch
-    return outcomes
-
-
-def lint_paths(
-    paths: Iterable[Path],
-    config: LintConfig,
-    fix: bool = False,
-    jobs: int = 1,
-    cache: Callable[[LintConfig], ResultCache | None] | None = None,
-    unsafe_fixes: bool = False,
-) -> list[FileOutcome]:
-    """Lint files with one config, `jobs` processes at a time, in input order."""
-    targets = [
-        Target(path, config, file_kind(path, config, named=True) or "other") for path in paths
-    ]
-    return lint_targets(targets, fix, jobs, cache, unsafe_fixes)

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .finding import Finding, Position
-from .rules import ALL_RULES, rule_for_code
 from .summary import RunSummary
 
 __all__ = ["FORMATS", "render", "render_statistics", "source_key"]
@@ -126,6 +125,8 @@ def _github(findings: Sequence[Finding]) -> str:
 
 
 def _sarif(findings: Sequence[Finding]) -> dict[str, Any]:
+    from .rules import ALL_RULES
+
     rules = [
         {
             "id": rule.code,
@@ -186,6 +187,8 @@ def render_statistics(fmt: str, summary: RunSummary) -> str:
     """The run's counts: a JSON object with `--format json`, else lines of text."""
     if fmt == "json":
         return json.dumps(summary.as_json(), indent=2, sort_keys=True)
+    from .rules import rule_for_code
+
     lines = [
         f"{count:5d}\t{code}\t{rule_for_code(code).name}"
         for code, count in summary.findings.items()

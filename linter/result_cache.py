@@ -33,9 +33,9 @@ from typing import Any
 from .config import LintConfig
 from .dependencies import content_hash
 from .discovery import CACHE_DIR_NAME, Target, relative_to_root
-from .engine import FileOutcome
 from .finding import Edit, Finding, Fix, Position
-from .rules import ALL_RULES
+from .outcome import FileOutcome
+from .rule_codes import RULE_CODES
 
 __all__ = ["ResultCache", "linter_fingerprint"]
 
@@ -53,7 +53,7 @@ def linter_fingerprint() -> str:
     for module in sorted(package.rglob("*.py")):
         stat = module.stat()
         parts.append(f"{module.relative_to(package).as_posix()}:{stat.st_size}:{stat.st_mtime_ns}")
-    parts += [rule.code for rule in ALL_RULES]
+    parts += RULE_CODES
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

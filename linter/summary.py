@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import FileOutcome
 from .finding import Finding
+from .outcome import FileOutcome
 
 __all__ = ["RunSummary"]
 

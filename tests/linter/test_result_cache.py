@@ -186,3 +186,18 @@ def test_entries_of_deleted_files_are_dropped(project: Path) -> None:
         "good.py",
         "nb.ipynb",
     ]
+
+
+def test_an_unchanged_relint_command_imports_neither_the_rules_nor_the_sdk(project: Path) -> None:
+    assert main(["lint", "--exit-zero", "--format", "json", str(project)]) == 0
+    probe = (
+        "import sys\n"
+        "from prefixkit.cli.main import main\n"
+        f"main(['lint', '--exit-zero', '--format', 'json', {str(project)!r}])\n"
+        "heavy = ('libcst', 'prefixkit.linter.rules', 'prefixkit.linter.engine',"
+        " 'prefixkit.sdk.clients', 'prefixkit.sdk.prompt')\n"
+        "print(sorted(name for name in heavy if name in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert "3 unchanged since the last run (cached)" in done.stderr
+    assert done.stderr.splitlines()[-1] == "[]"
