@@ -30,6 +30,7 @@ from prefixkit.sdk import (
 from prefixkit.testing.providers import MockProvider
 
 MODEL = "claude-sonnet-4-5"
+SENT_MODEL = "claude-sonnet-5"  # a model the API still serves, with the same 1024-token minimum
 COUNT_PATH = "/v1/messages/count_tokens"
 POLICY = "You answer billing questions for Example Cloud. Refunds take five days. " * 40
 
@@ -177,11 +178,11 @@ def test_a_prefix_below_the_minimum_warns_with_its_exact_count(
 
 async def test_the_async_client_counts_the_prefix_before_rendering_without_blocking() -> None:
     api = MockProvider()
-    counter = AnthropicTokenCounter(MODEL, client=api.async_anthropic_client())
+    counter = AnthropicTokenCounter(SENT_MODEL, client=api.async_anthropic_client())
     client = AsyncAnthropicClient(api.async_anthropic_client())
     for number in range(3):
         prompt = _support_prompt("render H", f"Question {number}: and in euros?")
-        await client.create(prompt, model=MODEL, max_tokens=64, tokenizer=counter)
+        await client.create(prompt, model=SENT_MODEL, max_tokens=64, tokenizer=counter)
     assert _calls(api) == 2
     assert api.paths.count("/v1/messages") == 3
 
@@ -202,9 +203,9 @@ async def test_the_async_client_runs_a_sync_counter_off_the_event_loop() -> None
         max_retries=0,
         http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
     )
-    counter = AnthropicTokenCounter(MODEL, client=sync_client)
+    counter = AnthropicTokenCounter(SENT_MODEL, client=sync_client)
     result = await AsyncAnthropicClient(api.async_anthropic_client()).stream(
-        _support_prompt("render I", "Why?"), model=MODEL, max_tokens=64, tokenizer=counter
+        _support_prompt("render I", "Why?"), model=SENT_MODEL, max_tokens=64, tokenizer=counter
     )
     assert result.text
     assert len(threads) == 2
