@@ -108,6 +108,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--kv-offloading-size", type=float, default=None, help="GPU only (GiB)")
     engine.add_argument("--kv-offloading-backend", choices=["native", "lmcache"], default=None)
     engine.add_argument("--no-kv-events", action="store_true", help="do not publish KV events")
+    engine.add_argument(
+        "--tool-call-parser",
+        default=None,
+        help="vLLM tool-call parser (e.g. pythonic, hermes): tool calls and a named tool_choice",
+    )
 
     topology = parser.add_argument_group("replicas, router and gateway")
     topology.add_argument("--replicas", type=int, default=1, help="number of vLLM replicas")
@@ -381,6 +386,7 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
             "tensor_parallel_size": args.tensor_parallel_size,
             "kv_offloading_size": args.kv_offloading_size,
             "kv_offloading_backend": args.kv_offloading_backend,
+            "tool_call_parser": args.tool_call_parser,
         }.items()
         if value is not None
     }

@@ -236,18 +236,8 @@ def embedded_engine(port: int) -> Iterator[Any]:
     choice is decoded with structured output (the parser itself never runs). `pythonic` needs no special tokens, so SmolLM2's
     tokenizer passes vLLM's start-up check.
     """
-    from prefixkit.engine_adapter.engine.config import EngineConfig
     from prefixkit.engine_adapter.engine.embedded import prepare_embedded
     from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
-
-    class ToolCallingEngine(EngineConfig):
-        def argv(self) -> list[str]:
-            return [
-                *super().argv(),
-                "--enable-auto-tool-choice",
-                "--tool-call-parser",
-                "pythonic",
-            ]
 
     def progress(message: str) -> None:
         if " s)" not in message:
@@ -256,7 +246,7 @@ def embedded_engine(port: int) -> Iterator[Any]:
     base = prepare_embedded(progress)
     with tempfile.TemporaryDirectory(prefix="prefixkit-agent-") as run_dir:
         (config,) = replica_configs(base, 1, Path(run_dir), port)
-        engine = ToolCallingEngine(**config.model_dump())
+        engine = config.derive(tool_call_parser="pythonic")
         with ReplicaSet([engine], Path(run_dir), start_timeout=600, report=progress):
             yield base, engine
 

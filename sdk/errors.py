@@ -18,6 +18,8 @@
     │                                           (pip install 'prefixkit[lint]', ...)
     ├── LintConfigError (ValueError)            prefixkit.linter.config: bad
     │                                           [tool.prefixkit.lint] settings         2
+    ├── NotebookError (ValueError)              prefixkit.linter.notebook: a .ipynb
+    │                                           that is not a readable notebook         2
     └── prefixkit.engine_adapter.errors:
         ├── EngineConfigError (ValueError)      an engine configuration vLLM would
         │                                       reject (odd CPU block size, ...)       2

@@ -101,6 +101,11 @@ class EngineConfig(BaseModel):
     dev_endpoints: bool = Field(
         default=False, description="VLLM_SERVER_DEV_MODE=1: enables /reset_prefix_cache"
     )
+    tool_call_parser: str | None = Field(
+        default=None,
+        description="vLLM tool-call parser (e.g. 'pythonic', 'hermes'); turns on automatic "
+        "tool choice, which vLLM also requires for a named tool_choice",
+    )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> EngineConfig:
@@ -170,6 +175,8 @@ class EngineConfig(BaseModel):
         if self.kv_offloading_size is not None:
             args += ["--kv-offloading-size", str(self.kv_offloading_size)]
             args += ["--kv-offloading-backend", self.kv_offloading_backend or "native"]
+        if self.tool_call_parser is not None:
+            args += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
         return args
 
     def env(self) -> dict[str, str]:

@@ -56,6 +56,12 @@ def test_kv_events_config_is_json_with_endpoint_topic_and_replay() -> None:
     }
 
 
+def test_a_tool_call_parser_turns_on_automatic_tool_choice() -> None:
+    argv = EngineConfig(model=MODEL, tool_call_parser="pythonic").argv()
+    assert argv[-3:] == ["--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+    assert "--enable-auto-tool-choice" not in EngineConfig(model=MODEL).argv()
+
+
 def test_no_kv_events_flag_without_an_endpoint() -> None:
     assert "--kv-events-config" not in EngineConfig(model=MODEL).argv()
 

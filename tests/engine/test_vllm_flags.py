@@ -57,6 +57,7 @@ CPU = EngineConfig(
     cpu_reserved_cores=0,
     hash_seed="0",
     dev_endpoints=True,
+    tool_call_parser="pythonic",
 )
 GPU = EngineConfig(
     model=Path("/models/smol"),
@@ -99,6 +100,8 @@ def test_cpu_flags_parse_to_the_intended_values(parsed: dict[str, object]) -> No
     assert cpu["max_model_len"] == "2048"
     assert cpu["num_gpu_blocks_override"] == "40"
     assert "ipc:///tmp/prefixkit-r0-replay.ipc" in cpu["kv_events_config"]
+    assert cpu["enable_auto_tool_choice"] == "True"
+    assert cpu["tool_call_parser"] == "'pythonic'"
 
 
 def test_gpu_flags_parse_to_the_intended_values(parsed: dict[str, object]) -> None:
