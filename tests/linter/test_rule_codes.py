@@ -5,4 +5,4 @@ from prefixkit.linter.rules import ALL_RULES
 
 
 def test_rule_codes_are_the_codes_of_all_rules_in_order() -> None:
-    assert RULE_CODES == tuple(rule.code for rule in ALL_RULES)
+    assert tuple(rule.code for rule in ALL_RULES) == RULE_CODES
