@@ -28,7 +28,7 @@ class VolatileValueInCachedSegment(PythonRule):
     ...)` tuples, `SystemMessage`, LlamaIndex `ChatMessage(role=MessageRole.SYSTEM)`),
     prompt templates' text, blocks carrying `cache_control` or
     `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
-    `Segment.versioned` (see [How the linter works](linter/how-it-works.md)).
+    `Segment.versioned` (see "How the linter works" in the linter guide).
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
     variables, and the functions and methods of the same module; imports are
     resolved under aliases.
