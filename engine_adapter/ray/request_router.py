@@ -15,7 +15,8 @@ removes them): each running replica holds a slot of the state; a replica that le
 frees its slot and its blocks are dropped, and only running replicas are candidates, so
 nothing is sent to a replica while it is down. A request in flight ends with
 `on_request_completed`. A request whose body carries ``prefixkit_replica: I``
-(`gateway.PIN_FIELD`) goes to the I-th running replica in replica-id order (warm-up).
+(`gateway.PIN_FIELD`) goes to the I-th running replica in replica-id order (warm-up),
+and waits (Serve backs off and asks again) while fewer than I + 1 replicas run.
 """
 
 from __future__ import annotations
@@ -188,7 +189,12 @@ def _prefixkit_router() -> type[Any]:
             pin = getattr(request, PIN_FIELD, None)
             if isinstance(pin, int):
                 ordered = sorted(candidate_replicas, key=lambda r: r.replica_id.unique_id)
-                return [[ordered[pin % len(ordered)]]]
+                if not 0 <= pin < len(ordered):
+                    # the pinned replica is not running (yet: a replacement still starting):
+                    # Serve asks again after a backoff rather than warming another replica
+                    pending_request.routing_context.should_backoff = True
+                    return []
+                return [[ordered[pin]]]
             try:
                 token_ids, salt = self._tokens(request)
             except Exception:  # a body the tokenizer cannot read: the engine will answer it

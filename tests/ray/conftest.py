@@ -30,6 +30,15 @@ def _report(message: str) -> None:
         print(f"[ray] {message}", file=sys.stderr, flush=True)
 
 
+# Killing a replica leaves a replacement starting for a minute or two; the tests that
+# need every replica serving (warm-up pins each one) run before it.
+LAST = "test_killing_a_replica_under_load_loses_no_request"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.name == LAST)
+
+
 @pytest.fixture(scope="session")
 def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ray-tenants") / "tenants.toml"
