@@ -205,8 +205,20 @@ def lint_text(
         findings = lint_prompt(text, path, filename, project, enabled)
     else:
         return []
-    unique = {(f.code, f.start, f.end, f.message): f for f in findings}
-    return sorted(Suppressions(text).filter(unique.values()), key=lambda f: f.sort_key)
+    return sorted(Suppressions(text).filter(_one_per_line(findings)), key=lambda f: f.sort_key)
+
+
+def _one_per_line(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per (line, rule): `{user.name} ({user})` on one line is one problem.
+
+    The kept finding is the line's first: the outermost expression (`user.name`, not
+    the `user` inside it). `--fix` passes again for a fix on a dropped one.
+    """
+    lines: dict[tuple[str, int | None, int, str], list[Finding]] = {}
+    for finding in findings:
+        key = (finding.filename, finding.cell, finding.start.row, finding.code)
+        lines.setdefault(key, []).append(finding)
+    return [min(group, key=lambda f: f.start) for group in lines.values()]
 
 
 def _offsets(text: str) -> list[int]:

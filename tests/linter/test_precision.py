@@ -1,0 +1,24 @@
+"""Shapes found as false positives on real code: silent, next to a twin still reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefixkit.linter.config import LintConfig
+from prefixkit.linter.engine import lint_text
+from prefixkit.linter.finding import Finding
+
+
+def findings(source: str, tmp_path: Path, name: str = "module.py") -> list[Finding]:
+    return lint_text(source, tmp_path / name, LintConfig(root=tmp_path))
+
+
+def test_one_finding_per_line_and_rule_at_the_earliest_column(tmp_path: Path) -> None:
+    source = (
+        "def ask(client, user, q):\n"
+        "    system = f'Host for {user.name} ({user}) and {user}.'\n"
+        "    return client.messages.create(system=system, messages=[q])\n"
+    )
+    (finding,) = findings(source, tmp_path)
+    assert (finding.code, finding.start.row, finding.start.column) == ("PFX002", 2, 26)
+    assert "`user.name`" in finding.message
