@@ -24,9 +24,10 @@ cache breakers found by hand (`breakers`: id, repo, path, line or lines
 [first, last], rule, what): precision per rule and overall over the judged
 findings this run produced, findings not judged yet, and recall of the
 breakers (one is caught when a finding other than PFX000 starts on one of
-its lines in its file). In a notebook, `cell` (1-based, among all cells)
-names the cell and lines count within it, as in the linter's JSON. Exit
-code 1 when a crash happened.
+its lines in its file). An optional `sets` object (name -> repository
+names) adds precision and recall per set of repositories. In a notebook,
+`cell` (1-based, among all cells) names the cell and lines count within it,
+as in the linter's JSON. Exit code 1 when a crash happened.
 """
 
 from __future__ import annotations
@@ -239,45 +240,55 @@ def breaker_lines(entry: dict[str, Any]) -> range:
     return range(entry["line"], entry["line"] + 1)
 
 
-def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
-    """Precision per rule over judged findings of this run, and recall of the breakers."""
-    linted = {run.name for run in runs}
+@dataclass
+class Score:
+    """Judged findings and hand-found breakers of some repositories, compared with a run."""
+
+    judged: Counter[str] = field(default_factory=Counter)
+    true: Counter[str] = field(default_factory=Counter)
+    unjudged: list[str] = field(default_factory=list)
+    breakers: int = 0
+    missed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float:
+        n = sum(self.judged.values())
+        return sum(self.true.values()) / n if n else 0.0
+
+    @property
+    def recall(self) -> float:
+        return (self.breakers - len(self.missed)) / self.breakers if self.breakers else 0.0
+
+
+def score(runs: Sequence[RepoRun], judged: dict[str, Any], repos: set[str]) -> Score:
+    """Precision of the judged findings and recall of the breakers, over `repos` only."""
     verdicts = {
         (entry["repo"], entry["path"], entry.get("cell"), entry["line"], entry["rule"]): entry
         for entry in judged["findings"]
     }
-    true_count = Counter[str]()
-    judged_count = Counter[str]()
-    unjudged: list[str] = []
-    for run in runs:
+    result = Score()
+    chosen = [run for run in runs if run.name in repos]
+    for run in chosen:
         for finding in run.findings:
             code = finding["code"]
             key = (run.name, finding["path"], finding.get("cell"), finding["location"]["row"], code)
             entry = verdicts.get(key)
             if entry is None:
-                unjudged.append(f"{run.name}/{_where(finding['path'], key[2], key[3])} {code}")
+                result.unjudged.append(
+                    f"{run.name}/{_where(finding['path'], key[2], key[3])} {code}"
+                )
                 continue
-            judged_count[code] += 1
-            true_count[code] += bool(entry["verdict"])
-    print("\n| rule | judged | true | false | precision |")
-    print("|---|---|---|---|---|")
-    for code in sorted(judged_count):
-        n, t = judged_count[code], true_count[code]
-        print(f"| {code} | {n} | {t} | {n - t} | {t / n:.2f} |")
-    n, t = sum(judged_count.values()), sum(true_count.values())
-    print(f"| **all** | {n} | {t} | {n - t} | {t / n if n else 0:.2f} |")
-    if unjudged:
-        print(f"\n{len(unjudged)} finding(s) not judged yet:")
-        for line in unjudged:
-            print(f"  {line}")
+            result.judged[code] += 1
+            result.true[code] += bool(entry["verdict"])
     found = {
         (run.name, finding["path"], finding.get("cell"), finding["location"]["row"])
-        for run in runs
+        for run in chosen
         for finding in run.findings
         if finding["code"] != SYNTAX_ERROR
     }
-    breakers = [entry for entry in judged["breakers"] if entry["repo"] in linted]
-    missed = [
+    breakers = [entry for entry in judged["breakers"] if entry["repo"] in {r.name for r in chosen}]
+    result.breakers = len(breakers)
+    result.missed = [
         entry
         for entry in breakers
         if not any(
@@ -285,16 +296,47 @@ def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
             for line in breaker_lines(entry)
         )
     ]
-    caught = len(breakers) - len(missed)
-    share = caught / len(breakers) if breakers else 0.0
-    print(f"\nrecall of hand-found breakers: {caught}/{len(breakers)} = {share:.2f}")
-    for entry in missed:
+    return result
+
+
+def compare(runs: Sequence[RepoRun], judged: dict[str, Any]) -> None:
+    """Precision per rule over judged findings of this run, recall of the breakers, per set."""
+    overall = score(runs, judged, {run.name for run in runs})
+    print("\n| rule | judged | true | false | precision |")
+    print("|---|---|---|---|---|")
+    for code in sorted(overall.judged):
+        n, t = overall.judged[code], overall.true[code]
+        print(f"| {code} | {n} | {t} | {n - t} | {t / n:.2f} |")
+    n, t = sum(overall.judged.values()), sum(overall.true.values())
+    print(f"| **all** | {n} | {t} | {n - t} | {overall.precision:.2f} |")
+    if overall.unjudged:
+        print(f"\n{len(overall.unjudged)} finding(s) not judged yet:")
+        for line in overall.unjudged:
+            print(f"  {line}")
+    caught = overall.breakers - len(overall.missed)
+    print(f"\nrecall of hand-found breakers: {caught}/{overall.breakers} = {overall.recall:.2f}")
+    for entry in overall.missed:
         lines = breaker_lines(entry)
         where = f"{lines[0]}" if len(lines) == 1 else f"{lines[0]}-{lines[-1]}"
         print(
             f"  missed {entry['id']} {entry['repo']}/{entry['path']}:{where} ({entry['rule']}) "
             f"{entry['what']}"
         )
+    sets: dict[str, list[str]] = judged.get("sets", {})
+    if sets:
+        print(
+            "\n| set | repositories | findings judged | true | precision | breakers caught | recall |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for name, members in sets.items():
+            part = score(runs, judged, set(members))
+            n, t = sum(part.judged.values()), sum(part.true.values())
+            caught = part.breakers - len(part.missed)
+            linted = len({run.name for run in runs} & set(members))
+            print(
+                f"| {name} | {linted} | {n} | {t} | {part.precision:.2f} "
+                f"| {caught}/{part.breakers} | {part.recall:.2f} |"
+            )
 
 
 def _where(path: str, cell: int | None, line: object) -> str:
