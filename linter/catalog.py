@@ -242,9 +242,67 @@ _ENTITIES = frozenset(
         "context",
     }
 )
-_IDENTITY_SUFFIXES = frozenset(
-    {"id", "ids", "uuid", "guid", "name", "email", "handle", "phone", "context", "profile"}
+# Owners whose name is a person's (or a tenant's): `customer.name`, `tenant.name`, and
+# a run context's `name` (swarm's context_variables["name"] is the user's).
+_PERSONS = frozenset(
+    {
+        "user",
+        "customer",
+        "tenant",
+        "account",
+        "org",
+        "organization",
+        "member",
+        "patient",
+        "caller",
+        "visitor",
+        "subscriber",
+        "person",
+        "people",
+        "employee",
+        "student",
+        "contact",
+        "participant",
+        "recipient",
+        "sender",
+        "guest",
+        "human",
+        "holder",
+        "context",
+    }
 )
+# Owners whose name is a label: a configured MCP server or API client, a tool, a field.
+_THINGS = frozenset(
+    {
+        "client",
+        "server",
+        "tool",
+        "tools",
+        "field",
+        "fields",
+        "model",
+        "agent",
+        "assistant",
+        "bot",
+        "function",
+        "file",
+        "node",
+        "step",
+        "task",
+        "column",
+        "schema",
+        "provider",
+        "service",
+        "plugin",
+        "app",
+        "index",
+        "collection",
+        "project",
+        "class",
+        "type",
+    }
+)
+# Identifiers that name a person wherever they appear.
 _IDENTITY_WORDS = frozenset(
     {
         "email",
@@ -252,10 +310,14 @@ _IDENTITY_WORDS = frozenset(
         "fullname",
         "firstname",
         "lastname",
-        "displayname",
         "user",
         "customer",
     }
+)
+# Words that are a person's name on a person, a label on anything else.
+_NAME_WORDS = frozenset({"name", "displayname", "handle"})
+_IDENTITY_SUFFIXES = frozenset(
+    {"id", "ids", "uuid", "guid", "email", "phone", "context", "profile"}
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -268,8 +330,11 @@ def name_words(name: str) -> list[str]:
 def is_identity_name(parts: list[str]) -> bool:
     """Whether a dotted name (`request.user.email` as parts) names per-request identity.
 
-    True for `user_id`, `customerEmail`, `tenant.name`, `request.id`, `email`,
-    `username`; false for `tool_name`, `model_name`, `self.name`, `request.headers`.
+    True for `user_id`, `customerEmail`, `tenant.name`, `user.display_name`,
+    `request.id`, `email`, `username`; false for `tool_name`, `model_name`,
+    `self.name`, `request.headers`. A name (`name`, `display_name`, `handle`) is
+    identity only when its nearest owner is a person (`customer_name`,
+    `request.user.name`), not a thing (`mcp_client.name`, `field.display_name`).
     """
     if not parts:
         return False
@@ -278,10 +343,22 @@ def is_identity_name(parts: list[str]) -> bool:
         return False
     if "".join(last) in _IDENTITY_WORDS:
         return True
-    if last[-1] not in _IDENTITY_SUFFIXES:
-        return False
-    earlier = [word for part in parts[:-1] for word in name_words(part)] + last[:-1]
-    return any(word in _ENTITIES for word in earlier)
+    earlier = [word for part in parts[:-1] for word in name_words(part)]
+    if "".join(last[-2:]) in _NAME_WORDS:
+        earlier += last[:-2]
+    elif last[-1] in _NAME_WORDS:
+        earlier += last[:-1]
+    else:
+        return last[-1] in _IDENTITY_SUFFIXES and any(
+            word in _ENTITIES for word in earlier + last[:-1]
+        )
+    # the nearest owner decides: `user.name` is a person's, `user.mcp_client.name` a label
+    for word in reversed(earlier):
+        if word in _PERSONS:
+            return True
+        if word in _THINGS:
+            return False
+    return False
 
 
 def volatile_period(qualified_name: str) -> str:

@@ -19,8 +19,11 @@ class RequestIdentityInCachedSegment(PythonRule):
     `ctx["tenant_id"]`, `.get("customer_context")`, keys read from an agent's
     run context (`context_variables.get("name")`), and variables named like
     identity that are computed from the function's parameters
-    (`customer_name = await ctx.deps.db.customer_name(...)`). Deployment
-    settings (`os.environ[...]`, `settings.*`) are stable and never count.
+    (`customer_name = await ctx.deps.db.customer_name(...)`). A name
+    (`.name`, `.display_name`) is identity on a person (`member.name`,
+    `user.display_name`, `tenant.name`), not on a thing (`mcp_client.name`,
+    `field.display_name`, `tool.name`). Deployment settings (`os.environ[...]`,
+    `settings.*`) are stable and never count.
 
     ## Why it breaks caching
     A per-user value early in the prompt splits the cache into one entry per
@@ -120,8 +123,35 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    return client.responses.create(instructions=instructions + str(len(messages)),\n"
             "        conversation=conversation_id, previous_response_id=previous_id, input=messages)\n"
         ),
+        # the names of things (a configured MCP server, an invoice field) are labels
+        Valid(
+            "def tools_for(mcp_clients):\n"
+            "    return [{'name': f'{mcp_client.name}/search', 'description': 'Search.'}\n"
+            "            for mcp_client in mcp_clients]\n"
+            "def ask(client, mcp_clients, q):\n"
+            "    return client.messages.create(tools=tools_for(mcp_clients), messages=[q])\n"
+        ),
+        Valid(
+            "def ask(client, fields, q):\n"
+            "    lines = [f'{f.display_name}: required' for f in fields]\n"
+            "    system = 'Check these invoice fields:\\n' + '\\n'.join(lines)\n"
+            "    return client.messages.create(system=system, messages=[q])\n"
+        ),
     )
     INVALID = (
+        # the same shapes on people: a member's name, a user's display name
+        Invalid(
+            "def ask(client, members, q):\n"
+            "    system = 'Club members: ' + ', '.join(member.name for member in members)\n"
+            "    return client.messages.create(system=system, messages=[q])\n",
+            line=2,
+        ),
+        Invalid(
+            "def ask(client, users, q):\n"
+            "    lines = [f'{user.display_name}: reader' for user in users]\n"
+            "    return client.messages.create(system='\\n'.join(lines), messages=[q])\n",
+            line=2,
+        ),
         Invalid(
             "def ask(client, user, question):\n"
             "    system = f'You help {user.name} ({user.email}). Be concise.'\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from prefixkit.linter.catalog import is_identity_name
 from prefixkit.linter.config import LintConfig
 from prefixkit.linter.engine import lint_text
 from prefixkit.linter.finding import Finding
@@ -22,3 +24,18 @@ def test_one_finding_per_line_and_rule_at_the_earliest_column(tmp_path: Path) ->
     (finding,) = findings(source, tmp_path)
     assert (finding.code, finding.start.row, finding.start.column) == ("PFX002", 2, 26)
     assert "`user.name`" in finding.message
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["tenant.name", "user.display_name", "customer_name", "request.user.name", "member.name"],
+)
+def test_a_name_on_a_person_is_identity(name: str) -> None:
+    assert is_identity_name(name.split("."))
+
+
+@pytest.mark.parametrize(
+    "name", ["mcp_client.name", "f.display_name", "user.mcp_client.name", "display_name"]
+)
+def test_a_name_on_a_thing_is_a_label(name: str) -> None:
+    assert not is_identity_name(name.split("."))
