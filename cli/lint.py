@@ -6,6 +6,7 @@
     prefixkit lint --format sarif > prefixkit.sarif
     prefixkit lint --jobs 4
     prefixkit lint --exclude vendor --no-cache
+    prefixkit lint --include-tests         # test code too (skipped by default)
     prefixkit lint analysis.ipynb          # notebooks: findings as nb.ipynb:cell 3:12:5
 
 Exit codes: 0 clean, 1 findings (`--exit-zero` turns 1 into 0), 2 usage or
@@ -87,6 +88,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "too (the pre-commit hooks use it)",
     )
     parser.add_argument(
+        "--include-tests",
+        action="store_true",
+        help="also lint test code found in folders (tests/, test/, test_*.py, *_test.py, "
+        "conftest.py), which is skipped by default; named files are always linted",
+    )
+    parser.add_argument(
         "--no-cache",
         action="store_true",
         help="lint every file again without reading or writing .prefixkit_cache/",
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from prefixkit.linter.config import ConfigResolver
     from prefixkit.linter.discovery import discover
     from prefixkit.linter.formats import render, render_statistics
+    from prefixkit.linter.outcome import FileOutcome
     from prefixkit.linter.result_cache import ResultCache
     from prefixkit.linter.rule_codes import RULE_CODES
     from prefixkit.linter.run import lint_targets
@@ -117,7 +125,11 @@ def run(args: argparse.Namespace) -> int:
     resolver = ConfigResolver(known, args.config)
     try:
         found = discover(
-            list(args.paths) or [Path(".")], resolver, args.exclude, args.force_exclude
+            list(args.paths) or [Path(".")],
+            resolver,
+            args.exclude,
+            args.force_exclude,
+            args.include_tests,
         )
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
@@ -137,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         cache=None if args.no_cache else cache,
         unsafe_fixes=args.unsafe_fixes,
     )
+    outcomes += [FileOutcome(t.path, kind=t.kind, skipped="test code") for t in found.tests]
     for warning in {store.warning for store in caches if store.warning}:
         print(f"prefixkit lint: warning: {warning}", file=sys.stderr)
     findings = sorted(

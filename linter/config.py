@@ -12,6 +12,7 @@
     exclude = ["vendor", "generated/"]    # gitignore patterns
     extend-exclude = ["legacy/*.py"]      # more of them
     max-file-size = 1000000               # bytes; larger files are skipped with a note
+    include-tests = false                 # walk into tests/, test_*.py, conftest.py too
 
 The same table without the `tool.prefixkit.` part, `[lint]`, in a
 `prefixkit.toml`. Each linted path takes its settings from the nearest
@@ -72,6 +73,7 @@ class LintConfig:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     max_file_size: int = 1_000_000
+    include_tests: bool = False
     source: Path | None = None
 
     @property
@@ -119,6 +121,7 @@ _KEYS: dict[str, str] = {
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
     "max-file-size": "max_file_size",
+    "include-tests": "include_tests",
 }
 
 
@@ -288,6 +291,10 @@ def _parse(
                 raise LintConfigError(
                     f"{where}: `{key}` must be a positive number of bytes, got {value!r}"
                 )
+            values[name] = value
+        elif key == "include-tests":
+            if not isinstance(value, bool):
+                raise LintConfigError(f"{where}: `{key}` must be true or false, got {value!r}")
             values[name] = value
     names = {f.name for f in fields(LintConfig)}
     return LintConfig(**{k: v for k, v in values.items() if k in names})

@@ -9,10 +9,16 @@ any depth, `/vendor` only at the root) excludes. Python files (`.py`, `.pyi`)
 and notebooks (`.ipynb`) get the code rules; files matching the prompt globs
 get the prompt-file rules; everything else is ignored.
 
+Test code (files under a `tests` or `test` folder, `test_*.py`, `*_test.py`,
+`conftest.py`) is left out of a walk, like an exclusion, and counted as
+skipped: its prompts go to fake models, never to a provider's cache.
+`include-tests` (or `--include-tests`) lints it too, and so does naming a
+folder inside a test folder (`prefixkit lint tests/`).
+
 A file named explicitly is always linted (that is how pre-commit passes
 files): a named `.md`, `.txt` or Jinja file is a prompt file even outside the
 prompt globs. With `force_exclude` (the pre-commit hooks), named files follow
-the same exclusions and globs as walked ones.
+the same exclusions, globs and test-code rule as walked ones.
 
 Each file takes its settings from `ConfigResolver` (the nearest config file
 above it), so a sub-project with its own config is linted with it.
@@ -37,12 +43,14 @@ __all__ = [
     "NAMED_PROMPT_SUFFIXES",
     "NOTEBOOK_SUFFIX",
     "PYTHON_SUFFIXES",
+    "TEST_DIRS",
     "Discovery",
     "Target",
     "discover",
     "file_kind",
     "glob_matches",
     "is_prompt_file",
+    "is_test_path",
     "relative_to_root",
 ]
 
@@ -74,6 +82,7 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 NOTEBOOK_SUFFIX = ".ipynb"
 NAMED_PROMPT_SUFFIXES = frozenset({".md", ".txt", ".j2", ".jinja", ".jinja2", ".prompt"})
+TEST_DIRS = frozenset({"tests", "test"})
 
 
 def _expand_braces(pattern: str) -> list[str]:
@@ -139,6 +148,23 @@ def is_prompt_file(relative_path: str, config: LintConfig) -> bool:
     return any(glob_matches(pattern, relative_path) for pattern in config.prompt_globs)
 
 
+def is_test_path(relative_path: str) -> bool:
+    """Whether a POSIX relative path is test code: under a `tests` or `test` folder,
+    or a `test_*.py`, `*_test.py` or `conftest.py` file."""
+    *folders, name = relative_path.split("/")
+    if any(folder in TEST_DIRS for folder in folders):
+        return True
+    if name == "conftest.py":
+        return True
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _inside_tests(folder: Path, config: LintConfig) -> bool:
+    """Whether a folder is (inside) a test folder of its project."""
+    relative = relative_to_root(folder, config.root)
+    return relative != "." and is_test_path(relative + "/")
+
+
 def file_kind(path: Path, config: LintConfig, named: bool = False) -> str | None:
     """`python`, `notebook`, `prompt`, or None for a file the linter ignores.
 
@@ -170,6 +196,7 @@ class Discovery:
 
     targets: list[Target] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    tests: list[Target] = field(default_factory=list)  # test code left out
 
 
 class _Patterns:
@@ -315,26 +342,43 @@ def discover(
     resolver: ConfigResolver,
     exclude: Sequence[str] = (),
     force_exclude: bool = False,
+    include_tests: bool = False,
 ) -> Discovery:
     """Files to lint under `paths`, each once, in a stable order.
 
     `exclude`: more gitignore patterns (relative to the current folder).
-    `force_exclude`: named files follow the exclusions and prompt globs too.
+    `force_exclude`: named files follow the exclusions, prompt globs and
+    test-code rule too. `include_tests`: lint test code as well (as the
+    `include-tests` setting does for its project).
     Raises `FileNotFoundError` naming a path that does not exist.
     """
     exclusions = _Exclusions(exclude)
     found: dict[Path, Target] = {}
+    tests: dict[Path, Target] = {}
     for path in paths:
         if path.is_dir():
+            top = path.absolute()
             for target in _walk(path, resolver, exclusions):
-                found.setdefault(target.path.absolute(), target)
+                test = not (include_tests or target.config.include_tests) and is_test_path(
+                    target.path.absolute().relative_to(top).as_posix()
+                )
+                if test and not _inside_tests(top, target.config):
+                    tests.setdefault(target.path.absolute(), target)
+                else:
+                    found.setdefault(target.path.absolute(), target)
         elif path.is_file():
             config = resolver.for_path(path)
             if force_exclude and exclusions.excluded(path.absolute(), config, False):
                 continue
             kind = file_kind(path, config, named=not force_exclude)
-            if kind is not None:
+            if kind is None:
+                continue
+            test = force_exclude and not (include_tests or config.include_tests)
+            if test and is_test_path(relative_to_root(path, config.root)):
+                tests.setdefault(path.absolute(), Target(path, config, kind))
+            else:
                 found.setdefault(path.absolute(), Target(path, config, kind))
         else:
             raise FileNotFoundError(f"{path}: no such file or directory")
-    return Discovery(list(found.values()), exclusions.warnings())
+    left_out = [target for key, target in tests.items() if key not in found]
+    return Discovery(list(found.values()), exclusions.warnings(), left_out)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter.config import ConfigResolver, LintConfig
+from prefixkit.linter.config import ConfigResolver, LintConfig, LintConfigError, load_config
 from prefixkit.linter.rules import ALL_RULES
 
 BAD = (
@@ -100,3 +100,9 @@ def test_fingerprint_is_the_same_in_every_process() -> None:
     two = LintConfig(root=Path("/p"), extra_cached_keywords=frozenset({"d", "c", "b", "a"}))
     assert one.fingerprint() == two.fingerprint()
     assert one.fingerprint() != LintConfig(root=Path("/p")).fingerprint()
+
+
+def test_include_tests_must_be_a_boolean(tmp_path: Path) -> None:
+    (tmp_path / "prefixkit.toml").write_text('[lint]\ninclude-tests = "yes"\n', encoding="utf-8")
+    with pytest.raises(LintConfigError, match="`include-tests` must be true or false"):
+        load_config(tmp_path / "prefixkit.toml", frozenset({"PFX001"}))

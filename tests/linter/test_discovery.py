@@ -172,3 +172,30 @@ def test_a_clean_run_still_says_what_it_checked(
     captured = capsys.readouterr()
     assert captured.out == "All checks passed!\n"
     assert captured.err == "prefixkit lint: Checked 1 file (1 Python)\n"
+
+
+def test_test_code_is_skipped_and_counted_unless_included(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(project / "app.py", BAD)
+    for name in ("tests/helpers.py", "pkg/test_api.py", "pkg/api_test.py", "conftest.py"):
+        write(project / name, BAD)
+    assert linted(capsys=capsys) == {"app.py"}
+    main(["lint", "--no-cache"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("skipped 4 (4 test code)")
+    everything = {"app.py", "tests/helpers.py", "pkg/test_api.py", "pkg/api_test.py", "conftest.py"}
+    assert linted("--include-tests", capsys=capsys) == everything
+    write(project / "pyproject.toml", "[tool.prefixkit.lint]\ninclude-tests = true\n")
+    assert linted(capsys=capsys) == everything
+
+
+def test_named_test_files_and_test_folders_are_linted_unless_forced(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(project / "tests" / "test_agent.py", BAD)
+    assert linted("tests/test_agent.py", capsys=capsys) == {"tests/test_agent.py"}
+    assert linted("tests", capsys=capsys) == {"tests/test_agent.py"}
+    assert linted("--force-exclude", "tests/test_agent.py", capsys=capsys) == set()
+    assert linted("--force-exclude", "--include-tests", "tests/test_agent.py", capsys=capsys) == {
+        "tests/test_agent.py"
+    }
