@@ -2,7 +2,8 @@
 
 A `LintContext` wraps the parsed module in a single `MetadataWrapper` (no
 copy) and computes, lazily and once, everything the rules share: the module
-index, the taint analysis (`ScopeProvider`; qualified names on demand), the
+index, the taint analysis (`ScopeProvider`; qualified names on demand; imports
+of other modules of the project followed, see `project_imports`), the
 cached segments with the taints that reach them, and the provider requests
 laid out as blocks. A module whose index holds no cached-segment candidate
 never resolves metadata at all; positions (`PositionProvider`) are resolved
@@ -35,6 +36,7 @@ from .catalog import (
 from .config import LintConfig
 from .finding import Finding, Fix, Position
 from .module_index import FunctionNode, ModuleIndex
+from .project_imports import Project, ProjectImports, project_boundary
 from .taint import PERIODS, Env, Taint, TaintAnalysis
 
 __all__ = ["LintContext", "ProjectState", "PromptContext", "Request"]
@@ -79,7 +81,19 @@ class LintContext:
     def analysis(self) -> TaintAnalysis:
         """Taint analysis over the module's scope and qualified-name metadata."""
         scopes = self.wrapper.resolve(ScopeProvider)
-        return TaintAnalysis(self.index, scopes, self.config.extra_volatile_callables)
+        return TaintAnalysis(
+            self.index, scopes, self.config.extra_volatile_callables, self._project_imports()
+        )
+
+    def _project_imports(self) -> ProjectImports | None:
+        """Imports followed into the other modules of the project (the file must exist)."""
+        path = Path(self.filename)
+        if not path.is_file():
+            return None
+        path = path.absolute()
+        extra = self.config.extra_volatile_callables
+        project = Project(project_boundary(path, self.config.root), self.config.root, extra)
+        return ProjectImports(path, project, record=True)
 
     @functools.cached_property
     def segments(self) -> list[CachedSegment]:

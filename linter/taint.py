@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import (
@@ -63,11 +64,15 @@ from .catalog import (
 )
 from .module_index import FunctionNode, ModuleIndex, string_value
 
+if TYPE_CHECKING:
+    from .project_imports import ProjectImports
+
 __all__ = [
     "PERIODS",
     "Env",
     "Taint",
     "TaintAnalysis",
+    "Via",
     "date_only_format",
     "dotted_parts",
     "spellings",
@@ -117,6 +122,28 @@ class Taint:
     detail: str
     period: str | None = None
     param: cst.Param | None = None
+    via: Via | None = None
+
+
+@dataclass(frozen=True)
+class Via:
+    """Where a taint from another module of the tree is computed.
+
+    The taint's `origin` is the call or name of the linted module it arrives
+    through (`name`, as spelled there); `path` and `line` place the value in
+    the other file; `at_import` says it is computed once, when that module is
+    loaded.
+    """
+
+    name: str
+    path: str
+    line: int
+    at_import: bool
+
+    def describe(self, detail: str) -> str:
+        """`get_today_str()` (utils.py:12) returns `datetime.datetime.now()`."""
+        verb = "returns" if self.name.endswith("()") else "holds"
+        return f"`{self.name}` ({self.path}:{self.line}) {verb} {detail}"
 
 
 @dataclass(frozen=True)
@@ -192,7 +219,8 @@ class TaintAnalysis:
 
     `scopes` is the resolved `ScopeProvider` mapping of the same module
     object the index was built from. `extra_volatile` extends the volatile
-    catalog.
+    catalog. `imports` follows functions and constants imported from other
+    modules of the tree (None: such imports are opaque).
     """
 
     def __init__(
@@ -200,10 +228,12 @@ class TaintAnalysis:
         index: ModuleIndex,
         scopes: Mapping[cst.CSTNode, Scope | None],
         extra_volatile: frozenset[str] = frozenset(),
+        imports: ProjectImports | None = None,
     ) -> None:
         self.index = index
         self.scopes = scopes
         self.extra_volatile = extra_volatile
+        self.imports = imports
         self._qualified: dict[int, frozenset[str]] = {}
         self._raw_cache: dict[int, frozenset[Taint]] = {}
         self._active: set[int] = set()
@@ -443,7 +473,11 @@ class TaintAnalysis:
     def _name(self, node: cst.Name) -> set[Taint]:
         result: set[Taint] = set()
         for assignment in self.assignments(node):
-            if isinstance(assignment, (BuiltinAssignment, ImportAssignment)):
+            if isinstance(assignment, BuiltinAssignment):
+                continue
+            if isinstance(assignment, ImportAssignment):
+                if self.imports is not None:
+                    result |= self.imports.value_taints(self, node) or set()
                 continue
             target = getattr(assignment, "node", None)
             if isinstance(target, cst.Param):
@@ -519,6 +553,9 @@ class TaintAnalysis:
         owner = self._owner_class(node.value)
         if owner is not None:
             return self._class_attribute(owner, node)
+        imported = self.imports.value_taints(self, node) if self.imports is not None else None
+        if imported is not None:
+            return imported
         result = set(self._raw(node.value))
         if node.attr.value in _CLOCK_FIELDS_PER_DAY:
             result = _per_day(result)
@@ -591,6 +628,9 @@ class TaintAnalysis:
             for function, method in functions:
                 result |= self._through(function, node, method)
             return result
+        imported = self.imports.call_taints(self, node) if self.imports is not None else None
+        if imported is not None:
+            return imported
         func = node.func
         if isinstance(func, cst.Attribute):
             return self._method(func, args, first)
@@ -642,11 +682,21 @@ class TaintAnalysis:
 
     def _through(self, function: FunctionNode, call: cst.Call, method: bool) -> set[Taint]:
         """The taints of a call to a local function: its summary, arguments substituted."""
+        passed, own = self.through(self, function, call, method)
+        return passed | own
+
+    def through(
+        self, owner: TaintAnalysis, function: FunctionNode, call: cst.Call, method: bool
+    ) -> tuple[set[Taint], set[Taint]]:
+        """A call in this module to `function` of `owner`'s module (this one or another):
+        the taints of the arguments that flow to its return values, and the other
+        taints of its summary (in `owner`'s module)."""
         arguments = self.arguments(function, call, method)
         result: set[Taint] = set()
-        for taint in self.summary(function):
-            if not self._param_of(taint, function) or taint.param is None:
-                result.add(taint)
+        own: set[Taint] = set()
+        for taint in owner.summary(function):
+            if not owner._param_of(taint, function) or taint.param is None:
+                own.add(taint)
                 continue
             argument = arguments.get(id(taint.param))
             if argument is None:
@@ -657,7 +707,7 @@ class TaintAnalysis:
                 result |= _without_order(self._raw(argument))
             else:
                 result |= self._raw(argument)
-        return result
+        return result, own
 
     def _period(self, name: str, first: cst.BaseExpression | None, call: cst.Call) -> str:
         if self.at_import(call):

@@ -1,0 +1,385 @@
+"""Functions and constants imported from other modules of the linted tree.
+
+A call to a function, a static or class method (`Class.method(...)`), or a
+read of a module-level constant that the linted module imports from another
+module of the same project is followed into that module:
+
+    from .utils import get_today_str          # relative to the importing package
+    from pkg.utils import get_today_str       # <ancestor>/pkg/utils.py or .../utils/__init__.py
+    import pkg.utils as u; u.get_today_str()
+    from pkg import utils; utils.get_today_str()
+
+A module is looked up next to the importing file (relative imports) or under
+the importing file's folders (absolute ones, which covers `src/` layouts), and
+never outside the project: the nearest folder holding `.git`, else the lint
+root, else the file's own folder. Installed packages are never followed.
+
+The other module's function summary (`TaintAnalysis.summary`) is used with the
+call's arguments substituted for its parameters, as for a local helper. Only
+volatile values cross modules (identity and request data depend on the
+caller's meaning, which another module does not show); each is re-anchored on
+the call or name in the linted module, with a `Via` saying where it is
+computed. A constant computed when the other module is loaded changes on every
+process start.
+
+Each other module is parsed and indexed once per process (a cache keyed by
+path and checked against the file's size and modification time), an import
+chain is followed `MAX_DEPTH` modules deep at most (which also ends cycles),
+and every file used is recorded as a dependency of the linted file, so the
+re-lint cache lints it again when one changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import (
+    CodeRange,
+    GlobalScope,
+    ImportAssignment,
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedNameSource,
+    Scope,
+    ScopeProvider,
+)
+
+from .dependencies import record_dependency
+from .module_index import FunctionNode, ModuleIndex
+from .taint import Env, Taint, TaintAnalysis, Via, dotted_parts
+
+__all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
+
+# Modules followed from the linted one: an import of an import of an import.
+MAX_DEPTH = 3
+# Larger modules are not followed (generated code, vendored bundles).
+_MAX_MODULE_BYTES = 1_000_000
+
+_NO_NAMES: frozenset[str] = frozenset()
+
+_Stamp = tuple[int, int]
+
+
+def project_boundary(path: Path, root: Path) -> Path:
+    """The folder imports are never followed above: the repository holding `path`
+    (the nearest folder with `.git`), else `root` when `path` is under it, else
+    `path`'s folder."""
+    path = path.absolute()
+    root = root.absolute()
+    for folder in path.parents:
+        if (folder / ".git").exists():
+            return folder
+    return root if root in path.parents else path.parent
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where modules are looked up (`boundary`), what paths are shown relative to
+    (`root`), and the configured extra volatile callables."""
+
+    boundary: Path
+    root: Path
+    extra_volatile: frozenset[str] = frozenset()
+
+    def contains(self, folder: Path) -> bool:
+        """Whether `folder` is the boundary or inside it."""
+        return folder == self.boundary or self.boundary in folder.parents
+
+    def display(self, path: Path) -> str:
+        """`path` as shown in messages: relative to the root, else to the boundary."""
+        for base in (self.root, self.boundary):
+            if base == path or base in path.parents:
+                return path.relative_to(base).as_posix()
+        return path.as_posix()
+
+
+def _stamp(path: Path) -> _Stamp | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size)
+
+
+@dataclass
+class _Parsed:
+    """One other module, parsed and indexed once."""
+
+    path: Path
+    stamp: _Stamp
+    module: cst.Module
+    wrapper: MetadataWrapper
+    index: ModuleIndex
+    scopes: Mapping[cst.CSTNode, Scope | None]
+
+    @functools.cached_property
+    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+        return self.wrapper.resolve(PositionProvider)
+
+    @property
+    def global_scope(self) -> Scope | None:
+        return self.scopes.get(self.module)
+
+
+def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
+    if stamp[1] > _MAX_MODULE_BYTES:
+        return None
+    try:
+        module = cst.parse_module(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        return None
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
+    return _Parsed(path, stamp, module, wrapper, index, wrapper.resolve(ScopeProvider))
+
+
+@dataclass
+class _Other:
+    """Another module's analysis, following its own imports one level less deep."""
+
+    parsed: _Parsed
+    analysis: TaintAnalysis
+    imports: ProjectImports | None
+
+    def valid(self) -> bool:
+        """Whether neither the module nor a file its analysis used has changed."""
+        if _stamp(self.parsed.path) != self.parsed.stamp:
+            return False
+        used = self.imports.used if self.imports is not None else {}
+        return all(_stamp(path) == stamp for path, stamp in used.items())
+
+
+# The process-wide cache: one analysis per (module, depth, project).
+_others: dict[tuple[Path, int, Project], _Other] = {}
+_parsed: dict[Path, _Parsed | None] = {}
+
+
+def _other(path: Path, depth: int, project: Project) -> _Other | None:
+    key = (path, depth, project)
+    cached = _others.get(key)
+    if cached is not None and cached.valid():
+        return cached
+    stamp = _stamp(path)
+    if stamp is None:
+        return None
+    parsed = _parsed.get(path)
+    if parsed is None or parsed.stamp != stamp:
+        parsed = _parse(path, stamp)
+        _parsed[path] = parsed
+        if parsed is None:
+            return None
+    imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
+    analysis = TaintAnalysis(parsed.index, parsed.scopes, project.extra_volatile, imports)
+    other = _others[key] = _Other(parsed, analysis, imports)
+    return other
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What an imported name is in its module: a function (`method`: called with
+    its first parameter bound, a classmethod) or a module-level value."""
+
+    other: _Other
+    node: FunctionNode | cst.Name
+    method: bool = False
+
+
+@dataclass
+class ProjectImports:
+    """Follows the imports of one module (`path`) into the project, `depth` modules deep.
+
+    `record` (the linted module's own instance) records every file used as a
+    dependency of the lint result.
+    """
+
+    path: Path
+    project: Project
+    depth: int = MAX_DEPTH
+    record: bool = False
+    used: dict[Path, _Stamp] = field(default_factory=dict)
+    _targets: dict[str, list[_Target]] = field(default_factory=dict)
+    _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
+
+    # queries ----------------------------------------------------------------
+    def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
+        """Taints of `call` when it calls a function of another project module, else None."""
+        functions = [
+            (t.other, t.node, t.method)
+            for name in self._import_names(analysis, call.func)
+            for t in self._resolve(name)
+            if not isinstance(t.node, cst.Name)
+        ]
+        if not functions:
+            return None
+        spelled = f"{_spelling(call.func)}()"
+        result: set[Taint] = set()
+        for other, function, method in functions:
+            passed, own = analysis.through(other.analysis, function, call, method)
+            result |= passed
+            result |= {
+                self._anchored(analysis, call, spelled, other, taint)
+                for taint in own
+                if taint.kind == "volatile"
+            }
+            self._use(other)
+        return result
+
+    def value_taints(
+        self, analysis: TaintAnalysis, node: cst.Name | cst.Attribute
+    ) -> set[Taint] | None:
+        """Taints of `node` when it reads a constant of another project module, else None."""
+        targets = [
+            t
+            for name in self._import_names(analysis, node)
+            for t in self._resolve(name)
+            if isinstance(t.node, cst.Name)
+        ]
+        if not targets:
+            return None
+        spelled = _spelling(node)
+        result: set[Taint] = set()
+        for target in targets:
+            for taint in target.other.analysis.taints(target.node, Env(None)):
+                if taint.kind == "volatile":
+                    result.add(self._anchored(analysis, node, spelled, target.other, taint))
+            self._use(target.other)
+        return result
+
+    def _anchored(
+        self,
+        analysis: TaintAnalysis,
+        node: cst.BaseExpression,
+        spelled: str,
+        other: _Other,
+        taint: Taint,
+    ) -> Taint:
+        """`taint` of another module, reported on `node` of this one."""
+        via = taint.via
+        if via is None:
+            line = other.parsed.positions[taint.origin].start.line
+            at_import = other.analysis.at_import(taint.origin)
+            via = Via(spelled, self.project.display(other.parsed.path), line, at_import)
+        period = "process" if analysis.at_import(node) else taint.period
+        return Taint("volatile", node, taint.detail, period, via=replace(via, name=spelled))
+
+    # resolution -------------------------------------------------------------
+    def _import_names(self, analysis: TaintAnalysis, node: cst.BaseExpression) -> list[str]:
+        scope = analysis.scopes.get(node)
+        if scope is None:
+            return []
+        return sorted(
+            q.name
+            for q in scope.get_qualified_names_for(node)
+            if q.source is QualifiedNameSource.IMPORT
+        )
+
+    def _resolve(self, qualified: str) -> list[_Target]:
+        """What the imported dotted name stands for in the project (empty: not followed)."""
+        cached = self._targets.get(qualified)
+        if cached is None:
+            cached = self._targets[qualified] = self._find(qualified)
+        return cached
+
+    def _find(self, qualified: str) -> list[_Target]:
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = qualified[level:].split(".") if qualified[level:] else []
+        # the longest module prefix that is a file of the project wins
+        for split in range(len(parts), -1 if level else 0, -1):
+            path = self._module_file(level, tuple(parts[:split]))
+            if path is None:
+                continue
+            attributes = parts[split:]
+            if not attributes or len(attributes) > 2 or path == self.path.absolute():
+                return []
+            other = _other(path, self.depth, self.project)
+            if other is None:
+                return []
+            self._use(other)
+            return self._lookup(other, attributes)
+        return []
+
+    def _module_file(self, level: int, parts: tuple[str, ...]) -> Path | None:
+        key = (level, parts)
+        if key not in self._files:
+            self._files[key] = self._search(level, parts)
+        return self._files[key]
+
+    def _search(self, level: int, parts: tuple[str, ...]) -> Path | None:
+        folder = self.path.absolute().parent
+        if level:
+            for _ in range(level - 1):
+                folder = folder.parent
+            bases = [folder] if self.project.contains(folder) else []
+        else:
+            bases = [f for f in (folder, *folder.parents) if self.project.contains(f)]
+        for base in bases:
+            candidates = [base.joinpath(*parts, "__init__.py")]
+            if parts:
+                candidates.insert(0, base.joinpath(*parts[:-1], f"{parts[-1]}.py"))
+            for candidate in candidates:
+                if candidate.is_file():
+                    return candidate
+        return None
+
+    def _lookup(self, other: _Other, attributes: list[str]) -> list[_Target]:
+        scope = other.parsed.global_scope
+        if not attributes or not isinstance(scope, GlobalScope) or attributes[0] not in scope:
+            return []
+        found: list[_Target] = []
+        for assignment in scope[attributes[0]]:
+            if isinstance(assignment, ImportAssignment):
+                # a re-export (`from .dates import today` in a package's __init__)
+                if other.imports is not None:
+                    for name in sorted(
+                        q.name
+                        for q in scope.get_qualified_names_for(attributes[0])
+                        if q.source is QualifiedNameSource.IMPORT
+                    ):
+                        found += other.imports._resolve(".".join([name, *attributes[1:]]))
+                continue
+            node = getattr(assignment, "node", None)
+            if len(attributes) == 2:
+                if isinstance(node, cst.ClassDef):
+                    found += _static_method(other, node, attributes[1])
+            elif isinstance(node, cst.FunctionDef):
+                found.append(_Target(other, node))
+            elif isinstance(node, cst.Name):
+                lambdas = [
+                    source.value
+                    for source in other.parsed.index.values.get(id(node), [])
+                    if isinstance(source.value, cst.Lambda)
+                ]
+                found += [_Target(other, f) for f in lambdas] or [_Target(other, node)]
+        return found
+
+    # dependencies -----------------------------------------------------------
+    def _use(self, other: _Other) -> None:
+        """Note `other`'s file, and every file its analysis used so far, as used."""
+        self.used[other.parsed.path] = other.parsed.stamp
+        if other.imports is not None:
+            self.used.update(other.imports.used)
+        if self.record:
+            for path in self.used:
+                record_dependency(path)
+
+
+def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
+    """`Class.name` callable without an instance: a staticmethod or a classmethod."""
+    method = other.parsed.index.class_methods.get(id(owner), {}).get(name)
+    if method is None:
+        return []
+    decorators = {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}
+    if "staticmethod" in decorators:
+        return [_Target(other, method)]
+    if "classmethod" in decorators:
+        return [_Target(other, method, method=True)]
+    return []
+
+
+def _spelling(node: cst.BaseExpression) -> str:
+    parts = dotted_parts(node)
+    return ".".join(parts) if parts else "the imported value"
