@@ -9,6 +9,10 @@ cell magic is blanked (`%%bash`, `%%writefile`, ...) except for the magics
 that run the cell as Python (`%%time`, `%%capture`, ...), whose first line
 alone is blanked. Markdown and raw cells are not code and are skipped. A cell
 that does not parse is reported and left out, and the other cells are linted.
+A cell is checked with the interpreter's grammar and, when the notebook
+declares a newer Python (`metadata.language_info.version`) or none, with
+libcst's, which covers newer grammars (PEP 701 f-strings such as
+`f"{x["k"]}"`); a notebook declaring an older Python gets no such second try.
 
 Findings on the module are mapped back to (cell, row in cell); fixes are
 applied to the cells' own source and written back by replacing only the JSON
@@ -21,10 +25,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import libcst as cst
 from prefixkit.sdk.errors import PrefixkitError
 
 from .finding import Edit, Finding, Position
@@ -172,6 +178,7 @@ class Notebook:
 
     text: str
     cells: tuple[_Cell, ...]
+    python: tuple[int, int] | None = None  # the Python it declares (language_info.version)
 
     def module(self, blank: frozenset[int] = frozenset()) -> str:
         """The code cells as one module (IPython syntax neutralised, rows kept); the
@@ -204,12 +211,21 @@ class Notebook:
         try:
             compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         except SyntaxError as error:
+            newer = _parses_on_newer_grammar(source)
+            if newer and (self.python is None or self.python > sys.version_info[:2]):
+                return None
             start = self._starts()[position]
             row = min(max(error.lineno or 1, 1), max(len(self.cells[position].lines), 1))
             # the message's own "line N" counts in the cell; findings count module rows
             message = _LINE_REFERENCE.sub(
                 lambda match: f"line {start + int(match.group(1)) - 1}", error.msg
             )
+            if newer and self.python is not None:
+                major, minor = self.python
+                message += (
+                    f" (on Python {major}.{minor}, the version the notebook declares;"
+                    " newer Pythons accept it)"
+                )
             return message, start + row - 1, max(error.offset or 1, 1)
         except ValueError:
             return None
@@ -353,6 +369,25 @@ def _python_cell(cell: dict[str, Any]) -> bool:
     return not isinstance(language, str) or language.lower() in ("python", "ipython")
 
 
+def _parses_on_newer_grammar(source: str) -> bool:
+    """Whether libcst, whose parser covers the grammars of newer Pythons than this
+    interpreter's, parses the cell."""
+    try:
+        cst.parse_module(source)
+    except (cst.ParserSyntaxError, RecursionError):
+        return False
+    return True
+
+
+def _declared_python(document: dict[str, Any]) -> tuple[int, int] | None:
+    """(major, minor) of `metadata.language_info.version` ("3.13.2"), or None."""
+    metadata = document.get("metadata")
+    info = metadata.get("language_info") if isinstance(metadata, dict) else None
+    version = info.get("version") if isinstance(info, dict) else None
+    match = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
+
+
 def _language(document: dict[str, Any]) -> str:
     metadata = document.get("metadata")
     if not isinstance(metadata, dict):
@@ -400,4 +435,4 @@ def parse_notebook(text: str) -> Notebook:
         lines = _source_lines(cell.get("source", ""), f"cell {index + 1}")
         location = None if span is None else (span[0], span[1])
         cells.append(_Cell(index, lines, location, None if span is None else span[2]))
-    return Notebook(text, tuple(cells))
+    return Notebook(text, tuple(cells), _declared_python(document))

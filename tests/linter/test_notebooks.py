@@ -256,3 +256,27 @@ def test_automagic_installs_and_cells_marked_as_another_language_are_not_python(
         ),
     )
     assert lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
+
+
+def _declaring(version: str | None, cell: str) -> str:
+    document = json.loads(_notebook(([cell], {})))
+    if version is not None:
+        document["metadata"] = {"language_info": {"name": "python", "version": version}}
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("version", ["3.13.2", None])
+def test_newer_grammar_parses_in_a_notebook_declaring_a_newer_python_or_none(
+    tmp_path: Path, version: str | None
+) -> None:
+    text = _declaring(version, 'row = {"k": 1}\nprint(f"value: {row["k"]}")\n')
+    assert lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
+
+
+def test_newer_grammar_is_an_error_in_a_notebook_declaring_an_older_python(
+    tmp_path: Path,
+) -> None:
+    text = _declaring("3.8.10", "print(f\"{'\\n'.join(['a', 'b'])}\")\n")
+    (finding,) = lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
+    assert finding.code == "PFX000"
+    assert "on Python 3.8, the version the notebook declares" in finding.message
