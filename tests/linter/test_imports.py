@@ -1,0 +1,243 @@
+"""Values followed through imports into the other modules of the linted project."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from prefixkit.cli.main import main
+from prefixkit.linter.config import LintConfig
+from prefixkit.linter.engine import lint_paths
+from prefixkit.linter.project_imports import MAX_DEPTH
+from prefixkit.linter.result_cache import ResultCache
+
+DATES = (
+    "from datetime import datetime\n"
+    "import time\n"
+    "\n"
+    "def get_today_str():\n"
+    "    return datetime.now().strftime('%a %b %d, %Y')\n"
+    "\n"
+    "def stamp():\n"
+    "    return str(time.time())\n"
+    "\n"
+    "def static_text():\n"
+    "    return 'You are helpful.'\n"
+    "\n"
+    "def label(value, user):\n"
+    "    return f'{value} for {user.email}'\n"
+    "\n"
+    "BOOTED = f'booted at {time.time()}'\n"
+    "\n"
+    "class Prompt:\n"
+    "    @staticmethod\n"
+    "    def system_prompt(name):\n"
+    "        return f'You are {name}. It is {datetime.now()}.'\n"
+    "\n"
+    "    @classmethod\n"
+    "    def dated(cls, name):\n"
+    "        return f'{name} {get_today_str()}'\n"
+)
+
+
+def system_call(expression: str, imports: str) -> str:
+    return (
+        f"{imports}\n"
+        "from langchain_core.messages import SystemMessage\n"
+        "\n"
+        "def messages(q):\n"
+        f"    return [SystemMessage(content={expression}), q]\n"
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A src/ layout: src/app/{__init__,dates}.py, the linted modules beside them."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    package = tmp_path / "src" / "app"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "dates.py").write_text(DATES, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(project: Path, source: str, name: str = "main.py") -> Path:
+    path = project / "src" / "app" / name
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def findings(capsys: pytest.CaptureFixture[str], *paths: str) -> list[dict[str, object]]:
+    capsys.readouterr()
+    main(["lint", *paths, "--no-cache", "--exit-zero", "--format", "json"])
+    items: list[dict[str, object]] = json.loads(capsys.readouterr().out)
+    return items
+
+
+def rows(items: list[dict[str, object]]) -> list[tuple[object, object]]:
+    return [(item["code"], item["location"]) for item in items]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("imports", "expression"),
+    [
+        ("from .dates import get_today_str", "f'Date: {get_today_str()}'"),
+        ("from app.dates import get_today_str", "f'Date: {get_today_str()}'"),
+        ("import app.dates as d", "f'Date: {d.get_today_str()}'"),
+        ("from app import dates", "f'Date: {dates.get_today_str()}'"),
+        ("import app.dates", "f'Date: {app.dates.get_today_str()}'"),
+    ],
+    ids=["relative", "absolute-src-layout", "module-alias", "from-package", "dotted"],
+)
+def test_each_import_form_reaches_the_function_in_the_other_module(
+    project: Path, capsys: pytest.CaptureFixture[str], imports: str, expression: str
+) -> None:
+    write(project, system_call(expression, imports))
+    (item,) = findings(capsys, "src/app/main.py")
+    assert item["code"] == "PFX001"
+    assert item["location"] == {"row": 5, "column": 44}
+    message = str(item["message"])
+    assert "get_today_str()` (src/app/dates.py:5) returns `datetime.datetime.now()`" in message
+    assert "formatted to the day, which changes once a day" in message
+
+
+def test_static_and_class_methods_are_followed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        project,
+        system_call(
+            "Prompt.system_prompt('Ada')\n        + Prompt.dated('Ada')",
+            "from .dates import Prompt",
+        ),
+    )
+    messages = [str(item["message"]) for item in findings(capsys, "src/app/main.py")]
+    assert len(messages) == 2
+    assert "`Prompt.system_prompt()` (src/app/dates.py:21)" in messages[0]
+    assert "changes on every request" in messages[0]
+    assert "`Prompt.dated()` (src/app/dates.py:5)" in messages[1]
+    assert "changes once a day" in messages[1]
+
+
+def test_a_constant_computed_at_import_of_the_other_module_changes_per_process(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(project, system_call("BOOTED", "from .dates import BOOTED"))
+    (item,) = findings(capsys, "src/app/main.py")
+    assert item["location"] == {"row": 5, "column": 35}
+    message = str(item["message"])
+    assert "`BOOTED` (src/app/dates.py:16) holds `time.time()`" in message
+    assert "computed once when src/app/dates.py is loaded" in message
+    assert "every process start" in message
+
+
+def test_the_call_arguments_are_substituted_into_the_other_modules_function(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "render.py").write_text(
+        "def render(value):\n    return f'You are terse. Now: {value}'\n", encoding="utf-8"
+    )
+    write(
+        project,
+        system_call("render(time.time())", "import time\nfrom .render import render"),
+    )
+    (item,) = findings(capsys, "src/app/main.py")
+    assert item["location"] == {"row": 6, "column": 42}
+    assert str(item["message"]).startswith("`time.time()` changes on every request")
+
+
+def test_a_package_init_that_re_exports_a_function_is_followed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "__init__.py").write_text(
+        "from .dates import stamp as build_stamp\n", encoding="utf-8"
+    )
+    write(project, system_call("build_stamp()", "from app import build_stamp"))
+    (item,) = findings(capsys, "src/app/main.py")
+    assert "`build_stamp()` (src/app/dates.py:8) returns `time.time()`" in str(item["message"])
+
+
+def test_a_function_returning_fixed_text_is_not_reported(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(project, system_call("static_text()", "from .dates import static_text"))
+    assert findings(capsys, "src/app/main.py") == []
+
+
+def test_identity_data_is_not_carried_across_modules(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(project, system_call("label('plan', q)", "from .dates import label"))
+    assert findings(capsys, "src/app/main.py") == []
+
+
+def test_installed_and_standard_library_modules_are_not_followed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # email.utils.formatdate() formats the current time, but it is not project code
+    write(project, system_call("formatdate()", "from email.utils import formatdate"))
+    assert findings(capsys, "src/app/main.py") == []
+
+
+def test_a_module_outside_the_project_is_not_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "shared"
+    outside.mkdir()
+    (outside / "clock.py").write_text("import time\ndef now():\n    return time.time()\n")
+    inside = tmp_path / "service"
+    inside.mkdir()
+    (inside / ".git").mkdir()  # the repository ends here
+    (inside / "main.py").write_text(
+        system_call("f'{now()}'", "from shared.clock import now"), encoding="utf-8"
+    )
+    (inside / "relative.py").write_text(
+        system_call("f'{now()}'", "from ..shared.clock import now"), encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert findings(capsys, "service") == []
+
+
+def test_an_import_cycle_ends_and_a_long_chain_is_cut(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package = project / "src" / "app"
+    (package / "a.py").write_text(
+        "from .b import ping\nimport time\ndef pong():\n    return ping()\n", encoding="utf-8"
+    )
+    (package / "b.py").write_text(
+        "from .a import pong\ndef ping():\n    return pong()\n", encoding="utf-8"
+    )
+    chain = [f"link{i}" for i in range(MAX_DEPTH + 1)]
+    (package / f"{chain[-1]}.py").write_text(
+        "import time\ndef value():\n    return time.time()\n", encoding="utf-8"
+    )
+    for name, inner in itertools.pairwise(chain):
+        (package / f"{name}.py").write_text(f"from .{inner} import value\n", encoding="utf-8")
+    write(project, system_call("f'{pong()}'", "from .a import pong"), "cycle.py")
+    write(project, system_call("f'{value()}'", f"from .{chain[1]} import value"), "near.py")
+    write(project, system_call("f'{value()}'", f"from .{chain[0]} import value"), "far.py")
+    items = findings(capsys, "src/app/cycle.py", "src/app/near.py", "src/app/far.py")
+    assert [item["filename"] for item in items] == ["src/app/near.py"]
+
+
+def test_changing_the_imported_module_lints_the_importing_file_again(project: Path) -> None:
+    main_py = write(project, system_call("static_text()", "from .dates import static_text"))
+    config = LintConfig(root=project)
+
+    def run() -> list[tuple[bool, int]]:
+        (outcome,) = lint_paths([main_py], config, cache=ResultCache.for_config)
+        return [(outcome.cached, len(outcome.findings))]
+
+    assert run() == [(False, 0)]
+    assert run() == [(True, 0)]
+    dates = project / "src" / "app" / "dates.py"
+    dates.write_text(
+        DATES.replace("return 'You are helpful.'", "return f'Now {time.time()}'"),
+        encoding="utf-8",
+    )
+    assert run() == [(False, 1)]
+    assert run() == [(True, 1)]
