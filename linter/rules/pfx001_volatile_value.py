@@ -30,8 +30,12 @@ class VolatileValueInCachedSegment(PythonRule):
     `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
     `Segment.versioned` (see "How the linter works" in the linter guide).
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
-    variables, and the functions and methods of the same module; imports are
-    resolved under aliases.
+    variables, the functions and methods of the same module, and the
+    functions, static and class methods and module constants imported from
+    the project's other modules (never from installed packages); imports are
+    resolved under aliases. A value computed in another module is reported on
+    the call or name that brings it in, naming the file and line where it is
+    computed.
 
     The message says when the value changes: on every request (a clock or
     uuid computed per call), once a day (`date.today()`, or a clock formatted
@@ -542,46 +546,66 @@ class VolatileValueInCachedSegment(PythonRule):
 
 def _message(context: LintContext, segment: CachedSegment, taint: Taint) -> str:
     where = f"{segment.label} (line {context.line_of(segment.node)})"
+    daily = ""
+    if taint.period == "day" and _callable(taint) not in DAILY_CALLABLES:
+        daily = " formatted to the day"
+    detail = _subject(taint, daily)
+    if taint.via is not None:
+        daily = ""  # said in the subject
     if taint.period == "process":
-        if context.analysis.at_import(taint.origin):
-            stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
+        stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
+        if taint.via is not None and taint.via.at_import:
             return (
-                f"{taint.detail} is computed once, when the module is loaded (at import, or when "
+                f"{taint.via.describe(taint.detail)}, computed once when {taint.via.path} is "
+                f"loaded, and reaches {where}: "
+                "it changes on every process start (deploy, restart, each worker), so each "
+                f"process writes its own cache entry{stale}; use a fixed value, or put it in "
+                "the latest user message"
+            )
+        if context.analysis.at_import(taint.origin):
+            return (
+                f"{detail} is computed once, when the module is loaded (at import, or when "
                 f"a notebook cell runs), and reaches {where}: it changes on every process start "
                 f"(deploy, restart, each worker), so each process writes "
                 f"its own cache entry{stale}; use a fixed value, or put it in the latest user "
                 "message"
             )
         return (
-            f"{taint.detail} differs between processes and hosts and reaches {where}: each "
+            f"{detail} differs between processes and hosts and reaches {where}: each "
             "worker writes its own cache entry; use a fixed value, or put it in the latest "
             "user message"
         )
     tail = _at_tail(context, segment, taint)
     if taint.period == "day":
-        daily = " formatted to the day" if _callable(taint) not in DAILY_CALLABLES else ""
         if tail:
             return (
-                f"{taint.detail}{daily} changes once a day and ends {where}: the text before it "
+                f"{detail}{daily} changes once a day and ends {where}: the text before it "
                 "stays cached, but once a day the messages after it are written to the cache "
                 "again; acceptable for most apps, or move it into the latest user message"
             )
         return (
-            f"{taint.detail}{daily} changes once a day and reaches {where}: the prefix from "
+            f"{detail}{daily} changes once a day and reaches {where}: the prefix from "
             "there on is written to the cache again each day (and differs between servers in "
             "other time zones); put it at the end of the cached text if a daily rewrite is "
             "acceptable, or move it into the latest user message"
         )
     if tail:
         return (
-            f"{taint.detail} changes on every request and ends {where}: the text before it can "
+            f"{detail} changes on every request and ends {where}: the text before it can "
             "still be cached, but the messages after it never are; move it into the latest "
             "user message"
         )
     return (
-        f"{taint.detail} changes on every request and reaches {where}, so the cached prefix "
+        f"{detail} changes on every request and reaches {where}, so the cached prefix "
         "never matches: move it after the cached part (e.g. into the latest user message)"
     )
+
+
+def _subject(taint: Taint, daily: str) -> str:
+    """What the message starts with: the value, or (from another module) where it comes from."""
+    if taint.via is None:
+        return taint.detail
+    return f"{taint.via.describe(taint.detail + daily)}, which"
 
 
 def _callable(taint: Taint) -> str:
