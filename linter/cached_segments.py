@@ -37,13 +37,20 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .call_sites import CallSites
 from .catalog import (
     CACHE_MARKER_KEYS,
+    CACHED_KEYWORDS,
+    INSTRUCTION_PROVIDER_CONTEXTS,
+    MESSAGE_FACTORY_METHODS,
     PROMPT_TEMPLATE_CLASSES,
     SEGMENT_CONSTRUCTORS,
     SYSTEM_MESSAGE_CLASSES,
     TEMPLATE_CONSTRUCTORS,
+    PromptEntryPoint,
+    is_message_class,
     is_system_role,
+    prompt_entry_point,
 )
 from .module_index import FunctionNode, ModuleIndex, SiteCandidate, string_value
 from .taint import Env, TaintAnalysis, dotted_parts
@@ -51,13 +58,18 @@ from .taint import Env, TaintAnalysis, dotted_parts
 __all__ = [
     "Block",
     "CachedSegment",
+    "DatetimeFlag",
     "cached_segments",
     "callee_names",
+    "datetime_flags",
     "in_user_turn",
     "request_blocks",
 ]
 
 _BLOCK_META_KEYS = CACHE_MARKER_KEYS | {"type"}
+# How many calls up a parameter that reaches a cached segment is followed.
+_MAX_CALLER_DEPTH = 3
+_FALSE_LITERALS = frozenset({"False", "None"})
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,165 @@ def _keyword_segments(
         if functions:
             label = f"the return value of `{node.value}`, given to {candidate.label}"
             return [s for f in functions for s in _returned(f, label, index)]
+    if isinstance(node, cst.Call) and _builds_message(node, analysis):
+        # `system_message=BaseMessage.make_assistant_message(content=...)`: the message's text
+        return [CachedSegment(arg.value, candidate.label, candidate.function) for arg in node.args]
     return [CachedSegment(node, candidate.label, candidate.function)]
+
+
+def _builds_message(call: cst.Call, analysis: TaintAnalysis) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in MESSAGE_FACTORY_METHODS:
+        return True
+    return is_message_class(callee_names(call, analysis))
+
+
+def _entry_point(call: cst.Call, analysis: TaintAnalysis) -> PromptEntryPoint | None:
+    return prompt_entry_point(analysis.qualified_names(call.func))
+
+
+def _entry_segments(
+    call: cst.Call, function: FunctionNode | None, index: ModuleIndex, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """The system-prompt arguments of a framework entry point (`Agent(instruction=...)`)."""
+    entry = _entry_point(call, analysis)
+    if entry is None:
+        return []
+    name = ".".join(dotted_parts(call.func) or ["?"])
+    found: list[CachedSegment] = []
+    for position, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value in CACHED_KEYWORDS:
+            continue  # a cached keyword on any callee
+        if arg.keyword is not None and arg.keyword.value in entry.keywords:
+            label = f"`{arg.keyword.value}=` of {entry.framework}'s `{name}` (its system prompt)"
+        elif arg.keyword is None and not arg.star and position == entry.positional:
+            label = f"the system message of {entry.framework}'s `{name}` (first argument)"
+        else:
+            continue
+        candidate = SiteCandidate("keyword", arg.value, label, function)
+        found += _keyword_segments(candidate, arg.value, index, analysis)
+    return found
+
+
+def _provider_segments(
+    function: cst.FunctionDef, index: ModuleIndex, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """The returns of an instruction provider (a `str` function of ADK's `ReadonlyContext`)."""
+    for param in (*function.params.posonly_params, *function.params.params):
+        annotation = param.annotation
+        if annotation is None:
+            continue
+        names = analysis.qualified_names(annotation.annotation)
+        for framework, packages, context_name in INSTRUCTION_PROVIDER_CONTEXTS:
+            if any(
+                name.rpartition(".")[2] == context_name
+                and any(name.startswith(f"{package}.") for package in packages)
+                for name in names
+            ):
+                label = (
+                    f"the return value of {framework} InstructionProvider `{function.name.value}`"
+                )
+                return _returned(function, label, index)
+    return []
+
+
+@dataclass(frozen=True)
+class DatetimeFlag:
+    """A framework flag that writes the current date and time into the system prompt."""
+
+    node: cst.Arg
+    entry: PromptEntryPoint
+    call: cst.Call
+
+
+def datetime_flags(index: ModuleIndex, analysis: TaintAnalysis) -> list[DatetimeFlag]:
+    """`add_datetime_to_context=True`-like arguments of framework entry points (agno)."""
+    found: list[DatetimeFlag] = []
+    for candidate in index.sites:
+        call = candidate.node
+        if candidate.kind != "entry" or not isinstance(call, cst.Call):
+            continue
+        flags = [
+            arg
+            for arg in call.args
+            if arg.keyword is not None
+            and not (isinstance(arg.value, cst.Name) and arg.value.value in _FALSE_LITERALS)
+        ]
+        if not flags:
+            continue
+        entry = _entry_point(call, analysis)
+        if entry is None:
+            continue
+        found += [
+            DatetimeFlag(arg, entry, call)
+            for arg in flags
+            if arg.keyword is not None and arg.keyword.value in entry.datetime_flags
+        ]
+    return found
+
+
+def _parameters(
+    segment: CachedSegment, analysis: TaintAnalysis, sites: CallSites
+) -> list[cst.Param]:
+    """Parameters of the segment's own function whose value flows into it."""
+    function = segment.function
+    if function is None:
+        return []
+    found: dict[int, cst.Param] = {}
+    values = [segment.node, *(value for value, _ in analysis.resolve(segment.node, Env(function)))]
+    for value in values:
+        for name in _names(value):
+            param = sites.parameter(name)
+            if param is not None and analysis.index.param_function.get(id(param)) is function:
+                found[id(param)] = param
+    return list(found.values())
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    """Names read in an expression (not attribute names, keywords or nested functions)."""
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+        return []
+    if isinstance(node, cst.Attribute):
+        return _names(node.value)
+    if isinstance(node, cst.Arg):
+        return _names(node.value)
+    return [name for child in node.children for name in _names(child)]
+
+
+def _through_callers(
+    segments: list[CachedSegment], index: ModuleIndex, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """What the module's calls pass for the parameters that reach a cached segment.
+
+    `def _call_model(self, model, system_prompt): client.responses.create(
+    instructions=system_prompt)` makes the argument each local call passes for
+    `system_prompt` a cached segment too, evaluated where the call is.
+    """
+    if index.module is None:
+        return []
+    sites = CallSites(index.module, analysis)
+    found: list[CachedSegment] = []
+    seen: set[int] = set()
+    frontier = [(segment, 0) for segment in segments]
+    while frontier:
+        segment, depth = frontier.pop()
+        if depth >= _MAX_CALLER_DEPTH or segment.function is None:
+            continue
+        function = segment.function
+        for param in _parameters(segment, analysis, sites):
+            for call, enclosing, method in sites.callers(function):
+                argument = analysis.arguments(function, call, method).get(id(param))
+                if argument is None or argument is param.default or id(argument) in seen:
+                    continue
+                seen.add(id(argument))
+                name = function.name.value if isinstance(function, cst.FunctionDef) else "lambda"
+                label = f"{segment.label}, through parameter `{param.name.value}` of `{name}`"
+                passed = CachedSegment(argument, label, enclosing)
+                found.append(passed)
+                frontier.append((passed, depth + 1))
+    return found
 
 
 def in_user_turn(name: cst.Name | None, index: ModuleIndex, analysis: TaintAnalysis) -> bool:
@@ -175,6 +345,10 @@ def cached_segments(
             found += _call_segments(node, candidate.function, analysis, extra_callables)
         elif candidate.kind == "returns" and isinstance(node, cst.FunctionDef):
             found += _returned(node, candidate.label, index)
+        elif candidate.kind == "entry" and isinstance(node, cst.Call):
+            found += _entry_segments(node, candidate.function, index, analysis)
+        elif candidate.kind == "provider" and isinstance(node, cst.FunctionDef):
+            found += _provider_segments(node, index, analysis)
         elif candidate.kind in ("marker-write", "content-write"):
             found += _written_segments(candidate, index, analysis)
         elif candidate.kind == "marker" and in_user_turn(
@@ -196,7 +370,7 @@ def cached_segments(
             found += _keyword_segments(candidate, node, index, analysis)
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
-    return found
+    return found + _through_callers(found, index, analysis)
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,26 @@ tables through `[tool.prefixkit.lint]` (see `config`).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 __all__ = [
     "CACHED_KEYWORDS",
     "CACHE_MARKER_KEYS",
     "DAILY_CALLABLES",
+    "INSTRUCTION_PROVIDER_CONTEXTS",
     "MAX_CACHE_MARKERS",
     "MESSAGE_CLASSES",
+    "MESSAGE_FACTORY_METHODS",
     "PER_PROCESS_CALLABLES",
     "PROMPT_DECORATORS",
+    "PROMPT_ENTRY_POINTS",
     "PROMPT_TEMPLATE_CLASSES",
     "SEGMENT_CONSTRUCTORS",
     "SET_METHODS",
     "STABLE_ROOTS",
     "STRING_METHODS",
     "SYSTEM_MESSAGE_CLASSES",
+    "SYSTEM_MESSAGE_METHODS",
     "SYSTEM_ROLES",
     "TEMPLATE_CONSTRUCTORS",
     "TOOL_BASE_CLASSES",
@@ -31,12 +36,14 @@ __all__ = [
     "TRIGGER_WORDS",
     "UNSORTED_JSON_FUNCTIONS",
     "VOLATILE_CALLABLES",
+    "PromptEntryPoint",
     "is_dict_shaped_call",
     "is_identity_name",
     "is_message_class",
     "is_system_role",
     "is_volatile_callable",
     "name_words",
+    "prompt_entry_point",
     "volatile_period",
 ]
 
@@ -133,19 +140,38 @@ MESSAGE_CLASSES: frozenset[str] = frozenset(
     }
 )
 
-# Methods that pass their arguments (not only their receiver) into the result.
-STRING_METHODS: frozenset[str] = frozenset(
+# Methods that build a chat message from their arguments: camel's
+# `BaseMessage.make_assistant_message(role_name=..., content=...)`, Haystack's
+# `ChatMessage.from_system(text)` / `.from_user(...)`, LlamaIndex's `ChatMessage.from_str(...)`.
+MESSAGE_FACTORY_METHODS: frozenset[str] = frozenset(
     {
-        "format",
-        "format_map",
-        "join",
-        "replace",
-        "substitute",
-        "safe_substitute",
-        "render",
-        "from_template",
-        "partial",
+        "make_assistant_message",
+        "make_user_message",
+        "make_system_message",
+        "from_system",
+        "from_user",
+        "from_assistant",
+        "from_str",
     }
+)
+
+# Methods that pass their arguments (not only their receiver) into the result:
+# string formatting and templating, and the message factories.
+STRING_METHODS: frozenset[str] = (
+    frozenset(
+        {
+            "format",
+            "format_map",
+            "join",
+            "replace",
+            "substitute",
+            "safe_substitute",
+            "render",
+            "from_template",
+            "partial",
+        }
+    )
+    | MESSAGE_FACTORY_METHODS
 )
 
 # Set methods that return a set when called on a set.
@@ -153,12 +179,15 @@ SET_METHODS: frozenset[str] = frozenset(
     {"union", "intersection", "difference", "symmetric_difference", "copy"}
 )
 
-# Keyword arguments whose value is part of the cached prefix of a request: provider
-# clients (`system=`, `instructions=`, `tools=`), pydantic-ai `Agent(system_prompt=...,
-# instructions=...)`, openai-agents and swarm `Agent(instructions=...)`, autogen
-# `AssistantAgent(system_message=...)` and other agents' `system_prompt=`.
+# Keyword arguments whose value is part of the cached prefix of a request, whatever the
+# callee: provider clients (`system=`, `instructions=`, `tools=`), pydantic-ai
+# `Agent(system_prompt=..., instructions=...)`, openai-agents, swarm and smolagents
+# `instructions=`, autogen and camel `system_message=`, MetaGPT's
+# `llm.aask(msg, system_msgs=[...])` and other agents' `system_prompt=`. Generic names
+# (`instruction=`, `description=`, `prompt=`) count only on a framework's own classes:
+# see `PROMPT_ENTRY_POINTS`.
 CACHED_KEYWORDS: frozenset[str] = frozenset(
-    {"system", "instructions", "tools", "system_prompt", "system_message"}
+    {"system", "instructions", "tools", "system_prompt", "system_message", "system_msgs"}
 )
 
 # Decorators (attribute names: `@agent.system_prompt`, `@agent.instructions`, pydantic-ai)
@@ -211,6 +240,16 @@ TRIGGER_WORDS: tuple[str, ...] = (
     "PromptTemplate",
     "Tool",
     "developer",
+    "instruction",
+    "from_system",
+    # packages of the frameworks in PROMPT_ENTRY_POINTS
+    "agno",
+    "phi",
+    "google.adk",
+    "crewai",
+    "langgraph",
+    "camel",
+    "browser_use",
 )
 
 # prefixkit's own constructors of cached segments (matched on the last two parts).
@@ -375,8 +414,14 @@ def _tails(names: frozenset[str]) -> set[str]:
 
 
 def is_message_class(names: frozenset[str]) -> bool:
-    """Whether a callee (its qualified names and spelling) builds a message from its arguments."""
-    return any(tail in MESSAGE_CLASSES or tail.endswith("Param") for tail in _tails(names))
+    """Whether a callee (its qualified names and spelling) builds a message from its arguments.
+
+    The known classes, any class named `*Message` (camel's `BaseMessage`, MetaGPT's
+    `UserMessage`, autogen's `TextMessage`) and the SDKs' typed `*Param`s.
+    """
+    return any(
+        tail in MESSAGE_CLASSES or tail.endswith(("Message", "Param")) for tail in _tails(names)
+    )
 
 
 def is_dict_shaped_call(names: frozenset[str]) -> bool:
@@ -399,3 +444,99 @@ def is_volatile_callable(qualified_name: str, extra: frozenset[str] = frozenset(
             if ".".join(parts[:end]) + ".*" in table:
                 return True
     return False
+
+
+@dataclass(frozen=True)
+class PromptEntryPoint:
+    """A framework's agent class (or factory) whose arguments make up its system prompt.
+
+    It matches a callee whose qualified name lies under one of `packages` and ends
+    in one of `names` (`agno.agent.Agent`): an unrelated `Agent(description=...)`
+    never does. `keywords` are the arguments the framework puts into the system
+    prompt, `positional` the index of a positional argument that is the system
+    prompt, and `datetime_flags` the boolean arguments that make the framework
+    write the current date and time into it (`datetime_note` says where).
+    """
+
+    framework: str
+    packages: tuple[str, ...]
+    names: frozenset[str]
+    keywords: frozenset[str]
+    positional: int | None = None
+    datetime_flags: frozenset[str] = frozenset()
+    datetime_note: str = ""
+
+    def matches(self, qualified_name: str) -> bool:
+        """Whether `qualified_name` is one of this entry point's callables."""
+        package, _, tail = qualified_name.rpartition(".")
+        return tail in self.names and any(
+            package == root or package.startswith(f"{root}.") for root in self.packages
+        )
+
+
+_AGNO_DATETIME = (
+    "agno writes `The current time is {datetime.now()}` (to the microsecond, unless "
+    "`datetime_format` is set) into the system message's <additional_information>, after the "
+    "description and instructions and before the tool instructions, expected output, "
+    "additional context and memories"
+)
+
+# Framework agent classes and factories whose arguments form the system prompt (a
+# function given there, such as Google ADK's InstructionProvider or agno's callable
+# instructions, contributes its return value).
+PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
+    PromptEntryPoint(
+        "Google ADK",
+        ("google.adk",),
+        frozenset({"Agent", "LlmAgent"}),
+        frozenset({"instruction", "global_instruction", "static_instruction"}),
+    ),
+    PromptEntryPoint(
+        "agno",
+        ("agno", "phi"),
+        frozenset({"Agent", "Team"}),
+        frozenset({"description", "role", "instructions", "expected_output", "additional_context"}),
+        datetime_flags=frozenset({"add_datetime_to_context", "add_datetime_to_instructions"}),
+        datetime_note=_AGNO_DATETIME,
+    ),
+    PromptEntryPoint(
+        "crewAI",
+        ("crewai",),
+        frozenset({"Agent"}),
+        frozenset({"role", "goal", "backstory", "system_template"}),
+    ),
+    PromptEntryPoint(
+        "LangGraph",
+        ("langgraph",),
+        frozenset({"create_react_agent"}),
+        frozenset({"prompt", "state_modifier", "messages_modifier"}),
+    ),
+    PromptEntryPoint(
+        "camel", ("camel",), frozenset({"ChatAgent"}), frozenset({"system_message"}), positional=0
+    ),
+    PromptEntryPoint(
+        "browser-use",
+        ("browser_use",),
+        frozenset({"Agent"}),
+        frozenset({"override_system_message", "extend_system_message"}),
+    ),
+)
+
+# Methods whose first argument (or `content=` / `text=`) is the text of a system message:
+# Haystack's `ChatMessage.from_system(text)`, Semantic Kernel's
+# `ChatHistory.add_system_message(content)`.
+SYSTEM_MESSAGE_METHODS: frozenset[str] = frozenset({"from_system", "add_system_message"})
+
+# Context types whose functions returning `str` are instruction providers, called on
+# every request for the system instruction: (framework, packages, class name).
+INSTRUCTION_PROVIDER_CONTEXTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("Google ADK", ("google.adk",), "ReadonlyContext"),
+)
+
+
+def prompt_entry_point(names: frozenset[str]) -> PromptEntryPoint | None:
+    """The framework entry point a callee (its qualified names) is, if any."""
+    for entry in PROMPT_ENTRY_POINTS:
+        if any(entry.matches(name) for name in names):
+            return entry
+    return None

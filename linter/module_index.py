@@ -17,7 +17,10 @@ import libcst as cst
 
 from .catalog import (
     CACHE_MARKER_KEYS,
+    INSTRUCTION_PROVIDER_CONTEXTS,
     PROMPT_DECORATORS,
+    PROMPT_ENTRY_POINTS,
+    SYSTEM_MESSAGE_METHODS,
     TOOL_BASE_CLASSES,
     TOOL_FIELDS,
     is_system_role,
@@ -38,6 +41,14 @@ _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 _PAYLOAD_KEYS = frozenset({"model", "messages", "max_tokens", "input"})
 # Calls with one of these keywords are provider requests (or prefixkit prompts).
 _REQUEST_KEYWORDS = frozenset({"messages", "system", "tools"})
+# Last names of framework entry points (their qualified names are checked later).
+_ENTRY_TAILS = frozenset(name for entry in PROMPT_ENTRY_POINTS for name in entry.names)
+_ENTRY_KEYWORDS = frozenset(
+    word for entry in PROMPT_ENTRY_POINTS for word in entry.keywords | entry.datetime_flags
+)
+_PROVIDER_CONTEXTS = frozenset(name for _, _, name in INSTRUCTION_PROVIDER_CONTEXTS)
+# Keywords that carry a message's text.
+_CONTENT_KEYWORDS = ("content", "text")
 
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
@@ -72,8 +83,10 @@ class SiteCandidate:
     carrying a cache marker), "call" (arguments of a call that may be
     `SystemMessage(...)`, `Segment.static(...)`, a prompt template or a
     configured cached callable), "returns" (the return values of a function
-    decorated with `@agent.system_prompt` / `@agent.instructions`),
-    "marker-write" (`receiver["cache_control"] = ...`: the receiver's other
+    decorated with `@agent.system_prompt` / `@agent.instructions`), "entry"
+    (a call that may be a framework entry point, `PROMPT_ENTRY_POINTS`),
+    "provider" (a function returning `str` that takes an instruction provider's
+    context, such as Google ADK's `ReadonlyContext`), "marker-write" (`receiver["cache_control"] = ...`: the receiver's other
     entries are cached) and "content-write" (`receiver["content"] = node`: cached
     when the receiver is a system message).
     """
@@ -115,6 +128,8 @@ class ModuleIndex:
     user_turn_names: set[int] = field(default_factory=set)
     # dicts and calls assigned to a single name: `block = {...}`
     assigned_to: dict[int, cst.Name] = field(default_factory=dict)
+    # the module indexed (for passes that need its calls, see `call_sites`)
+    module: cst.Module | None = None
 
     @property
     def has_candidates(self) -> bool:
@@ -138,7 +153,7 @@ class ModuleIndex:
         `call_tails` are last names of callables that may build one
         (`SystemMessage`, `static`, ...): their qualified names are checked later.
         """
-        index = cls()
+        index = cls(module=module)
         module.visit(_Indexer(index, cached_keywords, call_tails))
         return index
 
@@ -161,6 +176,18 @@ def _role_value(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Attribute):
         return node.attr.value
     return string_value(node)
+
+
+def _annotation_tail(annotation: cst.Annotation | None) -> str | None:
+    """The last name of an annotation (`ReadonlyContext` for `adk.ReadonlyContext`)."""
+    node = annotation.annotation if annotation is not None else None
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _returns_str(function: cst.FunctionDef) -> bool:
+    return _annotation_tail(function.returns) == "str"
 
 
 class _Indexer(cst.CSTVisitor):
@@ -250,6 +277,11 @@ class _Indexer(cst.CSTVisitor):
             if isinstance(expression, cst.Attribute) and expression.attr.value in PROMPT_DECORATORS:
                 label = f"the return value of an `@{expression.attr.value}` function"
                 self.index.sites.append(SiteCandidate("returns", node, label, node))
+        if _returns_str(node) and any(
+            _annotation_tail(param.annotation) in _PROVIDER_CONTEXTS
+            for param in (*node.params.posonly_params, *node.params.params)
+        ):
+            self.index.sites.append(SiteCandidate("provider", node, "", node))
         owner = self.classes[-1]
         if owner is not None and not self.functions:
             self.index.class_methods[id(owner)][node.name.value] = node
@@ -375,6 +407,15 @@ class _Indexer(cst.CSTVisitor):
                 self.index.sites.append(SiteCandidate("keyword", arg.value, label, self.function))
         if node.args and tail in self.call_tails:
             self.index.sites.append(SiteCandidate("call", node, "", self.function))
+        if (tail in _ENTRY_TAILS and node.args) or keywords.keys() & _ENTRY_KEYWORDS:
+            self.index.sites.append(SiteCandidate("entry", node, "", self.function))
+        if tail in SYSTEM_MESSAGE_METHODS:
+            text = next((keywords[k] for k in _CONTENT_KEYWORDS if k in keywords), None)
+            if text is None and node.args and node.args[0].keyword is None:
+                text = node.args[0].value
+            if text is not None:
+                label = f"a system message (`.{tail}(...)`)"
+                self.index.sites.append(SiteCandidate("role", text, label, self.function))
         if is_system_role(role):
             content = keywords.get("content")
             if content is None and node.args and node.args[0].keyword is None:

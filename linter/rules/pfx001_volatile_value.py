@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..cached_segments import CachedSegment
+from ..cached_segments import CachedSegment, DatetimeFlag, datetime_flags
 from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
 from ..finding import Finding
@@ -249,6 +249,48 @@ class VolatileValueInCachedSegment(PythonRule):
             "        today = datetime.now().strftime('%Y-%m-%d')\n"
             "        return [dict(role='system', content=self.fmt_system_prompt(self.main_system)),\n"
             "                dict(role='user', content=f'Date: {today}. {q}')]\n"
+        ),
+        # framework keywords count only on the framework's classes: a local `Agent` is not one
+        Valid(
+            "import datetime\n"
+            "class Agent:\n"
+            "    def __init__(self, description, instruction):\n"
+            "        self.description, self.instruction = description, instruction\n"
+            "job = Agent(description=f'Started {datetime.datetime.now()}', instruction='')\n"
+        ),
+        # agno without the datetime flag, the date in the message the agent runs with
+        Valid(
+            "import datetime\n"
+            "from agno.agent import Agent\n"
+            "agent = Agent(description='You investigate fraud.', add_datetime_to_context=False)\n"
+            "def run(q):\n"
+            "    return agent.run(f'Today is {datetime.date.today()}. {q}')\n"
+        ),
+        # camel: a static system message, the date in the step's user message
+        Valid(
+            "import datetime\n"
+            "from camel.agents import ChatAgent\n"
+            "agent = ChatAgent('You plan tasks.', model=None)\n"
+            "def plan(q):\n"
+            "    return agent.step(f'Today is {datetime.date.today()}. {q}')\n"
+        ),
+        # a parameter that reaches instructions=, every caller passing static text
+        Valid(
+            "import datetime\n"
+            "class Operator:\n"
+            "    def _call_model(self, model, system_prompt):\n"
+            "        return self.client.responses.create(model=model, instructions=system_prompt,\n"
+            "                                            input=[])\n"
+            "    def act(self, q):\n"
+            "        stamp = datetime.datetime.now()\n"
+            "        return self._call_model('m', 'You operate a browser.'), stamp\n"
+        ),
+        # a str function of some other context type is not an instruction provider
+        Valid(
+            "import datetime\n"
+            "from mylib import ReadonlyContext\n"
+            "def banner(context: ReadonlyContext) -> str:\n"
+            "    return f'Generated {datetime.datetime.now()}'\n"
         ),
     )
     INVALID = (
@@ -534,6 +576,122 @@ class VolatileValueInCachedSegment(PythonRule):
             "        return client.messages.create(system=system, messages=[q])\n",
             line=4,
         ),
+        # Google ADK: an InstructionProvider (a str function of a ReadonlyContext, given to
+        # Agent(instruction=...) in another module), and global_instruction= itself
+        Invalid(
+            "from datetime import datetime\n"
+            "from google.adk.agents.readonly_context import ReadonlyContext\n"
+            "def instruction_provider(context: ReadonlyContext) -> str:\n"
+            "    return (f'You build dashboards. State: {context.state}\\n'\n"
+            "            f\"The current date is {datetime.now().strftime('%Y-%m-%d')}.\")\n",
+            line=5,
+        ),
+        Invalid(
+            "import time\n"
+            "from google.adk.agents import LlmAgent as Worker\n"
+            "root = Worker(name='root', model='gemini-2.0-flash',\n"
+            "              global_instruction=f'Session started at {time.time()}.')\n",
+            line=4,
+        ),
+        # agno: description= (like instructions=, expected_output=, additional_context=)
+        # is the system message, here built by a helper of the same module
+        Invalid(
+            "from datetime import datetime\n"
+            "from agno.agent import Agent\n"
+            "def _build_system_prompt() -> str:\n"
+            "    return TEMPLATE.format(today=datetime.now().strftime('%Y-%m-%d'))\n"
+            "def investigate(model):\n"
+            "    return Agent(model=model, description=_build_system_prompt(), markdown=True)\n",
+            line=4,
+        ),
+        # agno's flag: the framework writes the current time into the system message
+        Invalid(
+            "from agno.agent import Agent\n"
+            "agent = Agent(\n"
+            "    instructions='You answer questions.',\n"
+            "    add_datetime_to_context=True,\n"
+            ")\n",
+            line=4,
+        ),
+        # MetaGPT: llm.aask(req, system_msgs=[...]), the time in a method of the role
+        Invalid(
+            "from datetime import datetime\n"
+            "class RoleZero:\n"
+            "    def _get_prefix(self) -> str:\n"
+            "        time_info = datetime.now().strftime('%Y-%m-%d %H:%M:%S')\n"
+            "        return f'You are {self.profile}. The current time is {time_info}.'\n"
+            "    async def _think(self, req):\n"
+            "        system_prompt = self.system_prompt.format(role_info=self._get_prefix())\n"
+            "        return await self.llm.aask(req, system_msgs=[system_prompt])\n",
+            line=4,
+        ),
+        # camel: the system message wrapped in a message factory, and as the first argument
+        Invalid(
+            "import datetime\n"
+            "from camel.agents import ChatAgent\n"
+            "from camel.messages import BaseMessage\n"
+            "def developer(model):\n"
+            "    system_message = f'You write code. Current Date: {datetime.date.today()}.'\n"
+            "    return ChatAgent(\n"
+            "        system_message=BaseMessage.make_assistant_message(\n"
+            "            role_name='Developer Agent', content=system_message),\n"
+            "        model=model)\n",
+            line=5,
+        ),
+        Invalid(
+            "import datetime\n"
+            "from camel.agents import ChatAgent\n"
+            "def planner(model):\n"
+            "    return ChatAgent(f'You plan tasks. The date is {datetime.date.today()}.', model=model)\n",
+            line=4,
+        ),
+        # a parameter that reaches instructions=, fed by a positional argument of a local call
+        Invalid(
+            "from datetime import datetime\n"
+            "class OpenAIOperator:\n"
+            "    def get_instructions(self) -> str:\n"
+            "        return f\"You operate a browser. Today is {datetime.today().strftime('%A, %B %-d, %Y')}.\"\n"
+            "    async def _call_model(self, model, system_prompt, tools):\n"
+            "        return await self.client.responses.create(model=model, instructions=system_prompt,\n"
+            "                                                  tools=tools, input=[])\n"
+            "    async def act(self):\n"
+            "        system_prompt = self.get_instructions()\n"
+            "        return await self._call_model(self.model, system_prompt, [])\n",
+            line=4,
+        ),
+        # Haystack's ChatMessage.from_system and Semantic Kernel's add_system_message
+        Invalid(
+            "from datetime import datetime\n"
+            "from haystack.dataclasses import ChatMessage\n"
+            "def messages(q):\n"
+            "    return [ChatMessage.from_system(f'Now: {datetime.now()}'), ChatMessage.from_user(q)]\n",
+            line=4,
+        ),
+        Invalid(
+            "import uuid\n"
+            "from semantic_kernel.contents import ChatHistory\n"
+            "def history():\n"
+            "    chat = ChatHistory()\n"
+            "    chat.add_system_message(f'Run {uuid.uuid4()}: you answer questions.')\n"
+            "    return chat\n",
+            line=5,
+        ),
+        # crewAI's role, goal and backstory; LangGraph's prompt=
+        Invalid(
+            "from datetime import date\n"
+            "from crewai import Agent\n"
+            "def analyst():\n"
+            "    return Agent(role='Analyst', goal='Report',\n"
+            "                 backstory=f'You are an analyst. Today is {date.today()}.')\n",
+            line=5,
+        ),
+        Invalid(
+            "import time\n"
+            "from langgraph.prebuilt import create_react_agent\n"
+            "def agent(model, tools):\n"
+            "    return create_react_agent(model, tools, prompt=f'Started {time.time()}.')\n",
+            line=4,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
@@ -542,6 +700,18 @@ class VolatileValueInCachedSegment(PythonRule):
             if taint.kind != "volatile":
                 continue
             yield context.finding(self.code, taint.origin, _message(context, segment, taint))
+        for flag in datetime_flags(context.index, context.analysis):
+            yield context.finding(self.code, flag.node, _flag_message(flag))
+
+
+def _flag_message(flag: DatetimeFlag) -> str:
+    keyword = flag.node.keyword.value if flag.node.keyword is not None else "?"
+    return (
+        f"`{keyword}=` (true) puts the current time into {flag.entry.framework}'s system prompt: "
+        f"{flag.entry.datetime_note}, so that prompt changes on every run and its cached prefix "
+        f"never matches from there on; drop the flag and put the date in the message you run "
+        f"the agent with (the latest user message)"
+    )
 
 
 def _message(context: LintContext, segment: CachedSegment, taint: Taint) -> str:

@@ -137,6 +137,23 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    system = 'Check these invoice fields:\\n' + '\\n'.join(lines)\n"
             "    return client.messages.create(system=system, messages=[q])\n"
         ),
+        # `description=` of a class that is no framework's agent is not a prompt
+        Valid(
+            "class Agent:\n"
+            "    def __init__(self, description):\n"
+            "        self.description = description\n"
+            "def job(user_email):\n"
+            "    return Agent(description=f'Report for {user_email}')\n"
+        ),
+        # a parameter that reaches instructions=, its callers passing static text
+        Valid(
+            "class Operator:\n"
+            "    def _call_model(self, system_prompt, user_input):\n"
+            "        return self.client.responses.create(model='m', instructions=system_prompt,\n"
+            "                                            input=user_input)\n"
+            "    def act(self, user_email, q):\n"
+            "        return self._call_model('You draft replies.', f'{user_email}: {q}')\n"
+        ),
     )
     INVALID = (
         # the same shapes on people: a member's name, a user's display name
@@ -222,6 +239,31 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    return AssistantAgent('mail', model_client=client,\n"
             "                          system_message=f'You draft mail for {user_email}.')\n",
             line=4,
+        ),
+        # agno's additional_context= and crewAI's backstory= are the system prompt
+        Invalid(
+            "from agno.agent import Agent\n"
+            "def assistant(model, customer_email):\n"
+            "    return Agent(model=model, instructions='You answer billing questions.',\n"
+            "                 additional_context=f'The customer is {customer_email}.')\n",
+            line=4,
+        ),
+        Invalid(
+            "from crewai import Agent\n"
+            "def concierge(user):\n"
+            "    return Agent(role='Concierge', goal='Plan trips',\n"
+            "                 backstory=f'You plan trips for {user.name}.')\n",
+            line=4,
+        ),
+        # a parameter that reaches instructions=, fed by the callers of the same module
+        Invalid(
+            "class Operator:\n"
+            "    def _call_model(self, model, system_prompt):\n"
+            "        return self.client.responses.create(model=model, instructions=system_prompt,\n"
+            "                                            input=[])\n"
+            "    def act(self, user_email):\n"
+            "        return self._call_model('m', f'You draft replies for {user_email}.')\n",
+            line=6,
         ),
     )
 
