@@ -19,6 +19,9 @@ _PLACEHOLDER = re.compile(
     r"|\$\{\s*(?P<shell>[^{}]+?)\s*\}"
     r"|(?<![{$])\{(?P<format>[A-Za-z_][\w.]*)(?:![rsa])?(?::[^{}]*)?\}(?!\})"
 )
+_TEST = re.compile(r"(?:el)?if\b")
+# What an `{% if %}` tag only tests for presence (the date is set every day).
+_PRESENCE_TESTED = frozenset({"the time", "the date", "a random id"})
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
 # Words that name the clock to the second, and ones that name only the day.
 _TIME_WORDS = frozenset({"now", "time", "timestamp", "datetime", "utcnow", "clock"})
@@ -26,6 +29,38 @@ _DAY_WORDS = frozenset({"today", "date", "weekday", "tomorrow", "yesterday"})
 _ID_WORDS = frozenset({"uuid", "guid", "nonce", "random"})
 _USER_WORDS = frozenset(
     {"user", "customer", "tenant", "session", "request", "account", "member", "patient"}
+)
+# Words naming the request's own content (its task, documents, conversation): a prompt
+# holding one is rendered per request from that placeholder on.
+_CONTENT_WORDS = frozenset(
+    {
+        "context",
+        "content",
+        "contents",
+        "comment",
+        "comments",
+        "issue",
+        "question",
+        "query",
+        "input",
+        "task",
+        "message",
+        "messages",
+        "history",
+        "conversation",
+        "transcript",
+        "document",
+        "documents",
+        "text",
+        "patch",
+        "diff",
+        "feedback",
+        "observation",
+        "result",
+        "results",
+        "review",
+        "problem",
+    }
 )
 _KEYWORDS = frozenset(
     {
@@ -55,10 +90,9 @@ _KEYWORDS = frozenset(
 
 def _reason(expression: str) -> tuple[str, str] | None:
     """What the placeholder fills in and how often it changes, or None when it is stable."""
-    for dotted in _IDENTIFIER.findall(expression):
-        parts = dotted.split(".")
+    for parts in _names(expression):
         words = {word for part in parts for word in name_words(part)}
-        if not words or parts[0] in _KEYWORDS:
+        if not words:
             continue
         if _TIME_WORDS & words:
             return "the time", "on every request"
@@ -71,6 +105,19 @@ def _reason(expression: str) -> tuple[str, str] | None:
     return None
 
 
+def _names(expression: str) -> list[list[str]]:
+    """The dotted names a placeholder reads, each as parts (template keywords left out)."""
+    names = [dotted.split(".") for dotted in _IDENTIFIER.findall(expression)]
+    return [parts for parts in names if parts[0] not in _KEYWORDS]
+
+
+def _is_content(expression: str) -> bool:
+    """Whether a placeholder fills in the request's own content (`{{ issue_context }}`)."""
+    return any(
+        _CONTENT_WORDS & set(name_words(part)) for parts in _names(expression) for part in parts
+    )
+
+
 class VolatilePlaceholderInPrompt(PromptRule):
     """A static prompt file has a placeholder for a date, time, id or user data.
 
@@ -80,6 +127,14 @@ class VolatilePlaceholderInPrompt(PromptRule):
     (`now`, `date`, `timestamp`...), a random id (`uuid`, `nonce`) or a user,
     customer, tenant, session or request value. Placeholders for stable
     values (`{{ product_name }}`, `{tone}`) are fine.
+
+    Only a file's first such placeholder is reported: the prefix is broken
+    from there on, so a later one (a second per-request field) breaks nothing
+    new. An `{% if date %}` tag only tests that the date is set; the
+    `{{ date }}` inside it is the placeholder reported. Neither is
+    one after a placeholder for the request's own content
+    (`{{ issue_context }}`, `{{ review_comments }}`, `{question}`): that
+    template is rendered per request from there on anyway.
 
     ## Why it breaks caching
     Once rendered, the placeholder puts a value that changes per request (or
@@ -115,8 +170,28 @@ class VolatilePlaceholderInPrompt(PromptRule):
         ),
         # files outside the prompt globs are not prompt files
         Valid("Today is {{ now }}.\n", path="docs/notes.md"),
+        # a per-request task template: the thread comes after the issue, already per request
+        Valid(
+            "Decide whether the feedback was addressed.\n\nIssue descriptions:\n"
+            "{{ issue_context }}\n\nPR thread comments:\n{{ thread_context }}\n",
+            path="prompts/guess_success/pr-thread-check.jinja",
+        ),
     )
     INVALID = (
+        # reported where the date is filled in, not at the tag testing it
+        Invalid(
+            "You are a coding agent.\n{% if runtime_info.date %}\n"
+            "Today's date is {{ runtime_info.date }} (UTC).\n{% endif %}\n",
+            line=3,
+            path="prompts/additional_info.j2",
+        ),
+        # the same placeholder with no per-request content before it
+        Invalid(
+            "Decide whether the feedback was addressed.\n\nPR thread comments:\n"
+            "{{ thread_context }}\n\nIssue descriptions:\n{{ issue_context }}\n",
+            line=4,
+            path="prompts/guess_success/pr-thread-check.jinja",
+        ),
         Invalid(
             "You are the support agent for {{ product_name }}.\nToday is {{ current_date }}.\n",
             line=2,
@@ -134,18 +209,26 @@ class VolatilePlaceholderInPrompt(PromptRule):
     )
 
     def check(self, context: PromptContext) -> Iterator[Finding]:
-        """Report each placeholder that names volatile or per-user data."""
+        """Report the first placeholder that names volatile or per-user data, unless
+        a placeholder for the request's content comes before it."""
         for match in _PLACEHOLDER.finditer(context.text):
             expression = next(group for group in match.groups() if group is not None)
             reason = _reason(expression)
             if reason is None:
+                if _is_content(expression):
+                    return
                 continue
             what, period = reason
+            kind = "tag" if match.group("tag") is not None else "placeholder"
+            if kind == "tag" and _TEST.match(expression) and what in _PRESENCE_TESTED:
+                continue  # `{% if runtime_info.date %}` is true every day: the `{{ }}` changes
+            verb = "depends on" if kind == "tag" else "fills in"
             yield context.finding(
                 self.code,
                 match.start(),
                 match.end(),
-                f"placeholder `{match.group(0)}` fills in {what}, so this static prompt and "
+                f"{kind} `{match.group(0)}` {verb} {what}, so this static prompt and "
                 f"everything cached after it change {period}: keep the file constant and pass "
                 "the value in the user message (or a dynamic segment)",
             )
+            return
