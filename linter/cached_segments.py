@@ -2,13 +2,20 @@
 
 Recognised (a value reaching one of these is part of the cached prefix):
 
-- `system=`, `instructions=`, `tools=`, `system_prompt=` and `system_message=`
-  arguments of any call (provider clients, pydantic-ai, openai-agents, swarm,
-  autogen, `prefixkit.sdk.Prompt`), plus configured keywords, the same keys of
-  a request payload dict (one with `model`, `messages`, `max_tokens` or
-  `input`, sent with `**params`) and `kwargs["system"] = ...` assignments; a
-  function given there (`Agent(instructions=build)`) contributes its return
-  value;
+- `system=`, `instructions=`, `tools=`, `system_prompt=`, `system_message=`
+  and `system_msgs=` arguments of any call (provider clients, pydantic-ai,
+  openai-agents, swarm, autogen, camel, MetaGPT, `prefixkit.sdk.Prompt`), plus
+  configured keywords, the same keys of a request payload dict (one with
+  `model`, `messages`, `max_tokens` or `input`, sent with `**params`) and
+  `kwargs["system"] = ...` assignments; a function given there
+  (`Agent(instructions=build)`) contributes its return value, a message
+  factory (`BaseMessage.make_assistant_message(content=...)`) its arguments;
+- the system-prompt arguments of framework agents, matched by qualified name
+  (`catalog.PROMPT_ENTRY_POINTS`: Google ADK `instruction=`, agno
+  `description=`, crewAI `backstory=`, LangGraph `prompt=`, camel
+  `ChatAgent`'s first argument, ...), and the return values of Google ADK
+  InstructionProviders (a `str` function of a `ReadonlyContext`);
+  `datetime_flags` lists agno's `add_datetime_to_context=True`-like flags;
 - the return values of functions decorated with `@agent.system_prompt` or
   `@agent.instructions` (pydantic-ai);
 - the content of system and developer messages: dicts, `dict(role=...)`,
@@ -19,13 +26,17 @@ Recognised (a value reaching one of these is part of the cached prefix):
   `ChatCompletionSystemMessageParam(...)` / `...DeveloperMessageParam(...)`,
   and the template text of `PromptTemplate(...)` / `.from_template(...)`
   (LangChain, LlamaIndex);
+- the text of Haystack's `ChatMessage.from_system(...)` and Semantic Kernel's
+  `add_system_message(...)`;
 - content blocks carrying `cache_control` or `prompt_cache_breakpoint` (dicts,
   typed params such as `TextBlockParam(...)`, or a block completed by
   `block["cache_control"] = ...`; not request payloads with a top-level
   `cache_control`), unless they sit in a user or assistant message (a
   breakpoint on the latest user turn is the recommended rolling pattern);
 - prefixkit's `Segment.static(...)` and `Segment.versioned(...)`;
-- arguments of configured cached callables.
+- arguments of configured cached callables;
+- what the module's calls pass for a parameter of the function building a
+  segment when that parameter flows into it (up to three calls up).
 
 `request_blocks` lays out one provider request (tools -> system -> messages)
 as blocks with their markers, for the breakpoint rules.

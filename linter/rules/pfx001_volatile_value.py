@@ -20,17 +20,26 @@ class VolatileValueInCachedSegment(PythonRule):
     """A clock, date, uuid, random number, pid or hostname reaches a cached segment.
 
     Cached segments are what the provider caches: `system=`, `instructions=`,
-    `tools=`, `system_prompt=` and `system_message=` arguments (provider
-    clients of every kind, pydantic-ai, openai-agents, swarm, autogen), the
+    `tools=`, `system_prompt=`, `system_message=` and `system_msgs=` arguments
+    (provider clients of every kind, pydantic-ai, openai-agents, swarm,
+    smolagents, autogen, camel, MetaGPT), the framework agents' own
+    system-prompt arguments (Google ADK `instruction=` and its
+    InstructionProviders, agno `description=` / `instructions=` /
+    `additional_context=`, crewAI `role=` / `goal=` / `backstory=`, LangGraph
+    `create_react_agent(prompt=...)`, camel `ChatAgent`'s first argument), the
     return value of `@agent.system_prompt` / `@agent.instructions` functions
     and of functions given as `instructions=`, system and developer messages
     (dicts, `dict(role=...)`, the SDKs' typed params, LangChain `("system",
-    ...)` tuples, `SystemMessage`, LlamaIndex `ChatMessage(role=MessageRole.SYSTEM)`),
+    ...)` tuples, `SystemMessage`, LlamaIndex `ChatMessage(role=MessageRole.SYSTEM)`,
+    Haystack `ChatMessage.from_system`, Semantic Kernel `add_system_message`),
     prompt templates' text, blocks carrying `cache_control` or
     `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
     `Segment.versioned` (see "How the linter works" in the linter guide).
+    agno's `add_datetime_to_context=True` is reported too: agno then writes
+    the current time into the system message.
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
-    variables, the functions and methods of the same module, and the
+    message factories, variables, back from a parameter to what the module's
+    calls pass for it, the functions and methods of the same module, and the
     functions, static and class methods and module constants imported from
     the project's other modules (never from installed packages); imports are
     resolved under aliases. A value computed in another module is reported on

@@ -1,0 +1,62 @@
+"""Framework entry points and parameters followed back to their callers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefixkit.linter.catalog import PROMPT_ENTRY_POINTS, prompt_entry_point
+from prefixkit.linter.config import LintConfig
+from prefixkit.linter.engine import lint_text
+from prefixkit.linter.finding import Finding
+
+
+def _lint(tmp_path: Path, code: str) -> list[Finding]:
+    path = tmp_path / "example.py"
+    path.write_text(code, encoding="utf-8")
+    return lint_text(code, path, LintConfig(root=tmp_path, select=("PFX001",)))
+
+
+def test_entry_point_is_matched_by_package_and_class_name() -> None:
+    agno = next(entry for entry in PROMPT_ENTRY_POINTS if entry.framework == "agno")
+    assert prompt_entry_point(frozenset({"agno.agent.Agent"})) == agno
+    assert prompt_entry_point(frozenset({"agnostic.Agent"})) is None
+    assert prompt_entry_point(frozenset({"agno.tools.Toolkit"})) is None
+
+
+def test_only_the_caller_passing_a_volatile_value_is_reported(tmp_path: Path) -> None:
+    code = (
+        "import time\n"
+        "def ask(client, system_prompt):\n"
+        "    return client.responses.create(instructions=system_prompt, input=[])\n"
+        "def fixed(client):\n"
+        "    return ask(client, 'You help.')\n"
+        "def stamped(client):\n"
+        "    return ask(client, f'Started {time.time()}')\n"
+    )
+    assert [finding.start.row for finding in _lint(tmp_path, code)] == [7]
+
+
+def test_a_parameter_is_followed_three_calls_up_and_no_further(tmp_path: Path) -> None:
+    code = (
+        "import time\n"
+        "def ask(client, system):\n"
+        "    return client.messages.create(system=system, messages=[])\n"
+        "def one(client, text):\n"
+        "    return ask(client, text)\n"
+        "def two(client, text):\n"
+        "    return one(client, text)\n"
+        "def three(client, text):\n"
+        "    return two(client, f'{time.time()} {text}')\n"
+        "def four(client):\n"
+        "    return three(client, str(time.monotonic()))\n"
+    )
+    findings = _lint(tmp_path, code)
+    assert [(finding.start.row, finding.start.column) for finding in findings] == [(9, 27)]
+
+
+def test_agno_datetime_flag_message_says_where_agno_writes_the_time(tmp_path: Path) -> None:
+    code = "from agno.agent import Agent\nagent = Agent(add_datetime_to_context=True)\n"
+    [finding] = _lint(tmp_path, code)
+    assert finding.start.row == 2
+    assert "additional_information" in finding.message
+    assert "`add_datetime_to_context=`" in finding.message
