@@ -84,6 +84,9 @@ PERIODS = ("request", "process", "day")
 _MAX_DEPTH = 6
 _MAX_ACTIVE = 100  # values being followed at once: deeper chains are cut, not crashed on
 _SET_BUILDERS = frozenset({"builtins.set", "builtins.frozenset"})
+# Random picks among options: over a few fixed options each variant caches on its own.
+_RANDOM_PICKS = frozenset({"random.choice", "random.choices", "random.sample", "secrets.choice"})
+_CONSTANTS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
 _SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractSet", "MutableSet"})
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})
 _STRINGIFY = frozenset({"builtins.str", "builtins.repr"})
@@ -608,6 +611,8 @@ class TaintAnalysis:
         names = self.qualified_names(node.func)
         args = [arg.value for arg in node.args]
         first = args[0] if args else None
+        if names & _RANDOM_PICKS and first is not None and self._fixed_options(first):
+            return set()
         for name in sorted(names):
             if is_volatile_callable(name, self.extra_volatile):
                 return {Taint("volatile", node, f"`{name}()`", self._period(name, first, node))}
@@ -637,6 +642,31 @@ class TaintAnalysis:
         if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
             return self._union(args)
         return set()
+
+    def _fixed_options(self, node: cst.BaseExpression) -> bool:
+        """Whether `node` is a few fixed options: a literal list or tuple of constants
+        (or a name bound only to one, never mutated), or `range(len(x))`, an index
+        into one collection."""
+        if isinstance(node, cst.Call) and "builtins.list" in self.qualified_names(node.func):
+            return len(node.args) == 1 and self._fixed_options(node.args[0].value)
+        if isinstance(node, cst.Call) and "builtins.range" in self.qualified_names(node.func):
+            inner = node.args[0].value if len(node.args) == 1 else None
+            return isinstance(inner, cst.Call) and "builtins.len" in self.qualified_names(
+                inner.func
+            )
+        if isinstance(node, cst.Name):
+            for assignment in self.assignments(node):
+                for access in getattr(assignment, "references", ()):
+                    if self.index.mutations.get(id(access.node)):
+                        return False
+            values = [value for value, _env in self.resolve(node, Env(None))]
+            return bool(values) and all(
+                value is not node and self._fixed_options(value) for value in values
+            )
+        return isinstance(node, (cst.List, cst.Tuple)) and all(
+            isinstance(item, cst.Element) and isinstance(item.value, _CONSTANTS)
+            for item in node.elements
+        )
 
     def _method(
         self, func: cst.Attribute, args: list[cst.BaseExpression], first: cst.BaseExpression | None

@@ -36,7 +36,10 @@ class VolatileValueInCachedSegment(PythonRule):
     `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
     `Segment.versioned` (see "How the linter works" in the linter guide).
     agno's `add_datetime_to_context=True` is reported too: agno then writes
-    the current time into the system message.
+    the current time into the system message. A random pick among a few fixed
+    options (`random.choice` / `choices` / `sample` over a literal list or
+    tuple of constants, a name bound only to one, or `range(len(x))`, an index
+    into one collection) is not reported: each variant caches on its own.
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
     message factories, variables, back from a parameter to what the module's
     calls pass for it, the functions and methods of the same module, and the
@@ -294,6 +297,22 @@ class VolatileValueInCachedSegment(PythonRule):
             "        stamp = datetime.datetime.now()\n"
             "        return self._call_model('m', 'You operate a browser.'), stamp\n"
         ),
+        # a random pick among a few fixed options: each variant caches on its own
+        Valid(
+            "import random\n"
+            "from langchain_core.messages import SystemMessage\n"
+            "GREETINGS = ['Hi', 'Hello']\n"
+            "def messages(q):\n"
+            "    return [SystemMessage(content=f'{random.choice(GREETINGS)}! You help with billing.'), q]\n"
+        ),
+        Valid(
+            "import random\n"
+            "def ask(client, q, systems):\n"
+            "    style = random.choice(('haiku', 'pirate', 'robot'))\n"
+            "    part = random.choice(list(range(len(systems))))\n"
+            "    system = systems[part] + f' Answer as a {style}.'\n"
+            "    return client.messages.create(system=system, messages=[q])\n"
+        ),
         # a str function of some other context type is not an instruction provider
         Valid(
             "import datetime\n"
@@ -350,14 +369,21 @@ class VolatileValueInCachedSegment(PythonRule):
             "        return client.messages.create(system=self.system(), messages=[q])\n",
             line=5,
         ),
-        # LangChain SystemMessage and a cache_control block
+        # LangChain SystemMessage and a cache_control block; a random pick among
+        # runtime data (the fixed-options twin is VALID)
         Invalid(
             "import random\n"
             "from langchain_core.messages import SystemMessage\n"
-            "GREETINGS = ['Hi', 'Hello']\n"
-            "def messages(q):\n"
-            "    return [SystemMessage(content=f'{random.choice(GREETINGS)}! You help with billing.'), q]\n",
-            line=5,
+            "def messages(q, greetings):\n"
+            "    return [SystemMessage(content=f'{random.choice(greetings)}! You help with billing.'), q]\n",
+            line=4,
+        ),
+        Invalid(
+            "import random\n"
+            "def ask(client, q):\n"
+            "    system = f'Answer as style #{random.randint(1, 1000)}.'\n"
+            "    return client.messages.create(system=system, messages=[q])\n",
+            line=3,
         ),
         Invalid(
             "import socket\n"

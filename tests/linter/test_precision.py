@@ -62,3 +62,15 @@ def test_only_the_first_varying_placeholder_of_a_prompt_file_is_reported(
 def test_a_placeholder_after_the_requests_own_content_is_not_reported(tmp_path: Path) -> None:
     assert prompt_rows("Comments:\n{{ review_comments }}\nToday: {{ today }}\n", tmp_path) == []
     assert prompt_rows("Today: {{ today }}\nComments:\n{{ review_comments }}\n", tmp_path) == [1]
+
+
+def test_a_random_pick_from_a_list_that_grows_at_runtime_is_reported(tmp_path: Path) -> None:
+    source = (
+        "import random\n"
+        "def ask(client, q, extra):\n"
+        "    styles = ['haiku', 'pirate']\n"
+        "    styles.append(extra)\n"
+        "    system = f'Answer as a {random.choice(styles)}.'\n"
+        "    return client.messages.create(system=system, messages=[q])\n"
+    )
+    assert [(f.code, f.start.row) for f in findings(source, tmp_path)] == [("PFX001", 5)]
