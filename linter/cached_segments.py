@@ -38,6 +38,10 @@ Recognised (a value reaching one of these is part of the cached prefix):
 - what the module's calls pass for a parameter of the function building a
   segment when that parameter flows into it (up to three calls up).
 
+A message appended at the end of an existing history (`history + [msg]`,
+`history.append(msg)`, `[*history, msg]`) is the tail, not a cached segment
+(`history_tail`).
+
 `request_blocks` lays out one provider request (tools -> system -> messages)
 as blocks with their markers, for the breakpoint rules.
 """
@@ -59,6 +63,7 @@ from .catalog import (
     SYSTEM_MESSAGE_CLASSES,
     TEMPLATE_CONSTRUCTORS,
     PromptEntryPoint,
+    is_identity_name,
     is_message_class,
     is_system_role,
     prompt_entry_point,
@@ -249,7 +254,11 @@ def datetime_flags(index: ModuleIndex, analysis: TaintAnalysis) -> list[Datetime
 def _parameters(
     segment: CachedSegment, analysis: TaintAnalysis, sites: CallSites
 ) -> list[cst.Param]:
-    """Parameters of the segment's own function whose value flows into it."""
+    """Parameters of the segment's own function whose value flows into it.
+
+    A parameter named like identity (`user_name`) is left out: it is reported
+    where it enters the segment, and its callers would only repeat that.
+    """
     function = segment.function
     if function is None:
         return []
@@ -258,7 +267,11 @@ def _parameters(
     for value in values:
         for name in _names(value):
             param = sites.parameter(name)
-            if param is not None and analysis.index.param_function.get(id(param)) is function:
+            if (
+                param is not None
+                and analysis.index.param_function.get(id(param)) is function
+                and not is_identity_name([param.name.value])
+            ):
                 found[id(param)] = param
     return list(found.values())
 
@@ -346,9 +359,13 @@ def _written_segments(
 
 
 def cached_segments(
-    index: ModuleIndex, analysis: TaintAnalysis, extra_callables: frozenset[str]
+    index: ModuleIndex,
+    analysis: TaintAnalysis,
+    extra_callables: frozenset[str],
+    tail: frozenset[int] = frozenset(),
 ) -> list[CachedSegment]:
-    """Every cached segment the module builds, in source order of discovery."""
+    """Every cached segment the module builds, in source order of discovery; none
+    inside the nodes of `tail` (messages appended after a history, `history_tail`)."""
     found: list[CachedSegment] = []
     for candidate in index.sites:
         node = candidate.node
@@ -381,6 +398,7 @@ def cached_segments(
             found += _keyword_segments(candidate, node, index, analysis)
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
+    found = [segment for segment in found if id(segment.node) not in tail]
     return found + _through_callers(found, index, analysis)
 
 
