@@ -60,3 +60,18 @@ def test_agno_datetime_flag_message_says_where_agno_writes_the_time(tmp_path: Pa
     assert finding.start.row == 2
     assert "additional_information" in finding.message
     assert "`add_datetime_to_context=`" in finding.message
+
+
+def test_an_identity_parameter_is_reported_where_it_enters_not_again_at_callers(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "def plan(client, user_name):\n"
+        "    return client.messages.create(system=f'You plan for {user_name}.', messages=[])\n"
+        "def research(client, user_name):\n"
+        "    return plan(client, user_name)\n"
+    )
+    path = tmp_path / "example.py"
+    path.write_text(code, encoding="utf-8")
+    findings = lint_text(code, path, LintConfig(root=tmp_path, select=("PFX002",)))
+    assert [finding.start.row for finding in findings] == [2]
