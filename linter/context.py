@@ -35,6 +35,7 @@ from .catalog import (
 )
 from .config import LintConfig
 from .finding import Finding, Fix, Position
+from .history_tail import history_tail
 from .module_index import FunctionNode, ModuleIndex
 from .project_imports import Project, ProjectImports, project_boundary
 from .taint import PERIODS, Env, Taint, TaintAnalysis
@@ -92,13 +93,14 @@ class LintContext:
             return None
         path = path.absolute()
         extra = self.config.extra_volatile_callables
-        project = Project(project_boundary(path, self.config.root), self.config.root, extra)
+        project = Project(project_boundary(path, self.config.root), extra)
         return ProjectImports(path, project, record=True)
 
     @functools.cached_property
     def segments(self) -> list[CachedSegment]:
         """Every cached segment the module builds."""
-        return cached_segments(self.index, self.analysis, self.config.extra_cached_callables)
+        tail = history_tail(self.module, self.analysis)
+        return cached_segments(self.index, self.analysis, self.config.extra_cached_callables, tail)
 
     @functools.cached_property
     def segment_taints(self) -> list[tuple[CachedSegment, Taint]]:

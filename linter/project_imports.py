@@ -50,6 +50,7 @@ from libcst.metadata import (
 
 from .dependencies import record_dependency
 from .module_index import FunctionNode, ModuleIndex
+from .module_slice import TopLevel
 from .taint import Env, Taint, TaintAnalysis, Via, dotted_parts
 
 __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
@@ -78,11 +79,10 @@ def project_boundary(path: Path, root: Path) -> Path:
 
 @dataclass(frozen=True)
 class Project:
-    """Where modules are looked up (`boundary`), what paths are shown relative to
-    (`root`), and the configured extra volatile callables."""
+    """Where modules are looked up (`boundary`, which paths in messages are relative
+    to) and the configured extra volatile callables."""
 
     boundary: Path
-    root: Path
     extra_volatile: frozenset[str] = frozenset()
 
     def contains(self, folder: Path) -> bool:
@@ -90,11 +90,8 @@ class Project:
         return folder == self.boundary or self.boundary in folder.parents
 
     def display(self, path: Path) -> str:
-        """`path` as shown in messages: relative to the root, else to the boundary."""
-        for base in (self.root, self.boundary):
-            if base == path or base in path.parents:
-                return path.relative_to(base).as_posix()
-        return path.as_posix()
+        """`path` as shown in messages: relative to the boundary."""
+        return path.relative_to(self.boundary).as_posix()
 
 
 def _stamp(path: Path) -> _Stamp | None:
@@ -107,22 +104,16 @@ def _stamp(path: Path) -> _Stamp | None:
 
 @dataclass
 class _Parsed:
-    """One other module, parsed and indexed once."""
+    """One other module, parsed once; its positions resolved only to report a value."""
 
     path: Path
     stamp: _Stamp
-    module: cst.Module
-    wrapper: MetadataWrapper
-    index: ModuleIndex
-    scopes: Mapping[cst.CSTNode, Scope | None]
+    top_level: TopLevel
 
     @functools.cached_property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
-        return self.wrapper.resolve(PositionProvider)
-
-    @property
-    def global_scope(self) -> Scope | None:
-        return self.scopes.get(self.module)
+        wrapper = MetadataWrapper(self.top_level.module, unsafe_skip_copy=True)
+        return wrapper.resolve(PositionProvider)
 
 
 def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
@@ -132,18 +123,22 @@ def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
         module = cst.parse_module(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
         return None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
-    return _Parsed(path, stamp, module, wrapper, index, wrapper.resolve(ScopeProvider))
+    return _Parsed(path, stamp, TopLevel(module))
 
 
 @dataclass
 class _Other:
-    """Another module's analysis, following its own imports one level less deep."""
+    """The part of another module one of its names needs (`module_slice`), analysed,
+    following its own imports one module less deep."""
 
     parsed: _Parsed
+    module: cst.Module
     analysis: TaintAnalysis
     imports: ProjectImports | None
+
+    @property
+    def global_scope(self) -> Scope | None:
+        return self.analysis.scopes.get(self.module)
 
     def valid(self) -> bool:
         """Whether neither the module nor a file its analysis used has changed."""
@@ -153,13 +148,14 @@ class _Other:
         return all(_stamp(path) == stamp for path, stamp in used.items())
 
 
-# The process-wide cache: one analysis per (module, depth, project).
-_others: dict[tuple[Path, int, Project], _Other] = {}
+# The process-wide caches: each module parsed once, each name's slice analysed once
+# per depth and project.
 _parsed: dict[Path, _Parsed | None] = {}
+_others: dict[tuple[Path, str, int, Project], _Other] = {}
 
 
-def _other(path: Path, depth: int, project: Project) -> _Other | None:
-    key = (path, depth, project)
+def _other(path: Path, name: str, depth: int, project: Project) -> _Other | None:
+    key = (path, name, depth, project)
     cached = _others.get(key)
     if cached is not None and cached.valid():
         return cached
@@ -168,13 +164,15 @@ def _other(path: Path, depth: int, project: Project) -> _Other | None:
         return None
     parsed = _parsed.get(path)
     if parsed is None or parsed.stamp != stamp:
-        parsed = _parse(path, stamp)
-        _parsed[path] = parsed
-        if parsed is None:
-            return None
+        parsed = _parsed[path] = _parse(path, stamp)
+    if parsed is None or not parsed.top_level.binds(name):
+        return None
+    module = parsed.top_level.slice(name)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
     imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
-    analysis = TaintAnalysis(parsed.index, parsed.scopes, project.extra_volatile, imports)
-    other = _others[key] = _Other(parsed, analysis, imports)
+    analysis = TaintAnalysis(index, wrapper.resolve(ScopeProvider), project.extra_volatile, imports)
+    other = _others[key] = _Other(parsed, module, analysis, imports)
     return other
 
 
@@ -200,7 +198,7 @@ class ProjectImports:
     project: Project
     depth: int = MAX_DEPTH
     record: bool = False
-    used: dict[Path, _Stamp] = field(default_factory=dict)
+    used: dict[Path, _Stamp | None] = field(default_factory=dict)
     _targets: dict[str, list[_Target]] = field(default_factory=dict)
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
@@ -295,8 +293,9 @@ class ProjectImports:
             attributes = parts[split:]
             if not attributes or len(attributes) > 2 or path == self.path.absolute():
                 return []
-            other = _other(path, self.depth, self.project)
-            if other is None:
+            other = _other(path, attributes[0], self.depth, self.project)
+            if other is None:  # the name is not there (yet), or the file does not parse
+                self._note({path: _stamp(path)})
                 return []
             self._use(other)
             return self._lookup(other, attributes)
@@ -326,7 +325,7 @@ class ProjectImports:
         return None
 
     def _lookup(self, other: _Other, attributes: list[str]) -> list[_Target]:
-        scope = other.parsed.global_scope
+        scope = other.global_scope
         if not attributes or not isinstance(scope, GlobalScope) or attributes[0] not in scope:
             return []
         found: list[_Target] = []
@@ -350,7 +349,7 @@ class ProjectImports:
             elif isinstance(node, cst.Name):
                 lambdas = [
                     source.value
-                    for source in other.parsed.index.values.get(id(node), [])
+                    for source in other.analysis.index.values.get(id(node), [])
                     if isinstance(source.value, cst.Lambda)
                 ]
                 found += [_Target(other, f) for f in lambdas] or [_Target(other, node)]
@@ -359,17 +358,20 @@ class ProjectImports:
     # dependencies -----------------------------------------------------------
     def _use(self, other: _Other) -> None:
         """Note `other`'s file, and every file its analysis used so far, as used."""
-        self.used[other.parsed.path] = other.parsed.stamp
+        self._note({other.parsed.path: other.parsed.stamp})
         if other.imports is not None:
-            self.used.update(other.imports.used)
+            self._note(other.imports.used)
+
+    def _note(self, used: Mapping[Path, _Stamp | None]) -> None:
+        self.used.update(used)
         if self.record:
-            for path in self.used:
+            for path in used:
                 record_dependency(path)
 
 
 def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
     """`Class.name` callable without an instance: a staticmethod or a classmethod."""
-    method = other.parsed.index.class_methods.get(id(owner), {}).get(name)
+    method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
     if method is None:
         return []
     decorators = {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}

@@ -1,0 +1,137 @@
+"""The top-level statements of a module that one of its names needs.
+
+Following an import into another module needs the analysis of one function,
+class or constant there, not of the whole module: scope analysis of a large
+module costs more than parsing it. `TopLevel(module).slice("get_today_str")`
+is a module made of the statements that bind the name and, transitively,
+every top-level name those statements mention (imports, helpers, constants),
+in source order. Names are matched syntactically (any name read counts), so
+the slice may hold more than needed, never less of what the module binds at
+its top level. The statements are the module's own nodes (not copies), so
+positions resolved on the whole module apply to them.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+__all__ = ["TopLevel"]
+
+
+class TopLevel:
+    """The top-level bindings of one module, computed once; slices on demand."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._binders: dict[str, list[int]] = {}
+        for position, statement in enumerate(module.body):
+            for name in _bound(statement):
+                self._binders.setdefault(name, []).append(position)
+        self._mentions: dict[int, set[str]] = {}
+
+    def binds(self, name: str) -> bool:
+        """Whether a top-level statement binds `name`."""
+        return name in self._binders
+
+    def slice(self, name: str) -> cst.Module:
+        """The statements `name` needs, as a module (empty when nothing binds it)."""
+        needed: set[int] = set()
+        pending = list(self._binders.get(name, []))
+        while pending:
+            position = pending.pop()
+            if position in needed:
+                continue
+            needed.add(position)
+            for mentioned in self._mentioned(position):
+                pending += self._binders.get(mentioned, [])
+        body = self.module.body
+        return self.module.with_changes(body=[body[p] for p in sorted(needed)])
+
+    def _mentioned(self, position: int) -> set[str]:
+        found = self._mentions.get(position)
+        if found is None:
+            collector = _Names()
+            self.module.body[position].visit(collector)
+            found = self._mentions[position] = collector.names
+        return found
+
+
+class _Names(cst.CSTVisitor):
+    """Names a statement may read (not attribute names or keyword argument names)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+
+def _bound(statement: cst.CSTNode) -> set[str]:
+    """Names a top-level statement binds (in `if`, `try`, `with` and loops too)."""
+    collector = _Binders()
+    statement.visit(collector)
+    return collector.names
+
+
+class _Binders(cst.CSTVisitor):
+    """Bindings outside function and class bodies."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.names |= _target_names(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.names |= _target_names(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names |= _target_names(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= _target_names(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self.names |= _target_names(node.name)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.names |= {
+            _dotted(alias.name).split(".")[0] for alias in node.names if not alias.asname
+        }
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not isinstance(node.names, cst.ImportStar):
+            self.names |= {_dotted(alias.name) for alias in node.names if not alias.asname}
+
+
+def _target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression) -> set[str]:
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return {n for element in node.elements for n in _target_names(element.value)}
+    if isinstance(node, cst.StarredElement):
+        return _target_names(node.value)
+    return set()
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return node.value if isinstance(node, cst.Name) else ""
