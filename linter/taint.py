@@ -2,9 +2,11 @@
 
 `TaintAnalysis.taints(expr, env)` follows an expression through f-strings,
 `.format`, `%`, `+`, `"".join`, containers, local and module-level
-assignments (via libcst's `ScopeProvider`), `self.<attr>` assignments and
-the functions and methods of the same module, and returns every `Taint`
-that reaches it:
+assignments (via libcst's `ScopeProvider`), `self.<attr>` assignments, the
+functions and methods of the same module and, with `imports`, the functions,
+static and class methods and constants imported from the project's other
+modules (`prefixkit.linter.project_imports`), and returns every `Taint` that
+reaches it:
 
 - `volatile`: a call from the volatile catalog (clock, uuid, random, pid...),
   matched against every qualified name the callee may have (aliases and
@@ -28,9 +30,11 @@ expression's (context-free) taints are computed once: the cost stays linear
 in the module. Recursion is cut where a function (or a value) reaches
 itself; that back edge contributes nothing.
 
-Unknown calls into other modules are opaque (no taint): the analysis prefers
-silence to guessing. The analysis is pure: it reads the module and its
-metadata and never changes them.
+Calls into installed packages and modules outside the project are opaque (no
+taint): the analysis prefers silence to guessing. From the project's other
+modules only volatile taints are carried, each re-anchored on the call or
+name of this module with a `Via` saying where it is computed. The analysis
+is pure: it reads the modules and their metadata and never changes them.
 """
 
 from __future__ import annotations
