@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import libcst as cst
 from prefixkit.sdk.errors import PrefixkitError
 
 from .finding import Edit, Finding, Position
@@ -371,7 +370,10 @@ def _python_cell(cell: dict[str, Any]) -> bool:
 
 def _parses_on_newer_grammar(source: str) -> bool:
     """Whether libcst, whose parser covers the grammars of newer Pythons than this
-    interpreter's, parses the cell."""
+    interpreter's, parses the cell (imported here: reading a notebook's cells for
+    output does not load the parser)."""
+    import libcst as cst
+
     try:
         cst.parse_module(source)
     except (cst.ParserSyntaxError, RecursionError):
