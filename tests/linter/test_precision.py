@@ -74,3 +74,36 @@ def test_a_random_pick_from_a_list_that_grows_at_runtime_is_reported(tmp_path: P
         "    return client.messages.create(system=system, messages=[q])\n"
     )
     assert [(f.code, f.start.row) for f in findings(source, tmp_path)] == [("PFX001", 5)]
+
+
+TAIL = (
+    "import datetime\n"
+    "from langchain_core.messages import SystemMessage\n"
+    "def report(state):\n"
+    "    note = SystemMessage(content=f'Checked at {datetime.datetime.now()}')\n"
+    "    return {'messages': %s}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "shape", ["state['messages'] + [note]", "[*state['messages'], note]", "state.get('m') + [note]"]
+)
+def test_a_message_appended_after_the_history_is_the_tail(tmp_path: Path, shape: str) -> None:
+    assert findings(TAIL % shape, tmp_path) == []
+
+
+@pytest.mark.parametrize("shape", ["[note] + state['messages']", "[note]"])
+def test_a_message_before_the_history_is_the_prefix(tmp_path: Path, shape: str) -> None:
+    assert [f.code for f in findings(TAIL % shape, tmp_path)] == ["PFX001"]
+
+
+def test_appending_to_a_list_the_function_starts_itself_is_the_prefix(tmp_path: Path) -> None:
+    source = (
+        "import datetime\n"
+        "def ask(client, q, history):\n"
+        "    history.append({'role': 'system', 'content': f'at {datetime.datetime.now()}'})\n"
+        "    messages = [{'role': 'system', 'content': 'You help.'}]\n"
+        "    messages.append({'role': 'system', 'content': f'Today {datetime.date.today()}'})\n"
+        "    return client.chat.completions.create(model='m', messages=messages + history)\n"
+    )
+    assert [(f.code, f.start.row) for f in findings(source, tmp_path)] == [("PFX001", 5)]
