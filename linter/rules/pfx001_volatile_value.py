@@ -40,6 +40,9 @@ class VolatileValueInCachedSegment(PythonRule):
     options (`random.choice` / `choices` / `sample` over a literal list or
     tuple of constants, a name bound only to one, or `range(len(x))`, an index
     into one collection) is not reported: each variant caches on its own.
+    Neither is a message appended at the end of an existing history
+    (`state["messages"] + [SystemMessage(...)]`, `history.append(msg)`,
+    `[*history, msg]`): it is the new last turn, after everything cached.
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
     message factories, variables, back from a parameter to what the module's
     calls pass for it, the functions and methods of the same module, and the
@@ -297,6 +300,14 @@ class VolatileValueInCachedSegment(PythonRule):
             "        stamp = datetime.datetime.now()\n"
             "        return self._call_model('m', 'You operate a browser.'), stamp\n"
         ),
+        # a message appended at the end of the conversation so far is its tail
+        Valid(
+            "import datetime\n"
+            "from langchain_core.messages import SystemMessage\n"
+            "def monitor(state):\n"
+            "    note = f'Report received at {datetime.datetime.now():%H:%M}'\n"
+            "    return {'messages': state['messages'] + [SystemMessage(content=note)]}\n"
+        ),
         # a random pick among a few fixed options: each variant caches on its own
         Valid(
             "import random\n"
@@ -376,6 +387,15 @@ class VolatileValueInCachedSegment(PythonRule):
             "from langchain_core.messages import SystemMessage\n"
             "def messages(q, greetings):\n"
             "    return [SystemMessage(content=f'{random.choice(greetings)}! You help with billing.'), q]\n",
+            line=4,
+        ),
+        # the same message put before the conversation so far: the prefix
+        Invalid(
+            "import datetime\n"
+            "from langchain_core.messages import SystemMessage\n"
+            "def monitor(state):\n"
+            "    note = f'Report received at {datetime.datetime.now():%H:%M}'\n"
+            "    return {'messages': [SystemMessage(content=note)] + state['messages']}\n",
             line=4,
         ),
         Invalid(
