@@ -130,11 +130,11 @@ class VolatilePlaceholderInPrompt(PromptRule):
 
     Only a file's first such placeholder is reported: the prefix is broken
     from there on, so a later one (a second per-request field) breaks nothing
-    new. An `{% if date %}` tag only tests that the date is set; the
-    `{{ date }}` inside it is the placeholder reported. Neither is
-    one after a placeholder for the request's own content
-    (`{{ issue_context }}`, `{{ review_comments }}`, `{question}`): that
-    template is rendered per request from there on anyway.
+    new. Nothing is reported after a placeholder for the request's own
+    content (`{{ issue_context }}`, `{{ review_comments }}`, `{question}`):
+    the template is rendered per request from there on anyway. An
+    `{% if date %}` tag only tests that the date is set; the `{{ date }}`
+    inside it is the placeholder reported.
 
     ## Why it breaks caching
     Once rendered, the placeholder puts a value that changes per request (or
