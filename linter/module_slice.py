@@ -8,7 +8,9 @@ every top-level name those statements mention (imports, helpers, constants),
 in source order. Names are matched syntactically (any name read counts), so
 the slice may hold more than needed, never less of what the module binds at
 its top level. The statements are the module's own nodes (not copies), so
-positions resolved on the whole module apply to them.
+positions resolved on the whole module apply to them. For a method called on
+its class (`Class.method()`), the class keeps only its class-level statements
+and that method.
 """
 
 from __future__ import annotations
@@ -29,31 +31,62 @@ class TopLevel:
                 self._binders.setdefault(name, []).append(position)
         self._mentions: dict[int, set[str]] = {}
 
-    def binds(self, name: str) -> bool:
-        """Whether a top-level statement binds `name`."""
-        return name in self._binders
+    def statements(self, name: str) -> list[cst.BaseStatement]:
+        """The top-level statements that bind `name`, in source order."""
+        body = self.module.body
+        return [body[p] for p in self._binders.get(name, [])]
 
-    def slice(self, name: str) -> cst.Module:
-        """The statements `name` needs, as a module (empty when nothing binds it)."""
+    def slice(self, name: str, member: str | None = None) -> cst.Module:
+        """The statements `name` needs, as a module (empty when nothing binds it).
+
+        With `member`, a class `name` keeps only its class-level assignments and
+        the method `member`, so the slice holds what that method needs.
+        """
         needed: set[int] = set()
-        pending = list(self._binders.get(name, []))
+        narrowed: dict[int, cst.BaseStatement] = {}
+        pending: list[int] = []
+        for position in self._binders.get(name, []):
+            statement = self.module.body[position]
+            if member is not None and isinstance(statement, cst.ClassDef):
+                narrowed[position] = _narrowed(statement, member)
+                needed.add(position)
+                pending += self._binders_of(_reads(narrowed[position]))
+            else:
+                pending.append(position)
         while pending:
             position = pending.pop()
             if position in needed:
                 continue
             needed.add(position)
-            for mentioned in self._mentioned(position):
-                pending += self._binders.get(mentioned, [])
+            pending += self._binders_of(self._mentioned(position))
         body = self.module.body
-        return self.module.with_changes(body=[body[p] for p in sorted(needed)])
+        return self.module.with_changes(body=[narrowed.get(p, body[p]) for p in sorted(needed)])
+
+    def _binders_of(self, names: set[str]) -> list[int]:
+        return [p for name in names for p in self._binders.get(name, [])]
 
     def _mentioned(self, position: int) -> set[str]:
         found = self._mentions.get(position)
         if found is None:
-            collector = _Names()
-            self.module.body[position].visit(collector)
-            found = self._mentions[position] = collector.names
+            found = self._mentions[position] = _reads(self.module.body[position])
         return found
+
+
+def _reads(statement: cst.CSTNode) -> set[str]:
+    collector = _Names()
+    statement.visit(collector)
+    return collector.names
+
+
+def _narrowed(owner: cst.ClassDef, member: str) -> cst.ClassDef:
+    """`owner` with its class-level statements and the method `member` only."""
+    kept = [
+        statement
+        for statement in owner.body.body
+        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef))
+        or (isinstance(statement, cst.FunctionDef) and statement.name.value == member)
+    ]
+    return owner.with_changes(body=owner.body.with_changes(body=kept))
 
 
 class _Names(cst.CSTVisitor):

@@ -102,6 +102,13 @@ def _stamp(path: Path) -> _Stamp | None:
     return (status.st_mtime_ns, status.st_size)
 
 
+@dataclass(frozen=True)
+class _Slice:
+    module: cst.Module
+    index: ModuleIndex
+    scopes: Mapping[cst.CSTNode, Scope | None]
+
+
 @dataclass
 class _Parsed:
     """One other module, parsed once; its positions resolved only to report a value."""
@@ -109,6 +116,19 @@ class _Parsed:
     path: Path
     stamp: _Stamp
     top_level: TopLevel
+    _slices: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
+
+    def slice(self, attributes: tuple[str, ...]) -> _Slice:
+        """What `attributes` needs of the module, indexed and scoped once (for every depth)."""
+        found = self._slices.get(attributes)
+        if found is None:
+            member = attributes[1] if len(attributes) == 2 else None
+            module = self.top_level.slice(attributes[0], member)
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
+            found = _Slice(module, index, wrapper.resolve(ScopeProvider))
+            self._slices[attributes] = found
+        return found
 
     @functools.cached_property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
@@ -148,14 +168,16 @@ class _Other:
         return all(_stamp(path) == stamp for path, stamp in used.items())
 
 
-# The process-wide caches: each module parsed once, each name's slice analysed once
-# per depth and project.
+# The process-wide caches: each module parsed once, each name's slice scoped once,
+# and analysed once per depth and project.
 _parsed: dict[Path, _Parsed | None] = {}
-_others: dict[tuple[Path, str, int, Project], _Other] = {}
+_others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
 
 
-def _other(path: Path, name: str, depth: int, project: Project) -> _Other | None:
-    key = (path, name, depth, project)
+def _other(path: Path, attributes: tuple[str, ...], depth: int, project: Project) -> _Other | None:
+    """The analysis of what `attributes` (a name, or a class and its method) needs in
+    the module at `path`; None when the module does not define such a thing."""
+    key = (path, attributes, depth, project)
     cached = _others.get(key)
     if cached is not None and cached.valid():
         return cached
@@ -165,14 +187,12 @@ def _other(path: Path, name: str, depth: int, project: Project) -> _Other | None
     parsed = _parsed.get(path)
     if parsed is None or parsed.stamp != stamp:
         parsed = _parsed[path] = _parse(path, stamp)
-    if parsed is None or not parsed.top_level.binds(name):
+    if parsed is None or not _defines(parsed.top_level, attributes):
         return None
-    module = parsed.top_level.slice(name)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
+    part = parsed.slice(attributes)
     imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
-    analysis = TaintAnalysis(index, wrapper.resolve(ScopeProvider), project.extra_volatile, imports)
-    other = _others[key] = _Other(parsed, module, analysis, imports)
+    analysis = TaintAnalysis(part.index, part.scopes, project.extra_volatile, imports)
+    other = _others[key] = _Other(parsed, part.module, analysis, imports)
     return other
 
 
@@ -293,7 +313,7 @@ class ProjectImports:
             attributes = parts[split:]
             if not attributes or len(attributes) > 2 or path == self.path.absolute():
                 return []
-            other = _other(path, attributes[0], self.depth, self.project)
+            other = _other(path, tuple(attributes), self.depth, self.project)
             if other is None:  # the name is not there (yet), or the file does not parse
                 self._note({path: _stamp(path)})
                 return []
@@ -369,17 +389,47 @@ class ProjectImports:
                 record_dependency(path)
 
 
+def _defines(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
+    """Whether the module may define a function, constant or (with two attributes) a
+    static or class method by that name: skips classes called as constructors."""
+    for statement in top_level.statements(attributes[0]):
+        if isinstance(statement, cst.ClassDef):
+            if len(attributes) == 2 and any(
+                isinstance(s, cst.FunctionDef)
+                and s.name.value == attributes[1]
+                and _binds_first(s) is not None
+                for s in statement.body.body
+            ):
+                return True
+        elif len(attributes) == 1 or _is_import(statement):
+            return True
+    return False
+
+
+def _is_import(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )
+
+
+def _binds_first(method: cst.FunctionDef) -> bool | None:
+    """Called on its class: False for a staticmethod, True for a classmethod (its
+    first parameter is the class), None for an instance method."""
+    decorators = {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}
+    if "staticmethod" in decorators:
+        return False
+    if "classmethod" in decorators:
+        return True
+    return None
+
+
 def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
     """`Class.name` callable without an instance: a staticmethod or a classmethod."""
     method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
-    if method is None:
+    first = _binds_first(method) if method is not None else None
+    if method is None or first is None:
         return []
-    decorators = {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}
-    if "staticmethod" in decorators:
-        return [_Target(other, method)]
-    if "classmethod" in decorators:
-        return [_Target(other, method, method=True)]
-    return []
+    return [_Target(other, method, method=first)]
 
 
 def _spelling(node: cst.BaseExpression) -> str:
