@@ -134,6 +134,21 @@ def test_a_constant_computed_at_import_of_the_other_module_changes_per_process(
     assert "every process start" in message
 
 
+def test_an_imported_function_called_at_import_of_the_linted_module_changes_per_process(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        project,
+        "from langchain_core.messages import SystemMessage\n"
+        "from .dates import stamp\n"
+        "SYSTEM = SystemMessage(content=f'Started {stamp()}')\n",
+    )
+    (item,) = findings(capsys, "src/app/main.py")
+    message = str(item["message"])
+    assert message.startswith("`stamp()` (src/app/dates.py:8) returns `time.time()`, which is")
+    assert "computed once, when the module is loaded" in message
+
+
 def test_the_call_arguments_are_substituted_into_the_other_modules_function(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
