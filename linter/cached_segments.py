@@ -184,9 +184,10 @@ def _entry_segments(
         if arg.keyword is not None and arg.keyword.value in CACHED_KEYWORDS:
             continue  # a cached keyword on any callee
         if arg.keyword is not None and arg.keyword.value in entry.keywords:
-            label = f"`{arg.keyword.value}=` of {entry.framework}'s `{name}` (its system prompt)"
+            label = f"`{arg.keyword.value}=` of {entry.framework}'s `{name}` ({entry.part})"
         elif arg.keyword is None and not arg.star and position == entry.positional:
-            label = f"the system message of {entry.framework}'s `{name}` (first argument)"
+            ordinal = ("first", "second", "third")[position] if position < 3 else f"#{position + 1}"
+            label = f"the system message of {entry.framework}'s `{name}` ({ordinal} argument)"
         else:
             continue
         candidate = SiteCandidate("keyword", arg.value, label, function)

@@ -183,11 +183,21 @@ SET_METHODS: frozenset[str] = frozenset(
 # callee: provider clients (`system=`, `instructions=`, `tools=`), pydantic-ai
 # `Agent(system_prompt=..., instructions=...)`, openai-agents, swarm and smolagents
 # `instructions=`, autogen and camel `system_message=`, MetaGPT's
-# `llm.aask(msg, system_msgs=[...])` and other agents' `system_prompt=`. Generic names
+# `llm.aask(msg, system_msgs=[...])`, Gemini's `system_instruction=` (google-genai
+# `GenerateContentConfig`, `GenerativeModel`, Vertex AI) and other agents'
+# `system_prompt=`. Generic names
 # (`instruction=`, `description=`, `prompt=`) count only on a framework's own classes:
 # see `PROMPT_ENTRY_POINTS`.
 CACHED_KEYWORDS: frozenset[str] = frozenset(
-    {"system", "instructions", "tools", "system_prompt", "system_message", "system_msgs"}
+    {
+        "system",
+        "instructions",
+        "tools",
+        "system_prompt",
+        "system_message",
+        "system_msgs",
+        "system_instruction",
+    }
 )
 
 # Decorators (attribute names: `@agent.system_prompt`, `@agent.instructions`, pydantic-ai)
@@ -250,6 +260,8 @@ TRIGGER_WORDS: tuple[str, ...] = (
     "langgraph",
     "camel",
     "browser_use",
+    "autogen",
+    "agents",
 )
 
 # prefixkit's own constructors of cached segments (matched on the last two parts).
@@ -456,6 +468,7 @@ class PromptEntryPoint:
     prompt, `positional` the index of a positional argument that is the system
     prompt, and `datetime_flags` the boolean arguments that make the framework
     write the current date and time into it (`datetime_note` says where).
+    `part` names what the keywords become.
     """
 
     framework: str
@@ -465,6 +478,7 @@ class PromptEntryPoint:
     positional: int | None = None
     datetime_flags: frozenset[str] = frozenset()
     datetime_note: str = ""
+    part: str = "its system prompt"
 
     def matches(self, qualified_name: str) -> bool:
         """Whether `qualified_name` is one of this entry point's callables."""
@@ -513,6 +527,22 @@ PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
     ),
     PromptEntryPoint(
         "camel", ("camel",), frozenset({"ChatAgent"}), frozenset({"system_message"}), positional=0
+    ),
+    # AutoGen 0.2 / AG2: `AssistantAgent(name, system_message)`
+    PromptEntryPoint(
+        "AutoGen",
+        ("autogen",),
+        frozenset({"ConversableAgent", "AssistantAgent"}),
+        frozenset({"system_message"}),
+        positional=1,
+    ),
+    # the handoff tool the parent agent is given carries this description
+    PromptEntryPoint(
+        "openai-agents",
+        ("agents",),
+        frozenset({"Agent"}),
+        frozenset({"handoff_description"}),
+        part="the handoff tool of every agent that hands off to it",
     ),
     PromptEntryPoint(
         "browser-use",

@@ -20,13 +20,14 @@ class VolatileValueInCachedSegment(PythonRule):
     """A clock, date, uuid, random number, pid or hostname reaches a cached segment.
 
     Cached segments are what the provider caches: `system=`, `instructions=`,
-    `tools=`, `system_prompt=`, `system_message=` and `system_msgs=` arguments
-    (provider clients of every kind, pydantic-ai, openai-agents, swarm,
-    smolagents, autogen, camel, MetaGPT), the framework agents' own
-    system-prompt arguments (Google ADK `instruction=` and its
-    InstructionProviders, agno `description=` / `instructions=` /
-    `additional_context=`, crewAI `role=` / `goal=` / `backstory=`, LangGraph
-    `create_react_agent(prompt=...)`, camel `ChatAgent`'s first argument), the
+    `tools=`, `system_prompt=`, `system_message=`, `system_msgs=` and
+    `system_instruction=` arguments (provider clients of every kind, Gemini,
+    pydantic-ai, openai-agents, swarm, smolagents, autogen, camel, MetaGPT),
+    the framework agents' own system-prompt arguments (Google ADK
+    `instruction=` and its InstructionProviders, agno `description=` /
+    `instructions=` / `additional_context=`, crewAI `role=` / `goal=` /
+    `backstory=`, LangGraph `create_react_agent(prompt=...)`, camel
+    `ChatAgent`'s first argument, openai-agents `handoff_description=`), the
     return value of `@agent.system_prompt` / `@agent.instructions` functions
     and of functions given as `instructions=`, system and developer messages
     (dicts, `dict(role=...)`, the SDKs' typed params, LangChain `("system",
@@ -330,6 +331,14 @@ class VolatileValueInCachedSegment(PythonRule):
             "from mylib import ReadonlyContext\n"
             "def banner(context: ReadonlyContext) -> str:\n"
             "    return f'Generated {datetime.datetime.now()}'\n"
+        ),
+        # AutoGen 0.2: a static system message, the date in the message that starts the chat
+        Valid(
+            "import datetime\n"
+            "import autogen\n"
+            "def chat(user, llm_config, q):\n"
+            "    helper = autogen.AssistantAgent('helper', 'You help.', llm_config=llm_config)\n"
+            "    return user.initiate_chat(helper, message=f'Today is {datetime.date.today()}. {q}')\n"
         ),
     )
     INVALID = (
@@ -745,6 +754,34 @@ class VolatileValueInCachedSegment(PythonRule):
             "from langgraph.prebuilt import create_react_agent\n"
             "def agent(model, tools):\n"
             "    return create_react_agent(model, tools, prompt=f'Started {time.time()}.')\n",
+            line=4,
+        ),
+        # Gemini's system_instruction= (google-genai, google-generativeai, Vertex AI)
+        Invalid(
+            "from datetime import datetime\n"
+            "from google.genai import types\n"
+            "def ask(client, q):\n"
+            "    config = types.GenerateContentConfig(\n"
+            "        system_instruction=f'You are a scheduler. Now: {datetime.now()}')\n"
+            "    return client.models.generate_content(model='gemini-2.0-flash', contents=q,\n"
+            "                                          config=config)\n",
+            line=5,
+        ),
+        # AutoGen 0.2 / AG2: the system message as AssistantAgent's second argument
+        Invalid(
+            "import datetime\n"
+            "import autogen\n"
+            "def helper(llm_config):\n"
+            "    return autogen.AssistantAgent('helper', f'Today is {datetime.date.today()}.',\n"
+            "                                  llm_config=llm_config)\n",
+            line=4,
+        ),
+        # openai-agents: handoff_description= becomes the parent's handoff tool description
+        Invalid(
+            "import time\n"
+            "from agents import Agent\n"
+            "billing = Agent(name='Billing', instructions='You handle billing.',\n"
+            "                handoff_description=f'Billing desk (started {time.time()})')\n",
             line=4,
         ),
     )

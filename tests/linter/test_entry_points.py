@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefixkit.linter.catalog import PROMPT_ENTRY_POINTS, prompt_entry_point
+from prefixkit.linter.catalog import PROMPT_ENTRY_POINTS, TRIGGER_WORDS, prompt_entry_point
 from prefixkit.linter.config import LintConfig
 from prefixkit.linter.engine import lint_text
 from prefixkit.linter.finding import Finding
@@ -21,6 +21,13 @@ def test_entry_point_is_matched_by_package_and_class_name() -> None:
     assert prompt_entry_point(frozenset({"agno.agent.Agent"})) == agno
     assert prompt_entry_point(frozenset({"agnostic.Agent"})) is None
     assert prompt_entry_point(frozenset({"agno.tools.Toolkit"})) is None
+
+
+def test_a_module_importing_any_entry_point_package_is_analysed() -> None:
+    # the engine skips modules without a trigger word; the import is always there
+    for entry in PROMPT_ENTRY_POINTS:
+        for package in entry.packages:
+            assert any(word in f"from {package} import x" for word in TRIGGER_WORDS), package
 
 
 def test_only_the_caller_passing_a_volatile_value_is_reported(tmp_path: Path) -> None:
