@@ -294,9 +294,11 @@ _ENTITIES = frozenset(
     }
 )
 # Owners whose name is a person's (or a tenant's): `customer.name`, `tenant.name`, and
-# a run context's `name` (swarm's context_variables["name"] is the user's).
+# a name held in a run context or a user's session (swarm's context_variables["name"],
+# Streamlit's st.session_state.company_name).
 _PERSONS = frozenset(
     {
+        "session",
         "user",
         "customer",
         "tenant",

@@ -28,7 +28,14 @@ def test_one_finding_per_line_and_rule_at_the_earliest_column(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     "name",
-    ["tenant.name", "user.display_name", "customer_name", "request.user.name", "member.name"],
+    [
+        "tenant.name",
+        "user.display_name",
+        "customer_name",
+        "request.user.name",
+        "member.name",
+        "st.session_state.company_name",
+    ],
 )
 def test_a_name_on_a_person_is_identity(name: str) -> None:
     assert is_identity_name(name.split("."))
