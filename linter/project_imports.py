@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
+import libcst.matchers as matchers
 from libcst.metadata import (
     CodeRange,
     GlobalScope,
@@ -48,6 +49,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from .catalog import VOLATILE_CALLABLES
 from .dependencies import record_dependency
 from .module_index import FunctionNode, ModuleIndex
 from .module_slice import TopLevel
@@ -63,6 +65,7 @@ _MAX_MODULE_BYTES = 1_000_000
 _NO_NAMES: frozenset[str] = frozenset()
 
 _Stamp = tuple[int, int]
+_Module = tuple[int, tuple[str, ...]]
 
 
 def project_boundary(path: Path, root: Path) -> Path:
@@ -116,18 +119,35 @@ class _Parsed:
     path: Path
     stamp: _Stamp
     top_level: TopLevel
-    _slices: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
+    _slices: dict[tuple[str, ...], cst.Module] = field(default_factory=dict)
+    _imports: dict[tuple[str, ...], frozenset[_Module]] = field(default_factory=dict)
+    _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
 
-    def slice(self, attributes: tuple[str, ...]) -> _Slice:
-        """What `attributes` needs of the module, indexed and scoped once (for every depth)."""
+    def slice(self, attributes: tuple[str, ...]) -> cst.Module:
+        """What `attributes` needs of the module (see `module_slice`)."""
         found = self._slices.get(attributes)
         if found is None:
             member = attributes[1] if len(attributes) == 2 else None
-            module = self.top_level.slice(attributes[0], member)
+            found = self._slices[attributes] = self.top_level.slice(attributes[0], member)
+        return found
+
+    def imports(self, attributes: tuple[str, ...]) -> frozenset[_Module]:
+        """The modules the slice imports (in functions too): (dots, dotted parts)."""
+        found = self._imports.get(attributes)
+        if found is None:
+            collector = _Imports()
+            self.slice(attributes).visit(collector)
+            found = self._imports[attributes] = frozenset(collector.modules)
+        return found
+
+    def scoped(self, attributes: tuple[str, ...]) -> _Slice:
+        """The slice indexed and scoped, once for every depth."""
+        found = self._scoped.get(attributes)
+        if found is None:
+            module = self.slice(attributes)
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
-            found = _Slice(module, index, wrapper.resolve(ScopeProvider))
-            self._slices[attributes] = found
+            found = self._scoped[attributes] = _Slice(module, index, wrapper.resolve(ScopeProvider))
         return found
 
     @functools.cached_property
@@ -189,8 +209,12 @@ def _other(path: Path, attributes: tuple[str, ...], depth: int, project: Project
         parsed = _parsed[path] = _parse(path, stamp)
     if parsed is None or not _defines(parsed.top_level, attributes):
         return None
-    part = parsed.slice(attributes)
     imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
+    if not _takes_arguments(parsed.top_level, attributes) and not _may_change(
+        parsed.imports(attributes), imports, project
+    ):
+        return None  # neither a volatile value nor an argument can reach it
+    part = parsed.scoped(attributes)
     analysis = TaintAnalysis(part.index, part.scopes, project.extra_volatile, imports)
     other = _others[key] = _Other(parsed, part.module, analysis, imports)
     return other
@@ -307,7 +331,7 @@ class ProjectImports:
         parts = qualified[level:].split(".") if qualified[level:] else []
         # the longest module prefix that is a file of the project wins
         for split in range(len(parts), -1 if level else 0, -1):
-            path = self._module_file(level, tuple(parts[:split]))
+            path = self.module_file(level, tuple(parts[:split]))
             if path is None:
                 continue
             attributes = parts[split:]
@@ -321,7 +345,8 @@ class ProjectImports:
             return self._lookup(other, attributes)
         return []
 
-    def _module_file(self, level: int, parts: tuple[str, ...]) -> Path | None:
+    def module_file(self, level: int, parts: tuple[str, ...]) -> Path | None:
+        """The project file of the module `parts` imported with `level` dots, or None."""
         key = (level, parts)
         if key not in self._files:
             self._files[key] = self._search(level, parts)
@@ -404,6 +429,70 @@ def _defines(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
         elif len(attributes) == 1 or _is_import(statement):
             return True
     return False
+
+
+def _takes_arguments(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
+    """Whether what `attributes` names may be a function with parameters (other than
+    a method's first), whose arguments may flow into its return value."""
+    for statement in top_level.statements(attributes[0]):
+        if isinstance(statement, cst.ClassDef):
+            functions = [
+                s
+                for s in statement.body.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == attributes[-1]
+            ]
+            if any(len(_params(f)) > int(bool(_binds_first(f))) for f in functions):
+                return True
+        elif isinstance(statement, cst.FunctionDef):
+            if _params(statement):
+                return True
+        elif _has_lambda(statement):
+            return True
+    return False
+
+
+def _params(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _has_lambda(statement: cst.CSTNode) -> bool:
+    return bool(matchers.findall(statement, matchers.Lambda()))
+
+
+@functools.cache
+def _volatile_roots(extra: frozenset[str]) -> frozenset[str]:
+    """The packages a volatile callable comes from (`datetime`, `uuid`, ...)."""
+    return frozenset(name.split(".")[0] for name in VOLATILE_CALLABLES | extra)
+
+
+def _may_change(
+    modules: frozenset[_Module], imports: ProjectImports | None, project: Project
+) -> bool:
+    """Whether a slice importing `modules` may compute a volatile value: it imports a
+    package of the volatile catalog, or (within the depth) a module of the project."""
+    roots = _volatile_roots(project.extra_volatile)
+    for level, parts in modules:
+        if level == 0 and parts and parts[0] in roots:
+            return True
+        if imports is not None and (
+            level or any(imports.module_file(0, parts[:k]) for k in range(len(parts), 0, -1))
+        ):
+            return True
+    return False
+
+
+class _Imports(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.modules: set[_Module] = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self.modules.add((0, tuple(dotted_parts(alias.name) or ())))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        parts = dotted_parts(node.module) if node.module is not None else None
+        self.modules.add((len(node.relative), tuple(parts or ())))
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
