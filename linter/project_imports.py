@@ -168,13 +168,32 @@ def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
 
 @dataclass
 class _Other:
-    """The part of another module one of its names needs (`module_slice`), analysed,
-    following its own imports one module less deep."""
+    """The part of another module one of its names needs (`module_slice`), analysed
+    when first asked, following its own imports one module less deep."""
 
     parsed: _Parsed
-    module: cst.Module
-    analysis: TaintAnalysis
+    attributes: tuple[str, ...]
+    project: Project
     imports: ProjectImports | None
+
+    @property
+    def module(self) -> cst.Module:
+        return self.parsed.slice(self.attributes)
+
+    @functools.cached_property
+    def analysis(self) -> TaintAnalysis:
+        part = self.parsed.scoped(self.attributes)
+        return TaintAnalysis(part.index, part.scopes, self.project.extra_volatile, self.imports)
+
+    @functools.cached_property
+    def takes_arguments(self) -> bool:
+        """Whether an argument of a call may flow into the value."""
+        return _takes_arguments(self.parsed.top_level, self.attributes)
+
+    @functools.cached_property
+    def may_change(self) -> bool:
+        """Whether the value may be volatile whatever the arguments."""
+        return _may_change(self.parsed.imports(self.attributes), self.imports, self.project)
 
     @property
     def global_scope(self) -> Scope | None:
@@ -194,29 +213,27 @@ _parsed: dict[Path, _Parsed | None] = {}
 _others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
 
 
-def _other(path: Path, attributes: tuple[str, ...], depth: int, project: Project) -> _Other | None:
-    """The analysis of what `attributes` (a name, or a class and its method) needs in
-    the module at `path`; None when the module does not define such a thing."""
+def _other(
+    path: Path, attributes: tuple[str, ...], depth: int, project: Project, arguments: bool
+) -> _Other | None:
+    """What `attributes` (a name, or a class and its method) needs in the module at
+    `path`; None when the module does not define such a thing, or when nothing
+    volatile can reach it (`arguments`: the call passes a tainted argument)."""
     key = (path, attributes, depth, project)
-    cached = _others.get(key)
-    if cached is not None and cached.valid():
-        return cached
-    stamp = _stamp(path)
-    if stamp is None:
+    other = _others.get(key)
+    if other is None or not other.valid():
+        stamp = _stamp(path)
+        if stamp is None:
+            return None
+        parsed = _parsed.get(path)
+        if parsed is None or parsed.stamp != stamp:
+            parsed = _parsed[path] = _parse(path, stamp)
+        if parsed is None or not _defines(parsed.top_level, attributes):
+            return None
+        imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
+        other = _others[key] = _Other(parsed, attributes, project, imports)
+    if not (arguments and other.takes_arguments) and not other.may_change:
         return None
-    parsed = _parsed.get(path)
-    if parsed is None or parsed.stamp != stamp:
-        parsed = _parsed[path] = _parse(path, stamp)
-    if parsed is None or not _defines(parsed.top_level, attributes):
-        return None
-    imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
-    if not _takes_arguments(parsed.top_level, attributes) and not _may_change(
-        parsed.imports(attributes), imports, project
-    ):
-        return None  # neither a volatile value nor an argument can reach it
-    part = parsed.scoped(attributes)
-    analysis = TaintAnalysis(part.index, part.scopes, project.extra_volatile, imports)
-    other = _others[key] = _Other(parsed, part.module, analysis, imports)
     return other
 
 
@@ -243,16 +260,17 @@ class ProjectImports:
     depth: int = MAX_DEPTH
     record: bool = False
     used: dict[Path, _Stamp | None] = field(default_factory=dict)
-    _targets: dict[str, list[_Target]] = field(default_factory=dict)
+    _targets: dict[tuple[str, bool], list[_Target]] = field(default_factory=dict)
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
     # queries ----------------------------------------------------------------
     def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
         """Taints of `call` when it calls a function of another project module, else None."""
+        arguments = any(analysis.carries(arg.value) for arg in call.args)
         functions = [
             (t.other, t.node, t.method)
             for name in self._import_names(analysis, call.func)
-            for t in self._resolve(name)
+            for t in self._resolve(name, arguments)
             if not isinstance(t.node, cst.Name)
         ]
         if not functions:
@@ -277,7 +295,7 @@ class ProjectImports:
         targets = [
             t
             for name in self._import_names(analysis, node)
-            for t in self._resolve(name)
+            for t in self._resolve(name, False)
             if isinstance(t.node, cst.Name)
         ]
         if not targets:
@@ -319,14 +337,16 @@ class ProjectImports:
             if q.source is QualifiedNameSource.IMPORT
         )
 
-    def _resolve(self, qualified: str) -> list[_Target]:
-        """What the imported dotted name stands for in the project (empty: not followed)."""
-        cached = self._targets.get(qualified)
+    def _resolve(self, qualified: str, arguments: bool) -> list[_Target]:
+        """What the imported dotted name stands for in the project (empty: not followed,
+        or nothing volatile can reach it; `arguments`: the call passes a tainted one)."""
+        key = (qualified, arguments)
+        cached = self._targets.get(key)
         if cached is None:
-            cached = self._targets[qualified] = self._find(qualified)
+            cached = self._targets[key] = self._find(qualified, arguments)
         return cached
 
-    def _find(self, qualified: str) -> list[_Target]:
+    def _find(self, qualified: str, arguments: bool) -> list[_Target]:
         level = len(qualified) - len(qualified.lstrip("."))
         parts = qualified[level:].split(".") if qualified[level:] else []
         # the longest module prefix that is a file of the project wins
@@ -337,12 +357,12 @@ class ProjectImports:
             attributes = parts[split:]
             if not attributes or len(attributes) > 2 or path == self.path.absolute():
                 return []
-            other = _other(path, tuple(attributes), self.depth, self.project)
+            other = _other(path, tuple(attributes), self.depth, self.project, arguments)
             if other is None:  # the name is not there (yet), or the file does not parse
                 self._note({path: _stamp(path)})
                 return []
             self._use(other)
-            return self._lookup(other, attributes)
+            return self._lookup(other, attributes, arguments)
         return []
 
     def module_file(self, level: int, parts: tuple[str, ...]) -> Path | None:
@@ -369,7 +389,7 @@ class ProjectImports:
                     return candidate
         return None
 
-    def _lookup(self, other: _Other, attributes: list[str]) -> list[_Target]:
+    def _lookup(self, other: _Other, attributes: list[str], arguments: bool) -> list[_Target]:
         scope = other.global_scope
         if not attributes or not isinstance(scope, GlobalScope) or attributes[0] not in scope:
             return []
@@ -383,7 +403,8 @@ class ProjectImports:
                         for q in scope.get_qualified_names_for(attributes[0])
                         if q.source is QualifiedNameSource.IMPORT
                     ):
-                        found += other.imports._resolve(".".join([name, *attributes[1:]]))
+                        qualified = ".".join([name, *attributes[1:]])
+                        found += other.imports._resolve(qualified, arguments)
                 continue
             node = getattr(assignment, "node", None)
             if len(attributes) == 2:

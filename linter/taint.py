@@ -377,6 +377,10 @@ class TaintAnalysis:
         self._summaries[key] = result
         return result
 
+    def carries(self, node: cst.BaseExpression) -> bool:
+        """Whether any taint, or a parameter placeholder, reaches `node` (in any context)."""
+        return bool(self._raw(node))
+
     def _in_env(self, raw: Iterable[Taint], env: Env) -> set[Taint]:
         """Resolve placeholders: bound parameters to their arguments, `root`'s to request data."""
         result: set[Taint] = set()
