@@ -164,6 +164,18 @@ def test_the_call_arguments_are_substituted_into_the_other_modules_function(
     assert str(item["message"]).startswith("`time.time()` changes on every request")
 
 
+def test_a_set_passed_to_the_other_modules_function_is_reported_where_it_is_built(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "render.py").write_text(
+        "def tool_list(names):\n    return 'Tools: ' + ', '.join(names)\n", encoding="utf-8"
+    )
+    write(project, system_call("tool_list({'search', 'refund'})", "from .render import tool_list"))
+    (item,) = findings(capsys, "src/app/main.py")
+    assert item["code"] == "PFX004"
+    assert item["location"] == {"row": 5, "column": 45}
+
+
 def test_a_package_init_that_re_exports_a_function_is_followed(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
