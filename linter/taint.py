@@ -378,9 +378,11 @@ class TaintAnalysis:
         return result
 
     def carries(self, node: cst.BaseExpression) -> bool:
-        """Whether any taint or parameter placeholder reaches `node` (in any context), or
-        `node` is a set (its order shows when a callee iterates over it)."""
-        return bool(self._raw(node)) or self.is_set(node, Env(None))
+        """Whether a taint (not a mere parameter) reaches `node` in any context, or `node`
+        is a set (its order shows when a callee iterates over it)."""
+        return any(t.kind not in _PLACEHOLDERS for t in self._raw(node)) or self.is_set(
+            node, Env(None)
+        )
 
     def _in_env(self, raw: Iterable[Taint], env: Env) -> set[Taint]:
         """Resolve placeholders: bound parameters to their arguments, `root`'s to request data."""
