@@ -69,7 +69,7 @@ from .catalog import (
     prompt_entry_point,
 )
 from .module_index import FunctionNode, ModuleIndex, SiteCandidate, string_value
-from .taint import Env, TaintAnalysis, dotted_parts
+from .taint import Env, TaintAnalysis, date_only_format, dotted_parts
 
 __all__ = [
     "Block",
@@ -224,6 +224,16 @@ class DatetimeFlag:
     node: cst.Arg
     entry: PromptEntryPoint
     call: cst.Call
+
+    @property
+    def daily(self) -> bool:
+        """Whether the call sets a `datetime_format` that shows the date only."""
+        return any(
+            arg.keyword is not None
+            and arg.keyword.value == "datetime_format"
+            and date_only_format(string_value(arg.value) or "%H")
+            for arg in self.call.args
+        )
 
 
 def datetime_flags(index: ModuleIndex, analysis: TaintAnalysis) -> list[DatetimeFlag]:

@@ -28,6 +28,7 @@ __all__ = [
     "STRING_METHODS",
     "SYSTEM_MESSAGE_CLASSES",
     "SYSTEM_MESSAGE_METHODS",
+    "SYSTEM_PROMPT_ATTRIBUTES",
     "SYSTEM_ROLES",
     "TEMPLATE_CONSTRUCTORS",
     "TOOL_BASE_CLASSES",
@@ -105,7 +106,8 @@ PER_PROCESS_CALLABLES: frozenset[str] = frozenset(
 # Serialisers whose key order follows insertion order unless sort_keys=True.
 UNSORTED_JSON_FUNCTIONS: frozenset[str] = frozenset({"json.dumps", "simplejson.dumps"})
 
-# Plain functions that pass their arguments' content into their result.
+# Plain functions that pass their arguments' content into their result (`int(time.time())`
+# still changes every second).
 TRANSPARENT_FUNCTIONS: frozenset[str] = frozenset(
     {
         "builtins.str",
@@ -114,6 +116,9 @@ TRANSPARENT_FUNCTIONS: frozenset[str] = frozenset(
         "builtins.dict",
         "builtins.list",
         "builtins.tuple",
+        "builtins.int",
+        "builtins.float",
+        "builtins.round",
         "textwrap.dedent",
         "textwrap.indent",
         "textwrap.fill",
@@ -552,6 +557,13 @@ PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
         frozenset({"Agent"}),
         frozenset({"override_system_message", "extend_system_message"}),
     ),
+)
+
+# Attributes and class fields that hold a system prompt, whatever the object:
+# `self.llm.system_prompt = ...` (MetaGPT), `agent.system_message = ...`, and a class
+# body's `system_prompt: str = ...` (pydantic models of agents and roles).
+SYSTEM_PROMPT_ATTRIBUTES: frozenset[str] = frozenset(
+    {"system_prompt", "system_message", "system_instruction"}
 )
 
 # Methods whose first argument (or `content=` / `text=`) is the text of a system message:

@@ -21,6 +21,7 @@ from .catalog import (
     PROMPT_DECORATORS,
     PROMPT_ENTRY_POINTS,
     SYSTEM_MESSAGE_METHODS,
+    SYSTEM_PROMPT_ATTRIBUTES,
     TOOL_BASE_CLASSES,
     TOOL_FIELDS,
     is_system_role,
@@ -186,8 +187,14 @@ def _annotation_tail(annotation: cst.Annotation | None) -> str | None:
     return node.value if isinstance(node, cst.Name) else None
 
 
-def _returns_str(function: cst.FunctionDef) -> bool:
-    return _annotation_tail(function.returns) == "str"
+def _is_provider(function: cst.FunctionDef) -> bool:
+    """A function of an instruction provider's context returning `str` (or unannotated,
+    taking the context first: not a method such as a toolset's `get_tools(self, ctx)`)."""
+    params = [*function.params.posonly_params, *function.params.params]
+    contexts = [_annotation_tail(param.annotation) in _PROVIDER_CONTEXTS for param in params]
+    if function.returns is None:
+        return bool(contexts) and contexts[0]
+    return _annotation_tail(function.returns) == "str" and any(contexts)
 
 
 class _Indexer(cst.CSTVisitor):
@@ -277,10 +284,7 @@ class _Indexer(cst.CSTVisitor):
             if isinstance(expression, cst.Attribute) and expression.attr.value in PROMPT_DECORATORS:
                 label = f"the return value of an `@{expression.attr.value}` function"
                 self.index.sites.append(SiteCandidate("returns", node, label, node))
-        if _returns_str(node) and any(
-            _annotation_tail(param.annotation) in _PROVIDER_CONTEXTS
-            for param in (*node.params.posonly_params, *node.params.params)
-        ):
+        if _is_provider(node):
             self.index.sites.append(SiteCandidate("provider", node, "", node))
         owner = self.classes[-1]
         if owner is not None and not self.functions:
@@ -328,7 +332,22 @@ class _Indexer(cst.CSTVisitor):
             self._bind(target.target, ValueSource("assign", node.value))
             if isinstance(target.target, cst.Subscript):
                 self._item_write(target.target, node.value)
+            self._prompt_attribute(target.target, node.value)
         self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+
+    def _prompt_attribute(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`x.system_prompt = value`, or a class body's `system_prompt = value`."""
+        if isinstance(target, cst.Attribute) and target.attr.value in SYSTEM_PROMPT_ATTRIBUTES:
+            label = f"`.{target.attr.value}`"
+        elif (
+            isinstance(target, cst.Name)
+            and target.value in SYSTEM_PROMPT_ATTRIBUTES
+            and self.classes[-1] is not None
+        ):
+            label = f"the `{target.value}` field of `{self.classes[-1].name.value}`"
+        else:
+            return
+        self.index.sites.append(SiteCandidate("keyword", value, label, self.function))
 
     def _item_write(self, target: cst.Subscript, value: cst.BaseExpression) -> None:
         """`receiver["key"] = value`: completes a dict built elsewhere."""
@@ -359,6 +378,7 @@ class _Indexer(cst.CSTVisitor):
         self._bind(node.target, ValueSource("assign", node.value, annotation))
         if node.value is not None:
             self._class_attr(node.target, node.value)
+            self._prompt_attribute(node.target, node.value)
 
     def _class_attr(self, target: cst.BaseExpression | None, value: cst.BaseExpression) -> None:
         owner = self.classes[-1]

@@ -340,6 +340,15 @@ class VolatileValueInCachedSegment(PythonRule):
             "    helper = autogen.AssistantAgent('helper', 'You help.', llm_config=llm_config)\n"
             "    return user.initiate_chat(helper, message=f'Today is {datetime.date.today()}. {q}')\n"
         ),
+        # an attribute holding a fixed system prompt; the clock kept in another attribute
+        Valid(
+            "from datetime import datetime\n"
+            "class Role:\n"
+            "    system_prompt: str = 'You are an engineer.'\n"
+            "    def start(self):\n"
+            "        self.llm.system_prompt = self.system_prompt\n"
+            "        self.started_at = datetime.now()\n"
+        ),
     )
     INVALID = (
         Invalid(
@@ -784,6 +793,22 @@ class VolatileValueInCachedSegment(PythonRule):
             "                handoff_description=f'Billing desk (started {time.time()})')\n",
             line=4,
         ),
+        # a system prompt set as an attribute (MetaGPT's `self.llm.system_prompt = ...`) or a
+        # class field of an agent model
+        Invalid(
+            "from datetime import datetime\n"
+            "class Role:\n"
+            "    def _set_prefix(self):\n"
+            "        self.llm.system_prompt = f'You are {self.profile}. Now: {datetime.now()}'\n",
+            line=4,
+        ),
+        Invalid(
+            "import time\n"
+            "from pydantic import BaseModel\n"
+            "class Engineer(BaseModel):\n"
+            "    system_prompt: str = f'You write code. Session {int(time.time())}.'\n",
+            line=4,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
@@ -798,10 +823,13 @@ class VolatileValueInCachedSegment(PythonRule):
 
 def _flag_message(flag: DatetimeFlag) -> str:
     keyword = flag.node.keyword.value if flag.node.keyword is not None else "?"
+    when = (
+        "once a day (its `datetime_format` shows the date only)" if flag.daily else "on every run"
+    )
     return (
         f"`{keyword}=` (true) puts the current time into {flag.entry.framework}'s system prompt: "
-        f"{flag.entry.datetime_note}, so that prompt changes on every run and its cached prefix "
-        f"never matches from there on; drop the flag and put the date in the message you run "
+        f"{flag.entry.datetime_note}, so that prompt changes {when} and its cached prefix "
+        f"stops matching from there on; drop the flag and put the date in the message you run "
         f"the agent with (the latest user message)"
     )
 

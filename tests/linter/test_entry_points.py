@@ -82,3 +82,12 @@ def test_an_identity_parameter_is_reported_where_it_enters_not_again_at_callers(
     path.write_text(code, encoding="utf-8")
     findings = lint_text(code, path, LintConfig(root=tmp_path, select=("PFX002",)))
     assert [finding.start.row for finding in findings] == [2]
+
+
+def test_agno_datetime_flag_with_a_date_format_changes_once_a_day(tmp_path: Path) -> None:
+    code = (
+        "from agno.agent import Agent\n"
+        "agent = Agent(add_datetime_to_context=True, datetime_format='%Y-%m-%d')\n"
+    )
+    [finding] = _lint(tmp_path, code)
+    assert "changes once a day" in finding.message
