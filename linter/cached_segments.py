@@ -28,6 +28,8 @@ Recognised (a value reaching one of these is part of the cached prefix):
   (LangChain, LlamaIndex);
 - the text of Haystack's `ChatMessage.from_system(...)` and Semantic Kernel's
   `add_system_message(...)`;
+- values assigned to a `system_prompt` / `system_message` / `system_instruction`
+  attribute of any object, or to a class field of that name;
 - content blocks carrying `cache_control` or `prompt_cache_breakpoint` (dicts,
   typed params such as `TextBlockParam(...)`, or a block completed by
   `block["cache_control"] = ...`; not request payloads with a top-level

@@ -27,7 +27,8 @@ class VolatileValueInCachedSegment(PythonRule):
     `instruction=` and its InstructionProviders, agno `description=` /
     `instructions=` / `additional_context=`, crewAI `role=` / `goal=` /
     `backstory=`, LangGraph `create_react_agent(prompt=...)`, camel
-    `ChatAgent`'s first argument, openai-agents `handoff_description=`), the
+    `ChatAgent`'s first argument, openai-agents `handoff_description=`),
+    `x.system_prompt = ...` attributes and `system_prompt` class fields, the
     return value of `@agent.system_prompt` / `@agent.instructions` functions
     and of functions given as `instructions=`, system and developer messages
     (dicts, `dict(role=...)`, the SDKs' typed params, LangChain `("system",
