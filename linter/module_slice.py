@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-__all__ = ["TopLevel"]
+__all__ = ["Import", "TopLevel"]
+
+# An imported module: the number of leading dots and the dotted parts.
+Import = tuple[int, tuple[str, ...]]
 
 
 class TopLevel:
@@ -29,28 +32,30 @@ class TopLevel:
         for position, statement in enumerate(module.body):
             for name in _bound(statement):
                 self._binders.setdefault(name, []).append(position)
-        self._mentions: dict[int, set[str]] = {}
+        self._reads: dict[int, _Reads] = {}
 
     def statements(self, name: str) -> list[cst.BaseStatement]:
         """The top-level statements that bind `name`, in source order."""
         body = self.module.body
         return [body[p] for p in self._binders.get(name, [])]
 
-    def slice(self, name: str, member: str | None = None) -> cst.Module:
-        """The statements `name` needs, as a module (empty when nothing binds it).
+    def slice(self, name: str, member: str | None = None) -> tuple[cst.Module, frozenset[Import]]:
+        """The statements `name` needs, as a module (empty when nothing binds it), and
+        the modules they import (in function bodies too) as (dots, dotted parts).
 
         With `member`, a class `name` keeps only its class-level assignments and
         the method `member`, so the slice holds what that method needs.
         """
         needed: set[int] = set()
-        narrowed: dict[int, cst.BaseStatement] = {}
+        narrowed: dict[int, tuple[cst.BaseStatement, _Reads]] = {}
         pending: list[int] = []
         for position in self._binders.get(name, []):
             statement = self.module.body[position]
             if member is not None and isinstance(statement, cst.ClassDef):
-                narrowed[position] = _narrowed(statement, member)
+                kept = _narrowed(statement, member)
+                narrowed[position] = (kept, _read(kept))
                 needed.add(position)
-                pending += self._binders_of(_reads(narrowed[position]))
+                pending += self._binders_of(narrowed[position][1].names)
             else:
                 pending.append(position)
         while pending:
@@ -58,24 +63,30 @@ class TopLevel:
             if position in needed:
                 continue
             needed.add(position)
-            pending += self._binders_of(self._mentioned(position))
+            pending += self._binders_of(self._read(position).names)
         body = self.module.body
-        return self.module.with_changes(body=[narrowed.get(p, body[p]) for p in sorted(needed)])
+        statements = [narrowed[p][0] if p in narrowed else body[p] for p in sorted(needed)]
+        imports = frozenset(
+            module
+            for p in needed
+            for module in (narrowed[p][1] if p in narrowed else self._read(p)).imports
+        )
+        return self.module.with_changes(body=statements), imports
 
     def _binders_of(self, names: set[str]) -> list[int]:
         return [p for name in names for p in self._binders.get(name, [])]
 
-    def _mentioned(self, position: int) -> set[str]:
-        found = self._mentions.get(position)
+    def _read(self, position: int) -> _Reads:
+        found = self._reads.get(position)
         if found is None:
-            found = self._mentions[position] = _reads(self.module.body[position])
+            found = self._reads[position] = _read(self.module.body[position])
         return found
 
 
-def _reads(statement: cst.CSTNode) -> set[str]:
-    collector = _Names()
+def _read(statement: cst.CSTNode) -> _Reads:
+    collector = _Reads()
     statement.visit(collector)
-    return collector.names
+    return collector
 
 
 def _narrowed(owner: cst.ClassDef, member: str) -> cst.ClassDef:
@@ -89,11 +100,21 @@ def _narrowed(owner: cst.ClassDef, member: str) -> cst.ClassDef:
     return owner.with_changes(body=owner.body.with_changes(body=kept))
 
 
-class _Names(cst.CSTVisitor):
-    """Names a statement may read (not attribute names or keyword argument names)."""
+class _Reads(cst.CSTVisitor):
+    """Names a statement may read (not attribute names or keyword argument names), and
+    the modules it imports."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.imports: set[Import] = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self.imports.add((0, tuple(_dotted(alias.name).split("."))))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        parts = tuple(_dotted(node.module).split(".")) if node.module is not None else ()
+        self.imports.add((len(node.relative), parts))
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)

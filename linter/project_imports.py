@@ -31,6 +31,7 @@ re-lint cache lints it again when one changes.
 
 from __future__ import annotations
 
+import ast
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -52,7 +53,7 @@ from libcst.metadata import (
 from .catalog import VOLATILE_CALLABLES
 from .dependencies import record_dependency
 from .module_index import FunctionNode, ModuleIndex
-from .module_slice import TopLevel
+from .module_slice import Import, TopLevel
 from .taint import Env, Taint, TaintAnalysis, Via, dotted_parts
 
 __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
@@ -65,7 +66,6 @@ _MAX_MODULE_BYTES = 1_000_000
 _NO_NAMES: frozenset[str] = frozenset()
 
 _Stamp = tuple[int, int]
-_Module = tuple[int, tuple[str, ...]]
 
 
 def project_boundary(path: Path, root: Path) -> Path:
@@ -118,26 +118,26 @@ class _Parsed:
 
     path: Path
     stamp: _Stamp
+    text: str
     top_level: TopLevel
-    _slices: dict[tuple[str, ...], cst.Module] = field(default_factory=dict)
-    _imports: dict[tuple[str, ...], frozenset[_Module]] = field(default_factory=dict)
+    _slices: dict[tuple[str, ...], tuple[cst.Module, frozenset[Import]]] = field(
+        default_factory=dict
+    )
     _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
 
     def slice(self, attributes: tuple[str, ...]) -> cst.Module:
         """What `attributes` needs of the module (see `module_slice`)."""
+        return self._slice(attributes)[0]
+
+    def imports(self, attributes: tuple[str, ...]) -> frozenset[Import]:
+        """The modules the slice imports (in functions too)."""
+        return self._slice(attributes)[1]
+
+    def _slice(self, attributes: tuple[str, ...]) -> tuple[cst.Module, frozenset[Import]]:
         found = self._slices.get(attributes)
         if found is None:
             member = attributes[1] if len(attributes) == 2 else None
             found = self._slices[attributes] = self.top_level.slice(attributes[0], member)
-        return found
-
-    def imports(self, attributes: tuple[str, ...]) -> frozenset[_Module]:
-        """The modules the slice imports (in functions too): (dots, dotted parts)."""
-        found = self._imports.get(attributes)
-        if found is None:
-            collector = _Imports()
-            self.slice(attributes).visit(collector)
-            found = self._imports[attributes] = frozenset(collector.modules)
         return found
 
     def scoped(self, attributes: tuple[str, ...]) -> _Slice:
@@ -150,20 +150,58 @@ class _Parsed:
             found = self._scoped[attributes] = _Slice(module, index, wrapper.resolve(ScopeProvider))
         return found
 
+    def line_of(self, node: cst.CSTNode) -> int:
+        """The line `node` starts on: positions of the one top-level statement holding
+        it, placed by CPython's parser (the whole module's positions cost more)."""
+        starts = self._starts
+        for position, statement in enumerate(self.top_level.module.body):
+            if starts is not None and _holds(statement, node):
+                wrapper = MetadataWrapper(cst.Module(body=[statement]), unsafe_skip_copy=True)
+                lines = wrapper.resolve(PositionProvider)
+                return lines[node].start.line - lines[statement].start.line + starts[position]
+        return self._positions[node].start.line
+
     @functools.cached_property
-    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+    def _starts(self) -> list[int] | None:
+        """The line each top-level statement starts on (its `def`/`class` line)."""
+        try:
+            tree = ast.parse(self.text)
+        except (SyntaxError, ValueError):
+            return None
+        starts: list[int] = []
+        index = 0  # a line of `a = 1; b = 2` is one statement here, two in `ast`
+        for statement in self.top_level.module.body:
+            if index >= len(tree.body):
+                return None
+            starts.append(tree.body[index].lineno)
+            index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        return starts if index == len(tree.body) else None
+
+    @functools.cached_property
+    def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
         wrapper = MetadataWrapper(self.top_level.module, unsafe_skip_copy=True)
         return wrapper.resolve(PositionProvider)
+
+
+def _holds(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+    pending = [statement]
+    while pending:
+        current = pending.pop()
+        if current is node:
+            return True
+        pending += current.children
+    return False
 
 
 def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
     if stamp[1] > _MAX_MODULE_BYTES:
         return None
     try:
-        module = cst.parse_module(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        module = cst.parse_module(text)
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
         return None
-    return _Parsed(path, stamp, TopLevel(module))
+    return _Parsed(path, stamp, text, TopLevel(module))
 
 
 @dataclass
@@ -261,18 +299,18 @@ class ProjectImports:
     record: bool = False
     used: dict[Path, _Stamp | None] = field(default_factory=dict)
     _targets: dict[tuple[str, bool], list[_Target]] = field(default_factory=dict)
+    _located: dict[str, tuple[Path, tuple[str, ...]] | None] = field(default_factory=dict)
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
     # queries ----------------------------------------------------------------
     def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
         """Taints of `call` when it calls a function of another project module, else None."""
-        arguments = any(analysis.carries(arg.value) for arg in call.args)
-        functions = [
-            (t.other, t.node, t.method)
-            for name in self._import_names(analysis, call.func)
-            for t in self._resolve(name, arguments)
-            if not isinstance(t.node, cst.Name)
-        ]
+        names = self._import_names(analysis, call.func)
+        if not any(self.locate(name) for name in names):
+            return None
+        functions = self._functions(names, False)
+        if not functions and any(analysis.carries(arg.value) for arg in call.args):
+            functions = self._functions(names, True)
         if not functions:
             return None
         spelled = f"{_spelling(call.func)}()"
@@ -287,6 +325,16 @@ class ProjectImports:
             }
             self._use(other)
         return result
+
+    def _functions(
+        self, names: list[str], arguments: bool
+    ) -> list[tuple[_Other, FunctionNode, bool]]:
+        return [
+            (t.other, t.node, t.method)
+            for name in names
+            for t in self._resolve(name, arguments)
+            if not isinstance(t.node, cst.Name)
+        ]
 
     def value_taints(
         self, analysis: TaintAnalysis, node: cst.Name | cst.Attribute
@@ -320,7 +368,7 @@ class ProjectImports:
         """`taint` of another module, reported on `node` of this one."""
         via = taint.via
         if via is None:
-            line = other.parsed.positions[taint.origin].start.line
+            line = other.parsed.line_of(taint.origin)
             at_import = other.analysis.at_import(taint.origin)
             via = Via(spelled, self.project.display(other.parsed.path), line, at_import)
         period = "process" if analysis.at_import(node) else taint.period
@@ -347,6 +395,25 @@ class ProjectImports:
         return cached
 
     def _find(self, qualified: str, arguments: bool) -> list[_Target]:
+        located = self.locate(qualified)
+        if located is None:
+            return []
+        path, attributes = located
+        other = _other(path, attributes, self.depth, self.project, arguments)
+        if other is None:  # not defined there (yet), does not parse, or cannot change
+            self._note({path: _stamp(path)})
+            return []
+        self._use(other)
+        return self._lookup(other, list(attributes), arguments)
+
+    def locate(self, qualified: str) -> tuple[Path, tuple[str, ...]] | None:
+        """The project file and the name (or class and method) in it that the imported
+        dotted name stands for; None outside the project."""
+        if qualified not in self._located:
+            self._located[qualified] = self._locate(qualified)
+        return self._located[qualified]
+
+    def _locate(self, qualified: str) -> tuple[Path, tuple[str, ...]] | None:
         level = len(qualified) - len(qualified.lstrip("."))
         parts = qualified[level:].split(".") if qualified[level:] else []
         # the longest module prefix that is a file of the project wins
@@ -354,16 +421,11 @@ class ProjectImports:
             path = self.module_file(level, tuple(parts[:split]))
             if path is None:
                 continue
-            attributes = parts[split:]
+            attributes = tuple(parts[split:])
             if not attributes or len(attributes) > 2 or path == self.path.absolute():
-                return []
-            other = _other(path, tuple(attributes), self.depth, self.project, arguments)
-            if other is None:  # the name is not there (yet), or the file does not parse
-                self._note({path: _stamp(path)})
-                return []
-            self._use(other)
-            return self._lookup(other, attributes, arguments)
-        return []
+                return None
+            return path, attributes
+        return None
 
     def module_file(self, level: int, parts: tuple[str, ...]) -> Path | None:
         """The project file of the module `parts` imported with `level` dots, or None."""
@@ -488,7 +550,7 @@ def _volatile_roots(extra: frozenset[str]) -> frozenset[str]:
 
 
 def _may_change(
-    modules: frozenset[_Module], imports: ProjectImports | None, project: Project
+    modules: frozenset[Import], imports: ProjectImports | None, project: Project
 ) -> bool:
     """Whether a slice importing `modules` may compute a volatile value: it imports a
     package of the volatile catalog, or (within the depth) a module of the project."""
@@ -501,19 +563,6 @@ def _may_change(
         ):
             return True
     return False
-
-
-class _Imports(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.modules: set[_Module] = set()
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            self.modules.add((0, tuple(dotted_parts(alias.name) or ())))
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        parts = dotted_parts(node.module) if node.module is not None else None
-        self.modules.add((len(node.relative), tuple(parts or ())))
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
