@@ -187,6 +187,26 @@ def test_a_package_init_that_re_exports_a_function_is_followed(
     assert "`build_stamp()` (src/app/dates.py:8) returns `time.time()`" in str(item["message"])
 
 
+def test_the_line_named_in_the_other_file_is_where_the_value_is_computed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "clock.py").write_text(
+        "import functools, time\n"
+        "A = 1; B = 2  # two statements on one line\n"
+        "\n"
+        "# a comment\n"
+        "@functools.cache\n"
+        "def started():\n"
+        "    return (\n"
+        "        time.time()\n"
+        "    )\n",
+        encoding="utf-8",
+    )
+    write(project, system_call("f'{started()}'", "from .clock import started"))
+    (item,) = findings(capsys, "src/app/main.py")
+    assert "`started()` (src/app/clock.py:8) returns `time.time()`" in str(item["message"])
+
+
 def test_a_function_returning_fixed_text_is_not_reported(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
