@@ -568,8 +568,11 @@ SYSTEM_PROMPT_ATTRIBUTES: frozenset[str] = frozenset(
 
 # Methods whose first argument (or `content=` / `text=`) is the text of a system message:
 # Haystack's `ChatMessage.from_system(text)`, Semantic Kernel's
-# `ChatHistory.add_system_message(content)`.
-SYSTEM_MESSAGE_METHODS: frozenset[str] = frozenset({"from_system", "add_system_message"})
+# `ChatHistory.add_system_message(content)`, AutoGen 0.2's
+# `agent.update_system_message(system_message)`.
+SYSTEM_MESSAGE_METHODS: frozenset[str] = frozenset(
+    {"from_system", "add_system_message", "update_system_message"}
+)
 
 # Context types whose functions returning `str` are instruction providers, called on
 # every request for the system instruction: (framework, packages, class name).

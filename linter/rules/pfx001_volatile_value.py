@@ -810,6 +810,13 @@ class VolatileValueInCachedSegment(PythonRule):
             "    system_prompt: str = f'You write code. Session {int(time.time())}.'\n",
             line=4,
         ),
+        # AutoGen 0.2: update_system_message(...) replaces the agent's system message
+        Invalid(
+            "from datetime import datetime\n"
+            "def refresh(assistant):\n"
+            "    assistant.update_system_message(f'You help. Now: {datetime.now()}')\n",
+            line=3,
+        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
