@@ -245,21 +245,15 @@ def datetime_flags(index: ModuleIndex, analysis: TaintAnalysis) -> list[Datetime
         call = candidate.node
         if candidate.kind != "entry" or not isinstance(call, cst.Call):
             continue
-        flags = [
-            arg
-            for arg in call.args
-            if arg.keyword is not None
-            and not (isinstance(arg.value, cst.Name) and arg.value.value in _FALSE_LITERALS)
-        ]
-        if not flags:
-            continue
         entry = _entry_point(call, analysis)
         if entry is None:
             continue
         found += [
             DatetimeFlag(arg, entry, call)
-            for arg in flags
-            if arg.keyword is not None and arg.keyword.value in entry.datetime_flags
+            for arg in call.args
+            if arg.keyword is not None
+            and arg.keyword.value in entry.datetime_flags
+            and not (isinstance(arg.value, cst.Name) and arg.value.value in _FALSE_LITERALS)
         ]
     return found
 
