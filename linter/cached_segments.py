@@ -156,10 +156,18 @@ def _keyword_segments(
         if functions:
             label = f"the return value of `{node.value}`, given to {candidate.label}"
             return [s for f in functions for s in _returned(f, label, index)]
-    if isinstance(node, cst.Call) and _builds_message(node, analysis):
-        # `system_message=BaseMessage.make_assistant_message(content=...)`: the message's text
-        return [CachedSegment(arg.value, candidate.label, candidate.function) for arg in node.args]
-    return [CachedSegment(node, candidate.label, candidate.function)]
+    # `system_message=BaseMessage.make_assistant_message(content=...)`, given directly or
+    # through a variable: the message's text
+    messages = [
+        value
+        for value, _env in analysis.resolve(node, Env(candidate.function))
+        if isinstance(value, cst.Call) and _builds_message(value, analysis)
+    ]
+    return [CachedSegment(node, candidate.label, candidate.function)] + [
+        CachedSegment(arg.value, candidate.label, candidate.function)
+        for message in messages
+        for arg in message.args
+    ]
 
 
 def _builds_message(call: cst.Call, analysis: TaintAnalysis) -> bool:

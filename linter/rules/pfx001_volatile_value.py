@@ -719,6 +719,16 @@ class VolatileValueInCachedSegment(PythonRule):
             "    return ChatAgent(f'You plan tasks. The date is {datetime.date.today()}.', model=model)\n",
             line=4,
         ),
+        Invalid(
+            "import datetime\n"
+            "from camel.agents import ChatAgent\n"
+            "from camel.messages import BaseMessage\n"
+            "def searcher(model):\n"
+            "    sys_msg = BaseMessage.make_assistant_message(\n"
+            "        role_name='Search Agent', content=f'You search. Today: {datetime.date.today()}')\n"
+            "    return ChatAgent(system_message=sys_msg, model=model)\n",
+            line=6,
+        ),
         # a parameter that reaches instructions=, fed by a positional argument of a local call
         Invalid(
             "from datetime import datetime\n"
