@@ -15,9 +15,11 @@ and that method.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
-__all__ = ["Import", "TopLevel"]
+__all__ = ["Import", "TopLevel", "Uses"]
 
 # An imported module: the number of leading dots and the dotted parts.
 Import = tuple[int, tuple[str, ...]]
@@ -39,9 +41,9 @@ class TopLevel:
         body = self.module.body
         return [body[p] for p in self._binders.get(name, [])]
 
-    def slice(self, name: str, member: str | None = None) -> tuple[cst.Module, frozenset[Import]]:
+    def slice(self, name: str, member: str | None = None) -> tuple[cst.Module, Uses]:
         """The statements `name` needs, as a module (empty when nothing binds it), and
-        the modules they import (in function bodies too) as (dots, dotted parts).
+        what they import and read through imports (in function bodies too).
 
         With `member`, a class `name` keeps only its class-level assignments and
         the method `member`, so the slice holds what that method needs.
@@ -66,12 +68,8 @@ class TopLevel:
             pending += self._binders_of(self._read(position).names)
         body = self.module.body
         statements = [narrowed[p][0] if p in narrowed else body[p] for p in sorted(needed)]
-        imports = frozenset(
-            module
-            for p in needed
-            for module in (narrowed[p][1] if p in narrowed else self._read(p)).imports
-        )
-        return self.module.with_changes(body=statements), imports
+        reads = [narrowed[p][1] if p in narrowed else self._read(p) for p in needed]
+        return self.module.with_changes(body=statements), _uses(reads)
 
     def _binders_of(self, names: set[str]) -> list[int]:
         return [p for name in names for p in self._binders.get(name, [])]
@@ -81,6 +79,30 @@ class TopLevel:
         if found is None:
             found = self._reads[position] = _read(self.module.body[position])
         return found
+
+
+@dataclass(frozen=True)
+class Uses:
+    """What a slice imports: the modules (dots, dotted parts), and the qualified names
+    it reads through those imports (`dt.now` read with `from datetime import datetime
+    as dt` gives `datetime.datetime.now`)."""
+
+    imports: frozenset[Import]
+    qualified: frozenset[str]
+
+
+def _uses(reads: list[_Reads]) -> Uses:
+    bindings: dict[str, set[str]] = {}
+    for read in reads:
+        for local, targets in read.bindings.items():
+            bindings.setdefault(local, set()).update(targets)
+    qualified: set[str] = set()
+    for read in reads:
+        for dotted in read.chains | read.names:
+            root, _, rest = dotted.partition(".")
+            for target in bindings.get(root, ()):
+                qualified.add(f"{target}.{rest}" if rest else target)
+    return Uses(frozenset(m for read in reads for m in read.imports), frozenset(qualified))
 
 
 def _read(statement: cst.CSTNode) -> _Reads:
@@ -101,25 +123,40 @@ def _narrowed(owner: cst.ClassDef, member: str) -> cst.ClassDef:
 
 
 class _Reads(cst.CSTVisitor):
-    """Names a statement may read (not attribute names or keyword argument names), and
-    the modules it imports."""
+    """Names a statement may read (not attribute names or keyword argument names), the
+    dotted names it reads (`time.time`), the modules it imports and the names those
+    imports bind (`dt` -> `datetime.datetime`)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.chains: set[str] = set()
         self.imports: set[Import] = set()
+        self.bindings: dict[str, set[str]] = {}
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
-            self.imports.add((0, tuple(_dotted(alias.name).split("."))))
+            dotted = _dotted(alias.name)
+            self.imports.add((0, tuple(dotted.split("."))))
+            local = _alias(alias.asname) or dotted.split(".")[0]
+            self.bindings.setdefault(local, set()).add(dotted if alias.asname else local)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        parts = tuple(_dotted(node.module).split(".")) if node.module is not None else ()
-        self.imports.add((len(node.relative), parts))
+        module = _dotted(node.module) if node.module is not None else ""
+        self.imports.add((len(node.relative), tuple(module.split(".")) if module else ()))
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = _dotted(alias.name)
+            local = _alias(alias.asname) or name
+            self.bindings.setdefault(local, set()).add(f"{module}.{name}")
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
+        dotted = _dotted(node)
+        if dotted and not dotted.startswith(".") and "" not in dotted.split("."):
+            self.chains.add(dotted)
         node.value.visit(self)
         return False
 
@@ -183,6 +220,12 @@ def _target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression) -> 
     if isinstance(node, cst.StarredElement):
         return _target_names(node.value)
     return set()
+
+
+def _alias(asname: cst.AsName | None) -> str | None:
+    if asname is not None and isinstance(asname.name, cst.Name):
+        return asname.name.value
+    return None
 
 
 def _dotted(node: cst.BaseExpression) -> str:

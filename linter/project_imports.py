@@ -50,10 +50,10 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from .catalog import VOLATILE_CALLABLES
+from .catalog import is_volatile_callable
 from .dependencies import record_dependency
 from .module_index import FunctionNode, ModuleIndex
-from .module_slice import Import, TopLevel
+from .module_slice import TopLevel, Uses
 from .taint import Env, Taint, TaintAnalysis, Via, dotted_parts
 
 __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
@@ -64,6 +64,8 @@ MAX_DEPTH = 3
 _MAX_MODULE_BYTES = 1_000_000
 
 _NO_NAMES: frozenset[str] = frozenset()
+# What an argument carries through another module's function into its return value.
+_CARRIED = frozenset({"volatile", "set", "json"})
 
 _Stamp = tuple[int, int]
 
@@ -120,20 +122,18 @@ class _Parsed:
     stamp: _Stamp
     text: str
     top_level: TopLevel
-    _slices: dict[tuple[str, ...], tuple[cst.Module, frozenset[Import]]] = field(
-        default_factory=dict
-    )
+    _slices: dict[tuple[str, ...], tuple[cst.Module, Uses]] = field(default_factory=dict)
     _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
 
     def slice(self, attributes: tuple[str, ...]) -> cst.Module:
         """What `attributes` needs of the module (see `module_slice`)."""
         return self._slice(attributes)[0]
 
-    def imports(self, attributes: tuple[str, ...]) -> frozenset[Import]:
-        """The modules the slice imports (in functions too)."""
+    def uses(self, attributes: tuple[str, ...]) -> Uses:
+        """What the slice imports and reads through its imports (in functions too)."""
         return self._slice(attributes)[1]
 
-    def _slice(self, attributes: tuple[str, ...]) -> tuple[cst.Module, frozenset[Import]]:
+    def _slice(self, attributes: tuple[str, ...]) -> tuple[cst.Module, Uses]:
         found = self._slices.get(attributes)
         if found is None:
             member = attributes[1] if len(attributes) == 2 else None
@@ -231,7 +231,7 @@ class _Other:
     @functools.cached_property
     def may_change(self) -> bool:
         """Whether the value may be volatile whatever the arguments."""
-        return _may_change(self.parsed.imports(self.attributes), self.imports, self.project)
+        return _may_change(self.parsed.uses(self.attributes), self.imports, self.project)
 
     @property
     def global_scope(self) -> Scope | None:
@@ -309,7 +309,7 @@ class ProjectImports:
         if not any(self.locate(name) for name in names):
             return None
         functions = self._functions(names, False)
-        if not functions and any(analysis.carries(arg.value) for arg in call.args):
+        if not functions and any(analysis.carries(arg.value, _CARRIED) for arg in call.args):
             functions = self._functions(names, True)
         if not functions:
             return None
@@ -317,7 +317,7 @@ class ProjectImports:
         result: set[Taint] = set()
         for other, function, method in functions:
             passed, own = analysis.through(other.analysis, function, call, method)
-            result |= passed
+            result |= {taint for taint in passed if taint.kind in _CARRIED}
             result |= {
                 self._anchored(analysis, call, spelled, other, taint)
                 for taint in own
@@ -543,21 +543,13 @@ def _has_lambda(statement: cst.CSTNode) -> bool:
     return bool(matchers.findall(statement, matchers.Lambda()))
 
 
-@functools.cache
-def _volatile_roots(extra: frozenset[str]) -> frozenset[str]:
-    """The packages a volatile callable comes from (`datetime`, `uuid`, ...)."""
-    return frozenset(name.split(".")[0] for name in VOLATILE_CALLABLES | extra)
-
-
-def _may_change(
-    modules: frozenset[Import], imports: ProjectImports | None, project: Project
-) -> bool:
-    """Whether a slice importing `modules` may compute a volatile value: it imports a
-    package of the volatile catalog, or (within the depth) a module of the project."""
-    roots = _volatile_roots(project.extra_volatile)
-    for level, parts in modules:
-        if level == 0 and parts and parts[0] in roots:
-            return True
+def _may_change(uses: Uses, imports: ProjectImports | None, project: Project) -> bool:
+    """Whether a slice may compute a volatile value: it reads a callable of the volatile
+    catalog through an import, or imports (within the depth) a module of the project."""
+    extra = project.extra_volatile
+    if any(is_volatile_callable(name, extra) for name in uses.qualified):
+        return True
+    for level, parts in uses.imports:
         if imports is not None and (
             level or any(imports.module_file(0, parts[:k]) for k in range(len(parts), 0, -1))
         ):

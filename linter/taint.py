@@ -377,11 +377,11 @@ class TaintAnalysis:
         self._summaries[key] = result
         return result
 
-    def carries(self, node: cst.BaseExpression) -> bool:
-        """Whether a taint (not a mere parameter) reaches `node` in any context, or `node`
-        is a set (its order shows when a callee iterates over it)."""
-        return any(t.kind not in _PLACEHOLDERS for t in self._raw(node)) or self.is_set(
-            node, Env(None)
+    def carries(self, node: cst.BaseExpression, kinds: frozenset[str]) -> bool:
+        """Whether a taint of one of `kinds` reaches `node` in any context (with "set",
+        also whether `node` is a set: its order shows when a callee iterates over it)."""
+        return any(t.kind in kinds for t in self._raw(node)) or (
+            "set" in kinds and self.is_set(node, Env(None))
         )
 
     def _in_env(self, raw: Iterable[Taint], env: Env) -> set[Taint]:

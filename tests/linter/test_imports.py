@@ -217,8 +217,10 @@ def test_a_function_returning_fixed_text_is_not_reported(
 def test_identity_data_is_not_carried_across_modules(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # the other module's own identity value, and one passed to it (PFX002 stays local)
     write(project, system_call("label('plan', q)", "from .dates import label"))
-    assert findings(capsys, "src/app/main.py") == []
+    write(project, system_call("label(q.user.email, None)", "from .dates import label"), "b.py")
+    assert findings(capsys, "src/app/main.py", "src/app/b.py") == []
 
 
 def test_installed_and_standard_library_modules_are_not_followed(
