@@ -15,18 +15,22 @@ never outside the project: the nearest folder holding `.git`, else the lint
 root, else the file's own folder. Installed packages are never followed.
 
 The other module's function summary (`TaintAnalysis.summary`) is used with the
-call's arguments substituted for its parameters, as for a local helper. Only
-volatile values cross modules (identity and request data depend on the
-caller's meaning, which another module does not show); each is re-anchored on
-the call or name in the linted module, with a `Via` saying where it is
-computed. A constant computed when the other module is loaded changes on every
-process start.
+call's arguments substituted for its parameters, as for a local helper. Of what
+the other module computes, only volatile values cross (identity and request
+data depend on the caller's meaning, which another module does not show), each
+re-anchored on the call or name in the linted module with a `Via` saying where
+it is computed; a constant computed when that module is loaded changes on
+every process start. Of what the call passes, volatile values, sets and
+unsorted JSON cross (`_CARRIED`), reported where they are made.
 
-Each other module is parsed and indexed once per process (a cache keyed by
-path and checked against the file's size and modification time), an import
-chain is followed `MAX_DEPTH` modules deep at most (which also ends cycles),
-and every file used is recorded as a dependency of the linted file, so the
-re-lint cache lints it again when one changes.
+Each other module is parsed once per process (a cache keyed by path and checked
+against the file's size and modification time). Only the part an imported name
+needs is analysed (`module_slice`), and only when something can change it: a
+call passing an argument that carries one of `_CARRIED`, or a part that reads a
+volatile callable through its imports or imports another module of the project.
+An import chain is followed `MAX_DEPTH` modules deep at most (which also ends
+cycles), and every file used is recorded as a dependency of the linted file, so
+the re-lint cache lints it again when one changes.
 """
 
 from __future__ import annotations
