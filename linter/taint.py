@@ -924,6 +924,10 @@ class TaintAnalysis:
             yield from self._resolve(node.body, env, depth + 1)
             yield from self._resolve(node.orelse, env, depth + 1)
             return
+        if isinstance(node, cst.Await):
+            # `a, b = await self._build(...)`: the coroutine's return values
+            yield from self._resolve(node.expression, env, depth + 1)
+            return
         yield node, env
 
     def elements(

@@ -350,6 +350,20 @@ class VolatileValueInCachedSegment(PythonRule):
             "        self.llm.system_prompt = self.system_prompt\n"
             "        self.started_at = datetime.now()\n"
         ),
+        # an async helper returns (system, messages): the uuid of a tool call is in the messages
+        Valid(
+            "import uuid\n"
+            "class Model:\n"
+            "    async def _map(self, parts):\n"
+            "        system = 'You are a careful assistant.'\n"
+            "        messages = [{'role': 'assistant', 'content': [\n"
+            "            {'type': 'tool_use', 'id': p.id or str(uuid.uuid4()), 'name': p.name}]}\n"
+            "            for p in parts]\n"
+            "        return system, messages\n"
+            "    async def request(self, client, parts):\n"
+            "        system, messages = await self._map(parts)\n"
+            "        return await client.messages.create(system=system, messages=messages)\n"
+        ),
     )
     INVALID = (
         Invalid(
