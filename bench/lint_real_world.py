@@ -24,10 +24,11 @@ cache breakers found by hand (`breakers`: id, repo, path, line or lines
 [first, last], rule, what): precision per rule and overall over the judged
 findings this run produced, findings not judged yet, and recall of the
 breakers (one is caught when a finding other than PFX000 starts on one of
-its lines in its file). An optional `sets` object (name -> repository
-names) adds precision and recall per set of repositories. In a notebook,
-`cell` (1-based, among all cells) names the cell and lines count within it,
-as in the linter's JSON. Exit code 1 when a crash happened.
+its lines in its file, or in one of its `also` places: a value made in one
+file and put into the prompt in another). An optional `sets` object (name
+-> repository names) adds precision and recall per set of repositories. In a
+notebook, `cell` (1-based, among all cells) names the cell and lines count
+within it, as in the linter's JSON. Exit code 1 when a crash happened.
 """
 
 from __future__ import annotations
@@ -232,6 +233,15 @@ def load_judged(path: Path) -> dict[str, Any]:
     return data
 
 
+def breaker_places(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where a finding catches a breaker: its own path and lines, and each `also` place.
+
+    A value made in one file and put into the prompt in another has two
+    places a finding may point at (`also`: a list of path, line or lines, cell).
+    """
+    return [entry, *entry.get("also", [])]
+
+
 def breaker_lines(entry: dict[str, Any]) -> range:
     """The lines a breaker spans (its `lines` [first, last], or its one `line`)."""
     if "lines" in entry:
@@ -292,8 +302,9 @@ def score(runs: Sequence[RepoRun], judged: dict[str, Any], repos: set[str]) -> S
         entry
         for entry in breakers
         if not any(
-            (entry["repo"], entry["path"], entry.get("cell"), line) in found
-            for line in breaker_lines(entry)
+            (entry["repo"], place["path"], place.get("cell"), line) in found
+            for place in breaker_places(entry)
+            for line in breaker_lines(place)
         )
     ]
     return result
