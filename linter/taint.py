@@ -98,6 +98,8 @@ _SET_OPERATORS = (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)
 # Fields of a datetime that change once a day at most, or never (time zone).
 _CLOCK_FIELDS_PER_DAY = frozenset({"year", "month", "day", "weekday", "isoweekday"})
 _CLOCK_FIELDS_STABLE = frozenset({"tzinfo", "tzname", "utcoffset"})
+# Taints of a subscript's key that do not reach the value it selects.
+_KEY_ONLY = frozenset({"identity", "volatile"})
 # Dict views: iterating one exposes the dict's insertion order.
 _DICT_VIEWS = frozenset({"keys", "values", "items"})
 
@@ -612,7 +614,10 @@ class TaintAnalysis:
         result = set(self._raw(node.value))
         for element in node.slice:
             if isinstance(element.slice, cst.Index):
-                result |= self._raw(element.slice.value)
+                # the key selects one of the values the container holds: a user id or a
+                # clock used as a key is not in the value (`profiles[user_id]`,
+                # `cache[session_key]`); what the container holds carries its own taints
+                result |= {t for t in self._raw(element.slice.value) if t.kind not in _KEY_ONLY}
                 key = string_value(element.slice.value)
                 if key is not None and is_identity_name([*(parts or []), key]):
                     result.add(Taint("identity", node, f"key {key!r}"))

@@ -123,6 +123,13 @@ class RequestIdentityInCachedSegment(PythonRule):
             "    return client.responses.create(instructions=instructions + str(len(messages)),\n"
             "        conversation=conversation_id, previous_response_id=previous_id, input=messages)\n"
         ),
+        # a session or user id used as a key selects a stored value; the id is not in it
+        Valid(
+            "TOOLS = {'basic': {'name': 'search', 'description': 'Search the docs.'}}\n"
+            "def ask(client, session, cache, q):\n"
+            "    tool = cache[f'{session.id}-documents']\n"
+            "    return client.messages.create(tools=[TOOLS['basic'], tool], messages=[q])\n"
+        ),
         # the names of things (a configured MCP server, an invoice field) are labels
         Valid(
             "def tools_for(mcp_clients):\n"
@@ -156,6 +163,13 @@ class RequestIdentityInCachedSegment(PythonRule):
         ),
     )
     INVALID = (
+        # a key naming the user's own entry: the value is the user's
+        Invalid(
+            "def ask(client, request, q):\n"
+            "    system = f'Answer for {request[\"user_email\"]}.'\n"
+            "    return client.messages.create(system=system, messages=[q])\n",
+            line=2,
+        ),
         # the same shapes on people: a member's name, a user's display name
         Invalid(
             "def ask(client, members, q):\n"
