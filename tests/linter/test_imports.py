@@ -234,14 +234,14 @@ def test_installed_and_standard_library_modules_are_not_followed(
 def test_a_module_outside_the_project_is_not_followed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outside = tmp_path / "shared"
+    outside = tmp_path / "common"
     outside.mkdir()
     (outside / "clock.py").write_text("import time\ndef now():\n    return time.time()\n")
     inside = tmp_path / "service"
     inside.mkdir()
     (inside / ".git").mkdir()  # the repository ends here
     (inside / "main.py").write_text(
-        system_call("f'{now()}'", "from shared.clock import now"), encoding="utf-8"
+        system_call("f'{now()}'", "from common.clock import now"), encoding="utf-8"
     )
     (inside / "relative.py").write_text(
         system_call("f'{now()}'", "from ..shared.clock import now"), encoding="utf-8"
