@@ -305,7 +305,7 @@ def _names(node: cst.CSTNode) -> list[cst.Name]:
 
 
 def _through_callers(
-    segments: list[CachedSegment], index: ModuleIndex, analysis: TaintAnalysis
+    segments: list[CachedSegment], analysis: TaintAnalysis, sites: CallSites
 ) -> list[CachedSegment]:
     """What the module's calls pass for the parameters that reach a cached segment.
 
@@ -313,9 +313,6 @@ def _through_callers(
     instructions=system_prompt)` makes the argument each local call passes for
     `system_prompt` a cached segment too, evaluated where the call is.
     """
-    if index.module is None:
-        return []
-    sites = CallSites(index.module, analysis)
     found: list[CachedSegment] = []
     seen: set[int] = set()
     frontier = [(segment, 0) for segment in segments]
@@ -376,6 +373,7 @@ def _written_segments(
 def cached_segments(
     index: ModuleIndex,
     analysis: TaintAnalysis,
+    sites: CallSites,
     extra_callables: frozenset[str],
     tail: frozenset[int] = frozenset(),
 ) -> list[CachedSegment]:
@@ -414,7 +412,7 @@ def cached_segments(
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
     found = [segment for segment in found if id(segment.node) not in tail]
-    return found + _through_callers(found, index, analysis)
+    return found + _through_callers(found, analysis, sites)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from libcst.metadata import (
 )
 
 from .cached_segments import Block, CachedSegment, cached_segments, request_blocks
+from .call_sites import CallSites
 from .catalog import (
     CACHED_KEYWORDS,
     PROMPT_TEMPLATE_CLASSES,
@@ -97,10 +98,16 @@ class LintContext:
         return ProjectImports(path, project, record=True)
 
     @functools.cached_property
+    def call_sites(self) -> CallSites:
+        """The module's calls by the local function they run (one traversal, on first use)."""
+        return CallSites(self.module, self.analysis)
+
+    @functools.cached_property
     def segments(self) -> list[CachedSegment]:
         """Every cached segment the module builds."""
         tail = history_tail(self.module, self.analysis)
-        return cached_segments(self.index, self.analysis, self.config.extra_cached_callables, tail)
+        extra = self.config.extra_cached_callables
+        return cached_segments(self.index, self.analysis, self.call_sites, extra, tail)
 
     @functools.cached_property
     def segment_taints(self) -> list[tuple[CachedSegment, Taint]]:

@@ -129,8 +129,6 @@ class ModuleIndex:
     user_turn_names: set[int] = field(default_factory=set)
     # dicts and calls assigned to a single name: `block = {...}`
     assigned_to: dict[int, cst.Name] = field(default_factory=dict)
-    # the module indexed (for passes that need its calls, see `call_sites`)
-    module: cst.Module | None = None
 
     @property
     def has_candidates(self) -> bool:
@@ -154,7 +152,7 @@ class ModuleIndex:
         `call_tails` are last names of callables that may build one
         (`SystemMessage`, `static`, ...): their qualified names are checked later.
         """
-        index = cls(module=module)
+        index = cls()
         module.visit(_Indexer(index, cached_keywords, call_tails))
         return index
 

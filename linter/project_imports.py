@@ -58,7 +58,7 @@ from .catalog import is_volatile_callable
 from .dependencies import record_dependency
 from .module_index import FunctionNode, ModuleIndex
 from .module_slice import TopLevel, Uses
-from .taint import Env, Taint, TaintAnalysis, Via, dotted_parts
+from .taint import Env, Taint, TaintAnalysis, Via, all_params, dotted_parts
 
 __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
 
@@ -528,19 +528,14 @@ def _takes_arguments(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
                 for s in statement.body.body
                 if isinstance(s, cst.FunctionDef) and s.name.value == attributes[-1]
             ]
-            if any(len(_params(f)) > int(bool(_binds_first(f))) for f in functions):
+            if any(len(all_params(f)) > int(bool(_binds_first(f))) for f in functions):
                 return True
         elif isinstance(statement, cst.FunctionDef):
-            if _params(statement):
+            if all_params(statement):
                 return True
         elif _has_lambda(statement):
             return True
     return False
-
-
-def _params(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _has_lambda(statement: cst.CSTNode) -> bool:

@@ -77,6 +77,7 @@ __all__ = [
     "Taint",
     "TaintAnalysis",
     "Via",
+    "all_params",
     "date_only_format",
     "dotted_parts",
     "spellings",
@@ -348,7 +349,7 @@ class TaintAnalysis:
 
     def bind(self, function: FunctionNode, call: cst.Call, method: bool, env: Env) -> Env:
         """The environment for running `function` on `call`'s arguments."""
-        defaults = {id(p.default) for p in _all_params(function) if p.default is not None}
+        defaults = {id(p.default) for p in all_params(function) if p.default is not None}
         root_env = Env(env.root)
         bindings = {
             key: (value, root_env if id(value) in defaults else env)
@@ -1045,7 +1046,8 @@ def _annotation_element_kind(annotation: cst.BaseExpression) -> str:
     return "unknown"
 
 
-def _all_params(function: FunctionNode) -> list[cst.Param]:
+def all_params(function: FunctionNode) -> list[cst.Param]:
+    """Every named parameter of `function` (positional-only, regular, keyword-only)."""
     params = function.params
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..call_sites import CallSites
 from ..context import LintContext
 from ..finding import Edit, Finding, Fix
 from ..key_order import KeyOrder
@@ -215,9 +214,7 @@ class UnsortedJsonInCachedSegment(PythonRule):
             dumped = _dumped(taint.origin)
             if dumped is None:
                 continue
-            key_order = key_order or KeyOrder(
-                context.module, context.analysis, CallSites(context.module, context.analysis)
-            )
+            key_order = key_order or KeyOrder(context.module, context.analysis, context.call_sites)
             reason = key_order.unstable(dumped, Env(key_order.sites.enclosing(taint.origin)))
             if reason is None:
                 continue

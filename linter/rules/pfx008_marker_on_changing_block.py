@@ -142,7 +142,6 @@ class MarkerOnChangingBlock(PythonRule):
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report marked system/tool blocks whose content is shown to change per request."""
-        sites: CallSites | None = None
         for request in context.requests:
             for block in request.blocks:
                 if block.marker is None:
@@ -156,11 +155,10 @@ class MarkerOnChangingBlock(PythonRule):
                 ]
                 if not any(t.kind in ("identity", "volatile", "request") for t in taints):
                     continue
-                sites = sites or CallSites(context.module, context.analysis)
                 reasons = [
                     (context.line_of(origin), detail)
                     for taint in taints
-                    for origin, detail in [_per_request(taint, context, sites, 0)]
+                    for origin, detail in [_per_request(taint, context, context.call_sites, 0)]
                     if origin is not None
                 ]
                 if reasons:
