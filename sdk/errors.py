@@ -39,7 +39,9 @@
     PrefixkitWarning (UserWarning)              root of the warnings prefixkit issues
     ├── UncachedPrefixWarning                   a prefix is below the model's minimum cacheable length
     ├── UnknownModelWarning                     a model is missing from prefixkit's data tables
-    └── StaticPrefixChangedWarning              runtime drift guard in "warn" mode
+    ├── StaticPrefixChangedWarning              runtime drift guard in "warn" mode
+    └── PrefixkitDeprecationWarning             a renamed name used by its old name
+        (DeprecationWarning)                    (removed in the next minor version)
 
 Each error also derives from the builtin in brackets, so ``except ValueError`` keeps
 working. The command line maps them to exit codes: a `ValueError`, `LookupError` or
@@ -56,6 +58,7 @@ __all__ = [
     "LayoutError",
     "LockfileError",
     "MissingExtraError",
+    "PrefixkitDeprecationWarning",
     "PrefixkitError",
     "PrefixkitWarning",
     "PromptDriftError",
@@ -138,3 +141,8 @@ class UnknownModelWarning(PrefixkitWarning):
 
 class StaticPrefixChangedWarning(PrefixkitWarning):
     """The same prompt name rendered a different static prefix (drift guard in warn mode)."""
+
+
+class PrefixkitDeprecationWarning(PrefixkitWarning, DeprecationWarning):
+    """A renamed public name was used by its old name; the old name goes in the next minor
+    version (`prefixkit.sdk.deprecation`, CHANGELOG.md)."""
