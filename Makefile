@@ -1,16 +1,23 @@
 # Two commands for a fresh machine:
 #   make demo   the whole story on the embedded vLLM CPU engine
-#   make test   ruff, mypy (strict) on every package, the documentation build, the whole pytest suite
+#   make test   ruff, mypy (strict) on every package and the tests, the documentation build,
+#               the whole pytest suite (real vLLM and a Ray cluster included)
+# While working:
+#   make check  ruff, mypy, and the tests that start neither vLLM nor Ray nor a slow build,
+#               in parallel: under two minutes (CONTRIBUTING.md)
+#   make format ruff's fixes and formatter
 #   (make docs  the documentation site alone, into build/site)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck docs pytest clean
+.PHONY: demo test check format lint typecheck docs pytest pytest-quick clean
 
 # The install also compiles the routing decision and the replay (setup.py): rebuild when
-# their sources change.
-$(BIN)/.installed: pyproject.toml setup.py $(wildcard engine_adapter/*/*.py engine_adapter/*/*.pxd)
+# their sources (setup.py's COMPILED, with the .pxd beside each) change.
+COMPILED_SOURCES := $(wildcard $(foreach module,routing/policy routing/reuse replay/cache_sim \
+	replay/replica_load replay/policies replay/replay,engine_adapter/$(module).py engine_adapter/$(module).pxd))
+$(BIN)/.installed: pyproject.toml setup.py $(COMPILED_SOURCES)
 	@echo "==> creating $(VENV) and installing prefixkit with its dev tools (compiling the routing decision and the replay)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --progress-bar on -q -U pip
@@ -30,19 +37,31 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy finds modules by name and does not follow the editable install: stage the prefixkit.*
-# namespace as pyproject.toml maps it (links to the source folders), and print real paths.
+# mypy --strict on the packages and the tests. The install's static path entry
+# (build/editable) maps the prefixkit.* namespace to the source folders; paths are printed
+# as the source folders.
 typecheck: $(BIN)/.installed
-	@mkdir -p build/typecheck/prefixkit
-	@for package in sdk linter engine_adapter cli testing; do \
-		ln -sfn ../../../$$package build/typecheck/prefixkit/$$package; done
-	MYPYPATH=build/typecheck $(BIN)/mypy --strict -p prefixkit.sdk -p prefixkit.linter \
-		-p prefixkit.engine_adapter -p prefixkit.cli -p prefixkit.testing \
-		>build/typecheck/mypy.out; status=$$?; \
-		sed 's|^build/typecheck/prefixkit/||' build/typecheck/mypy.out; exit $$status
+	@mkdir -p build
+	$(BIN)/mypy --strict -p prefixkit.sdk -p prefixkit.linter -p prefixkit.engine_adapter \
+		-p prefixkit.cli -p prefixkit.testing -p tests >build/mypy.out; status=$$?; \
+		sed 's|^build/editable/prefixkit/||' build/mypy.out; exit $$status
 
 pytest: $(BIN)/.installed
 	$(BIN)/pytest
+
+# The tests that start neither vLLM nor Ray nor a slow build, on both cores.
+pytest-quick: $(BIN)/.installed
+	$(BIN)/pytest -q -m "not engine and not ray and not slow" -n 2
+
+format: $(BIN)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+check: $(BIN)/.installed
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint && \
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck pytest-quick; \
+	status=$$?; echo "make check: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # The documentation site: build/site, warnings are errors (links, anchors, API references).
 docs: $(BIN)/.installed
