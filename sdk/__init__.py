@@ -1,147 +1,131 @@
 """prefixkit.sdk: static-first prompts, cache breakpoints and cache statistics.
 
-The public surface is re-exported here; modules are private to the package.
-Each name is imported on first use (`from prefixkit.sdk import Prompt` imports
-the modules `Prompt` needs, not the whole SDK), so importing one module such as
-`prefixkit.sdk.errors` stays cheap; heavy dependencies (tokenizers, provider
-clients) are imported lazily too.
+The public surface of the SDK is this package: the names in its `__all__`. Every
+module in it (`prefixkit.sdk.prompt`, `prefixkit.sdk.render_vllm`, ...) is internal
+and may change without notice; application code and the other parts of prefixkit
+(`prefixkit.linter`, `prefixkit.engine_adapter`, `prefixkit.cli`, `prefixkit.testing`)
+import from `prefixkit.sdk` alone.
+
+Each name is imported on first use (`from prefixkit.sdk import Prompt` imports the
+modules `Prompt` needs, not the whole SDK; see `exports.py`), so importing the
+package stays cheap; heavy dependencies (tokenizers, provider clients) are imported
+lazily too. Renamed names keep a deprecated alias until the next minor version
+(`deprecation.py`).
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .deprecation import renamed_names
+from .exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .agent_loop import LoopResult, LoopTurn, run_tool_loop
-    from .alignment import AlignmentReport, align_static_prefix, chat_messages
-    from .break_even import BreakEven, TTLChoice, break_even, choose_ttl
-    from .cache_stats import CacheStats
-    from .canonical import canonical_json, canonical_text, sha256_hex
-    from .clients import (
-        AnthropicClient,
-        AsyncAnthropicClient,
-        AsyncOpenAIClient,
-        AsyncVLLMClient,
-        OpenAIClient,
-        StreamResult,
-        VLLMClient,
-    )
-    from .content import Document, Image, Native, Text, ToolCall, ToolResult
-    from .drift_guard import DriftGuard, default_guard
-    from .errors import (
-        AlignmentError,
-        CanonicalError,
-        LayoutError,
-        LockfileError,
-        MissingExtraError,
-        PrefixkitError,
-        PrefixkitWarning,
-        PromptDriftError,
-        PromptNotFoundError,
-        RenderError,
-        SaltError,
-        StaticPrefixChangedError,
-        StaticPrefixChangedWarning,
-        TokenizerError,
-        UncachedPrefixWarning,
-        UnknownModelWarning,
-    )
-    from .model_facts import LongPromptPricing, ModelInfo, Pricing, known_models, model_info
-    from .prompt import Prompt
-    from .registry import Drift, PromptRegistry, check_prompt_files, read_lock, write_lock
-    from .render_anthropic import render_anthropic
-    from .render_openai import prompt_cache_key, render_openai_chat, render_openai_responses
-    from .render_vllm import render_vllm
-    from .salt import tenant_salt
-    from .segment import Segment, Stability
-    from .tokenizer import (
-        AnthropicTokenCounter,
-        HFTokenizer,
-        TiktokenTokenizer,
-        TokenCount,
-        Tokenizer,
-    )
-
-__all__ = [
-    "AlignmentError",
-    "AlignmentReport",
-    "AnthropicClient",
-    "AnthropicTokenCounter",
-    "AsyncAnthropicClient",
-    "AsyncOpenAIClient",
-    "AsyncVLLMClient",
-    "BreakEven",
-    "CacheStats",
-    "CanonicalError",
-    "Document",
-    "Drift",
-    "DriftGuard",
-    "HFTokenizer",
-    "Image",
-    "LayoutError",
-    "LockfileError",
-    "LongPromptPricing",
-    "LoopResult",
-    "LoopTurn",
-    "MissingExtraError",
-    "ModelInfo",
-    "Native",
-    "OpenAIClient",
-    "PrefixkitError",
-    "PrefixkitWarning",
-    "Pricing",
-    "Prompt",
-    "PromptDriftError",
-    "PromptNotFoundError",
-    "PromptRegistry",
-    "RenderError",
-    "SaltError",
-    "Segment",
-    "Stability",
-    "StaticPrefixChangedError",
-    "StaticPrefixChangedWarning",
-    "StreamResult",
-    "TTLChoice",
-    "Text",
-    "TiktokenTokenizer",
-    "TokenCount",
-    "Tokenizer",
-    "TokenizerError",
-    "ToolCall",
-    "ToolResult",
-    "UncachedPrefixWarning",
-    "UnknownModelWarning",
-    "VLLMClient",
-    "align_static_prefix",
-    "break_even",
-    "canonical_json",
-    "canonical_text",
-    "chat_messages",
-    "check_prompt_files",
-    "choose_ttl",
-    "default_guard",
-    "known_models",
-    "model_info",
-    "prompt_cache_key",
-    "read_lock",
-    "render_anthropic",
-    "render_openai_chat",
-    "render_openai_responses",
-    "render_vllm",
-    "run_tool_loop",
-    "sha256_hex",
-    "tenant_salt",
-    "write_lock",
-]
+    from .agent_loop import LoopResult as LoopResult
+    from .agent_loop import LoopTurn as LoopTurn
+    from .agent_loop import run_tool_loop as run_tool_loop
+    from .alignment import AlignmentReport as AlignmentReport
+    from .alignment import align_static_prefix as align_static_prefix
+    from .alignment import chat_messages as chat_messages
+    from .block_hash import DEFAULT_NONE_HASH_SEED as DEFAULT_NONE_HASH_SEED
+    from .block_hash import HashAlgo as HashAlgo
+    from .block_hash import PrefixHashMemo as PrefixHashMemo
+    from .block_hash import block_hashes as block_hashes
+    from .block_hash import event_block_hash as event_block_hash
+    from .block_hash import event_block_hashes as event_block_hashes
+    from .block_hash import hash_block as hash_block
+    from .block_hash import none_hash as none_hash
+    from .block_hash import none_hash_seed as none_hash_seed
+    from .break_even import BreakEven as BreakEven
+    from .break_even import TTLChoice as TTLChoice
+    from .break_even import break_even as break_even
+    from .break_even import choose_ttl as choose_ttl
+    from .cache_stats import CacheStats as CacheStats
+    from .canonical import canonical_json as canonical_json
+    from .canonical import canonical_text as canonical_text
+    from .canonical import sha256_hex as sha256_hex
+    from .clients import AnthropicClient as AnthropicClient
+    from .clients import AsyncAnthropicClient as AsyncAnthropicClient
+    from .clients import AsyncOpenAIClient as AsyncOpenAIClient
+    from .clients import AsyncVLLMClient as AsyncVLLMClient
+    from .clients import OpenAIClient as OpenAIClient
+    from .clients import StreamResult as StreamResult
+    from .clients import VLLMClient as VLLMClient
+    from .content import Document as Document
+    from .content import Image as Image
+    from .content import Native as Native
+    from .content import Text as Text
+    from .content import ToolCall as ToolCall
+    from .content import ToolResult as ToolResult
+    from .errors import AlignmentError as AlignmentError
+    from .errors import CanonicalError as CanonicalError
+    from .errors import LayoutError as LayoutError
+    from .errors import LockfileError as LockfileError
+    from .errors import MissingExtraError as MissingExtraError
+    from .errors import PrefixkitDeprecationWarning as PrefixkitDeprecationWarning
+    from .errors import PrefixkitError as PrefixkitError
+    from .errors import PrefixkitWarning as PrefixkitWarning
+    from .errors import PromptDriftError as PromptDriftError
+    from .errors import PromptNotFoundError as PromptNotFoundError
+    from .errors import RenderError as RenderError
+    from .errors import SaltError as SaltError
+    from .errors import StaticPrefixChangedError as StaticPrefixChangedError
+    from .errors import StaticPrefixChangedWarning as StaticPrefixChangedWarning
+    from .errors import TokenizerError as TokenizerError
+    from .errors import UncachedPrefixWarning as UncachedPrefixWarning
+    from .errors import UnknownModelWarning as UnknownModelWarning
+    from .errors import UsageError as UsageError
+    from .extras import require_extra as require_extra
+    from .model_facts import LongPromptPricing as LongPromptPricing
+    from .model_facts import ModelInfo as ModelInfo
+    from .model_facts import Pricing as Pricing
+    from .model_facts import ProviderLimits as ProviderLimits
+    from .model_facts import known_models as known_models
+    from .model_facts import model_info as model_info
+    from .model_facts import provider_limits as provider_limits
+    from .prompt import Prompt as Prompt
+    from .registry import PROMPT_SUFFIXES as PROMPT_SUFFIXES
+    from .registry import Drift as Drift
+    from .registry import Lock as Lock
+    from .registry import LockEntry as LockEntry
+    from .registry import PromptRegistry as PromptRegistry
+    from .registry import check_prompt_files as check_prompt_files
+    from .registry import default_lock_path as default_lock_path
+    from .registry import read_lock as read_lock
+    from .registry import write_lock as write_lock
+    from .render_anthropic import AnthropicRequest as AnthropicRequest
+    from .render_anthropic import PrefixBody as PrefixBody
+    from .render_anthropic import cacheable_prefixes as cacheable_prefixes
+    from .render_anthropic import render_anthropic as render_anthropic
+    from .render_openai import ChatRequest as ChatRequest
+    from .render_openai import ResponsesRequest as ResponsesRequest
+    from .render_openai import prompt_cache_key as prompt_cache_key
+    from .render_openai import render_openai_chat as render_openai_chat
+    from .render_openai import render_openai_responses as render_openai_responses
+    from .render_vllm import VLLMChatRequest as VLLMChatRequest
+    from .render_vllm import VLLMCompletionRequest as VLLMCompletionRequest
+    from .render_vllm import render_vllm as render_vllm
+    from .render_vllm import vllm_tool as vllm_tool
+    from .salt import tenant_salt as tenant_salt
+    from .segment import Segment as Segment
+    from .segment import Stability as Stability
+    from .static_prefix_guard import GuardMode as GuardMode
+    from .static_prefix_guard import StaticPrefixGuard as StaticPrefixGuard
+    from .static_prefix_guard import default_guard as default_guard
+    from .tokenizer import AnthropicTokenCounter as AnthropicTokenCounter
+    from .tokenizer import HFTokenizer as HFTokenizer
+    from .tokenizer import TiktokenTokenizer as TiktokenTokenizer
+    from .tokenizer import TokenCount as TokenCount
+    from .tokenizer import Tokenizer as Tokenizer
 
 # public name -> the module (of this package) that defines it
-_MODULES: dict[str, str] = {
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_NONE_HASH_SEED": "block_hash",
+    "PROMPT_SUFFIXES": "registry",
     "AlignmentError": "errors",
     "AlignmentReport": "alignment",
     "AnthropicClient": "clients",
+    "AnthropicRequest": "render_anthropic",
     "AnthropicTokenCounter": "tokenizer",
     "AsyncAnthropicClient": "clients",
     "AsyncOpenAIClient": "clients",
@@ -149,12 +133,16 @@ _MODULES: dict[str, str] = {
     "BreakEven": "break_even",
     "CacheStats": "cache_stats",
     "CanonicalError": "errors",
+    "ChatRequest": "render_openai",
     "Document": "content",
     "Drift": "registry",
-    "DriftGuard": "drift_guard",
+    "GuardMode": "static_prefix_guard",
     "HFTokenizer": "tokenizer",
+    "HashAlgo": "block_hash",
     "Image": "content",
     "LayoutError": "errors",
+    "Lock": "registry",
+    "LockEntry": "registry",
     "LockfileError": "errors",
     "LongPromptPricing": "model_facts",
     "LoopResult": "agent_loop",
@@ -163,6 +151,9 @@ _MODULES: dict[str, str] = {
     "ModelInfo": "model_facts",
     "Native": "content",
     "OpenAIClient": "clients",
+    "PrefixBody": "render_anthropic",
+    "PrefixHashMemo": "block_hash",
+    "PrefixkitDeprecationWarning": "errors",
     "PrefixkitError": "errors",
     "PrefixkitWarning": "errors",
     "Pricing": "model_facts",
@@ -170,12 +161,15 @@ _MODULES: dict[str, str] = {
     "PromptDriftError": "errors",
     "PromptNotFoundError": "errors",
     "PromptRegistry": "registry",
+    "ProviderLimits": "model_facts",
     "RenderError": "errors",
+    "ResponsesRequest": "render_openai",
     "SaltError": "errors",
     "Segment": "segment",
     "Stability": "segment",
     "StaticPrefixChangedError": "errors",
     "StaticPrefixChangedWarning": "errors",
+    "StaticPrefixGuard": "static_prefix_guard",
     "StreamResult": "clients",
     "TTLChoice": "break_even",
     "Text": "content",
@@ -187,53 +181,44 @@ _MODULES: dict[str, str] = {
     "ToolResult": "content",
     "UncachedPrefixWarning": "errors",
     "UnknownModelWarning": "errors",
+    "UsageError": "errors",
+    "VLLMChatRequest": "render_vllm",
     "VLLMClient": "clients",
+    "VLLMCompletionRequest": "render_vllm",
     "align_static_prefix": "alignment",
+    "block_hashes": "block_hash",
     "break_even": "break_even",
+    "cacheable_prefixes": "render_anthropic",
     "canonical_json": "canonical",
     "canonical_text": "canonical",
     "chat_messages": "alignment",
     "check_prompt_files": "registry",
     "choose_ttl": "break_even",
-    "default_guard": "drift_guard",
+    "default_guard": "static_prefix_guard",
+    "default_lock_path": "registry",
+    "event_block_hash": "block_hash",
+    "event_block_hashes": "block_hash",
+    "hash_block": "block_hash",
     "known_models": "model_facts",
     "model_info": "model_facts",
+    "none_hash": "block_hash",
+    "none_hash_seed": "block_hash",
     "prompt_cache_key": "render_openai",
+    "provider_limits": "model_facts",
     "read_lock": "registry",
     "render_anthropic": "render_anthropic",
     "render_openai_chat": "render_openai",
     "render_openai_responses": "render_openai",
     "render_vllm": "render_vllm",
+    "require_extra": "extras",
     "run_tool_loop": "agent_loop",
     "sha256_hex": "canonical",
     "tenant_salt": "salt",
+    "vllm_tool": "render_vllm",
     "write_lock": "registry",
 }
 
+__all__ = list(_EXPORTS)
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-class _Package(ModuleType):
-    """This package: importing a submodule named like a public function
-    (`render_anthropic`, `render_vllm`, `break_even`) does not bind the module
-    over the function."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _MODULES and isinstance(value, ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+_exported, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__ = renamed_names(__name__, {"DriftGuard": "StaticPrefixGuard"}, fallback=_exported)

@@ -9,6 +9,12 @@ Reading `module.DriftGuard` (or `from module import DriftGuard`) then warns with
 `PrefixkitDeprecationWarning`, naming the new name and the version that removes the old
 one, and returns the new object. Every alias is recorded in `RENAMED`, which the test
 suite checks against CHANGELOG.md.
+
+A package with lazy exports (`exports.py`) passes its export `__getattr__` as `fallback`,
+so one function serves both and the warning still points at the caller's line:
+
+    _exported, __dir__ = lazy_exports(__name__, _EXPORTS)
+    __getattr__ = renamed_names(__name__, {"DriftGuard": "StaticPrefixGuard"}, fallback=_exported)
 """
 
 from __future__ import annotations
@@ -49,10 +55,15 @@ RENAMED: dict[str, Renamed] = {}
 
 
 def renamed_names(
-    module: str, renames: Mapping[str, str], *, new_module: str | None = None
+    module: str,
+    renames: Mapping[str, str],
+    *,
+    new_module: str | None = None,
+    fallback: Callable[[str], object] | None = None,
 ) -> Callable[[str], object]:
     """A module `__getattr__` that gives each old name in `renames` (old -> new) as the new
-    object, found in `new_module` (default: `module` itself), with a warning."""
+    object, found in `new_module` (default: `module` itself), with a warning; any other
+    name goes to `fallback` (the module's own `__getattr__`, e.g. its lazy exports)."""
     target = new_module or module
     for old, new in renames.items():
         entry = Renamed(module, old, target, new)
@@ -61,6 +72,8 @@ def renamed_names(
     def __getattr__(name: str) -> object:
         new = renames.get(name)
         if new is None:
+            if fallback is not None:
+                return fallback(name)
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         warnings.warn(
             f"{module}.{name} is renamed {target}.{new}; the old name is removed in "

@@ -6,7 +6,7 @@
     ├── PromptNotFoundError (LookupError)       no such prompt or version              2
     ├── LockfileError (ValueError)              prefixkit.lock is malformed or missing 2
     ├── PromptDriftError (ValueError)           a prompt's hash differs from the lock  2
-    ├── StaticPrefixChangedError (RuntimeError) runtime drift guard
+    ├── StaticPrefixChangedError (RuntimeError) a named prompt changed its static prefix
     ├── TokenizerError (RuntimeError)           a tokenizer cannot be loaded or used   3
     ├── AlignmentError (ValueError)             block alignment impossible in budget
     ├── SaltError (ValueError)                  tenant salt misuse (empty secret/tenant)
@@ -39,7 +39,7 @@
     PrefixkitWarning (UserWarning)              root of the warnings prefixkit issues
     ├── UncachedPrefixWarning                   a prefix is below the model's minimum cacheable length
     ├── UnknownModelWarning                     a model is missing from prefixkit's data tables
-    ├── StaticPrefixChangedWarning              runtime drift guard in "warn" mode
+    ├── StaticPrefixChangedWarning              the same, from a guard in "warn" mode
     └── PrefixkitDeprecationWarning             a renamed name used by its old name
         (DeprecationWarning)                    (removed in the next minor version)
 
@@ -140,7 +140,7 @@ class UnknownModelWarning(PrefixkitWarning):
 
 
 class StaticPrefixChangedWarning(PrefixkitWarning):
-    """The same prompt name rendered a different static prefix (drift guard in warn mode)."""
+    """The same prompt name rendered a different static prefix (static-prefix guard in "warn" mode)."""
 
 
 class PrefixkitDeprecationWarning(PrefixkitWarning, DeprecationWarning):

@@ -168,7 +168,7 @@ class Prompt:
       messages, Responses `function_call` / `function_call_output` items)
       are accepted and sent unaltered to their own API (see
       `prefixkit.sdk.content`).
-    - `name`: identifies the prompt for the runtime drift guard.
+    - `name`: identifies the prompt for the static-prefix guard (`StaticPrefixGuard`).
 
     Raises `LayoutError` if a segment is more stable than one before it.
     """

@@ -1,10 +1,10 @@
-"""The runtime drift guard: one prompt name, one static prefix."""
+"""The static-prefix guard: one prompt name, one static prefix."""
 
 from __future__ import annotations
 
 import pytest
 from prefixkit.sdk import (
-    DriftGuard,
+    StaticPrefixGuard,
     Prompt,
     Segment,
     StaticPrefixChangedError,
@@ -22,13 +22,13 @@ def support(day: str, question: str = "Hi", name: str | None = "support") -> Pro
 
 
 def test_same_static_prefix_with_new_questions_passes() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(support("Monday", "Hi"))
     guard.check(support("Monday", "What is egress?"))
 
 
 def test_changed_static_prefix_raises_with_a_diff_of_the_first_differing_segment() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(support("Monday"))
     with pytest.raises(StaticPrefixChangedError) as excinfo:
         guard.check(support("Tuesday"))
@@ -40,7 +40,7 @@ def test_changed_static_prefix_raises_with_a_diff_of_the_first_differing_segment
 
 
 def test_warn_mode_warns_and_keeps_the_first_prefix() -> None:
-    guard = DriftGuard(mode="warn")
+    guard = StaticPrefixGuard(mode="warn")
     guard.check(support("Monday"))
     with pytest.warns(StaticPrefixChangedWarning, match="Today is Tuesday"):
         guard.check(support("Tuesday"))
@@ -50,19 +50,19 @@ def test_warn_mode_warns_and_keeps_the_first_prefix() -> None:
 
 
 def test_different_names_are_tracked_separately() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(support("Monday", name="support-eu"))
     guard.check(support("Tuesday", name="support-us"))
 
 
 def test_unnamed_prompts_are_not_tracked() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(support("Monday", name=None))
     guard.check(support("Tuesday", name=None))
 
 
 def test_forget_accepts_an_intended_change() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(support("Monday"))
     guard.forget("support")
     guard.check(support("Tuesday"))
@@ -71,7 +71,7 @@ def test_forget_accepts_an_intended_change() -> None:
 
 
 def test_a_changed_number_of_static_segments_is_reported() -> None:
-    guard = DriftGuard()
+    guard = StaticPrefixGuard()
     guard.check(Prompt(system=[Segment.static("You are Harbor.")], name="short"))
     longer = Prompt(
         system=[Segment.static("You are Harbor."), Segment.static("Be brief.")], name="short"

@@ -1,7 +1,7 @@
-"""Runtime drift guard: one prompt name, one static prefix.
+"""Static-prefix guard: one prompt name, one static prefix.
 
 A named `Prompt` is expected to render the same static prefix every time: that
-is what makes it cacheable. `DriftGuard.check(prompt)` remembers the first
+is what makes it cacheable. `StaticPrefixGuard.check(prompt)` remembers the first
 static-prefix digest seen for each `prompt.name`; a later prompt with the same
 name and a different static prefix raises `StaticPrefixChangedError` (mode
 "raise") or warns with `StaticPrefixChangedWarning` (mode "warn"), with a
@@ -11,7 +11,7 @@ same mistake before the code runs; this catches what only shows at run time
 
     from prefixkit.sdk import default_guard
     default_guard.check(prompt)                 # the process-wide default, mode "raise"
-    guard = DriftGuard(mode="warn")             # your own, e.g. per tenant or per test
+    guard = StaticPrefixGuard(mode="warn")      # your own, e.g. per tenant or per test
 
 `Prompt` and the renderers stay pure: nothing calls the guard for you. Call
 `check` where a request is built (before `render_*` or a client's `create`).
@@ -31,7 +31,7 @@ from .errors import StaticPrefixChangedError, StaticPrefixChangedWarning
 from .prompt import Prompt
 from .segment import Segment
 
-__all__ = ["DriftGuard", "GuardMode", "default_guard"]
+__all__ = ["GuardMode", "StaticPrefixGuard", "default_guard"]
 
 GuardMode = Literal["raise", "warn"]
 
@@ -65,12 +65,12 @@ def _describe(name: str, before: tuple[Segment, ...], after: tuple[Segment, ...]
     )
 
 
-class DriftGuard:
+class StaticPrefixGuard:
     """Remembers each prompt name's static-prefix digest and flags changes."""
 
     def __init__(self, mode: GuardMode = "raise") -> None:
         if mode not in ("raise", "warn"):
-            raise ValueError(f"drift guard mode must be 'raise' or 'warn', got {mode!r}")
+            raise ValueError(f"static-prefix guard mode must be 'raise' or 'warn', got {mode!r}")
         self.mode: GuardMode = mode
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
@@ -100,5 +100,5 @@ class DriftGuard:
                 self._seen.pop(name, None)
 
 
-default_guard = DriftGuard()
+default_guard = StaticPrefixGuard()
 """The process-wide default guard (mode "raise")."""
