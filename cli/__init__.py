@@ -1,1 +1,2 @@
-"""prefixkit command line: `prefixkit lock | lint | serve | analyze`."""
+"""prefixkit command line: `prefixkit lock | lint | serve | analyze | warm | models`
+(`prefixkit.cli.main.COMMANDS` is the list)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-# --- engine (issue 5): the embedded vLLM CPU engine, started once per session ---
 import http.client
 import json
 import random
@@ -21,11 +20,35 @@ from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.sdk import HFTokenizer
 
+# The fixtures that start real engines, and the marker a test using them must carry:
+# `make check` deselects those markers and must never start vLLM or Ray.
+STARTS_ENGINES = {"engine": "engine", "ray_deployment": "ray"}
+
+
+def _fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses, not counting its own parameters."""
+    callspec = getattr(item, "callspec", None)
+    parameters = set(callspec.params) if callspec is not None else set()
+    return set(getattr(item, "fixturenames", ())) - parameters
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        f"{item.nodeid} uses {fixture} without @pytest.mark.{marker}"
+        for item in items
+        for fixture, marker in STARTS_ENGINES.items()
+        if fixture in _fixtures(item) and item.get_closest_marker(marker) is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("\n".join(unmarked))
+
+
 # Hypothesis' per-example deadline (200 ms) times the load of a shared 2-core machine,
 # not the code under test: property tests check behaviour, benches check speed.
 settings.register_profile("prefixkit", deadline=None)
 settings.load_profile("prefixkit")
 
+# --- engine: the embedded vLLM CPU engine, started once per session ---
 ENGINE_PORT = 18000
 # the Mooncake conversation trace (Apache-2.0), shipped with the examples
 MOONCAKE_TRACE = (
