@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from prefixkit.linter.outcome import FileOutcome
     from prefixkit.linter.result_cache import ResultCache
     from prefixkit.linter.rule_codes import RULE_CODES
-    from prefixkit.linter.run import lint_targets
+    from prefixkit.linter.lint_many import lint_targets
     from prefixkit.linter.summary import RunSummary
 
     if args.jobs < 1:

@@ -241,8 +241,8 @@ PROMPT_TEMPLATE_CLASSES: frozenset[str] = frozenset({"PromptTemplate", "RichProm
 # Class methods that build a message or template from its text.
 TEMPLATE_CONSTRUCTORS: frozenset[str] = frozenset({"from_template"})
 
-# Words without one of which a module cannot build a cached segment (the engine skips
-# analysing it): keywords, roles, classes, markers.
+# Words without one of which a module cannot build a cached segment (the linter only
+# parses such a module, without analysing it): keywords, roles, classes, markers.
 TRIGGER_WORDS: tuple[str, ...] = (
     "system",
     "SYSTEM",

@@ -34,6 +34,8 @@ from typing import Any
 
 from prefixkit.sdk.errors import PrefixkitError
 
+from .globs import glob_matches
+
 __all__ = [
     "CONFIG_FILE_NAME",
     "DEFAULT_PROMPT_GLOBS",
@@ -92,8 +94,6 @@ class LintConfig:
 
     def enabled_codes(self, known: Iterable[str], relative_path: str) -> frozenset[str]:
         """The codes that apply to a file (select, then ignore, then per-file-ignores)."""
-        from .discovery import glob_matches
-
         ignored = list(self.ignore)
         for pattern, codes in self.per_file_ignores:
             if glob_matches(pattern, relative_path):

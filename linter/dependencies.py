@@ -2,8 +2,8 @@
 
 The re-lint cache keys a file's findings on its own content; when the
 analysis of that file also uses another file (a constant imported from a
-module of the tree, a lock file), the result depends on that file too. The
-engine records, per linted file, every such file and its content hash; the
+module of the tree, a lock file), the result depends on that file too.
+`lint_file` records, per linted file, every such file and its content hash; the
 cache re-hashes them on the next run and lints again when one changed,
 appeared or disappeared.
 

@@ -26,9 +26,7 @@ above it), so a sub-project with its own config is linted with it.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from pathlib import Path
 import pathspec
 
 from .config import ConfigResolver, LintConfig
+from .globs import glob_matches
 
 __all__ = [
     "CACHE_DIR_NAME",
@@ -48,7 +47,6 @@ __all__ = [
     "Target",
     "discover",
     "file_kind",
-    "glob_matches",
     "is_prompt_file",
     "is_test_path",
     "relative_to_root",
@@ -83,55 +81,6 @@ PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 NOTEBOOK_SUFFIX = ".ipynb"
 NAMED_PROMPT_SUFFIXES = frozenset({".md", ".txt", ".j2", ".jinja", ".jinja2", ".prompt"})
 TEST_DIRS = frozenset({"tests", "test"})
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    match = re.search(r"\{([^{}]*)\}", pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    return [
-        expanded
-        for choice in match.group(1).split(",")
-        for expanded in _expand_braces(head + choice + tail)
-    ]
-
-
-@functools.lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    alternatives = []
-    for expanded in _expand_braces(pattern):
-        out = []
-        index = 0
-        while index < len(expanded):
-            if expanded.startswith("**/", index):
-                out.append("(?:.*/)?")
-                index += 3
-            elif expanded.startswith("**", index):
-                out.append(".*")
-                index += 2
-            elif expanded[index] == "*":
-                out.append("[^/]*")
-                index += 1
-            elif expanded[index] == "?":
-                out.append("[^/]")
-                index += 1
-            else:
-                out.append(re.escape(expanded[index]))
-                index += 1
-        alternatives.append("".join(out))
-    return re.compile("(?:" + "|".join(alternatives) + ")")
-
-
-def glob_matches(pattern: str, relative_path: str) -> bool:
-    """Whether a POSIX relative path matches a glob (`**`, `*`, `?`, `{a,b}`).
-
-    A pattern without a `/` also matches the file name alone (`*.md`).
-    """
-    regex = _glob_regex(pattern)
-    if regex.fullmatch(relative_path):
-        return True
-    return "/" not in pattern and regex.fullmatch(relative_path.rsplit("/", 1)[-1]) is not None
 
 
 def relative_to_root(path: Path, root: Path) -> str:

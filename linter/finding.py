@@ -1,16 +1,18 @@
 """Findings: what a rule reports, where, and the fix it offers (if any).
 
 Positions are 1-based rows and 1-based columns (as ruff prints them); an edit
-replaces the text between `start` and `end` (end exclusive) with `content`.
+replaces the text between `start` and `end` (end exclusive) with `content`;
+`apply_edits` applies edits to a text.
 In a notebook, `cell` is the 1-based number of the cell (among all cells) and
 rows count within that cell.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Edit", "Finding", "Fix", "Position"]
+__all__ = ["Edit", "Finding", "Fix", "Position", "apply_edits"]
 
 
 @dataclass(frozen=True, order=True)
@@ -70,3 +72,34 @@ class Finding:
         """`file:row:column`, or `file:cell N:row:column` in a notebook."""
         cell = "" if self.cell is None else f"cell {self.cell}:"
         return f"{self.filename}:{cell}{self.start.row}:{self.start.column}"
+
+
+def _offsets(text: str) -> list[int]:
+    starts = [0]
+    for index, char in enumerate(text):
+        if char == "\n":
+            starts.append(index + 1)
+    return starts
+
+
+def apply_edits(text: str, edits: Sequence[Edit]) -> str:
+    """`text` with non-overlapping `edits` applied (overlapping ones are skipped)."""
+    starts = _offsets(text)
+
+    def offset(row: int, column: int) -> int:
+        return starts[row - 1] + column - 1
+
+    spans = sorted(
+        ((offset(e.start.row, e.start.column), offset(e.end.row, e.end.column), e) for e in edits),
+        key=lambda item: (item[0], item[1]),
+    )
+    out: list[str] = []
+    cursor = 0
+    for start, end, edit in spans:
+        if start < cursor:
+            continue
+        out.append(text[cursor:start])
+        out.append(edit.content)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)

@@ -32,7 +32,7 @@ from typing import Any
 
 from prefixkit.sdk.errors import PrefixkitError
 
-from .finding import Edit, Finding, Position
+from .finding import Edit, Finding, Position, apply_edits
 
 __all__ = ["Notebook", "NotebookError", "parse_notebook"]
 
@@ -288,8 +288,6 @@ class Notebook:
         """The notebook with the fixes (module edits) applied to its cells, and how many
         fixes were applied: a fix with an edit that crosses cells or touches a
         neutralised line is left out whole."""
-        from .engine import apply_edits
-
         per_cell: dict[int, list[Edit]] = {}
         applied = 0
         for fix in fixes:

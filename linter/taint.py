@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 from libcst.metadata import (
@@ -68,12 +68,10 @@ from .catalog import (
 )
 from .module_index import FunctionNode, ModuleIndex, string_value
 
-if TYPE_CHECKING:
-    from .project_imports import ProjectImports
-
 __all__ = [
     "PERIODS",
     "Env",
+    "ImportedTaints",
     "Taint",
     "TaintAnalysis",
     "Via",
@@ -224,6 +222,21 @@ def _without_order(taints: Iterable[Taint]) -> set[Taint]:
     return {_sorted(t) for t in taints if t.kind not in ("set", _PARAM_SET)}
 
 
+class ImportedTaints(Protocol):
+    """What `TaintAnalysis` asks about names imported from the project's other modules
+    (`prefixkit.linter.project_imports.ProjectImports` answers it)."""
+
+    def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
+        """Taints of `call` when it calls a function of another project module, else None."""
+        ...
+
+    def value_taints(
+        self, analysis: TaintAnalysis, node: cst.Name | cst.Attribute
+    ) -> set[Taint] | None:
+        """Taints of `node` when it reads a constant of another project module, else None."""
+        ...
+
+
 class TaintAnalysis:
     """Taint queries over one module (see the module docstring).
 
@@ -238,7 +251,7 @@ class TaintAnalysis:
         index: ModuleIndex,
         scopes: Mapping[cst.CSTNode, Scope | None],
         extra_volatile: frozenset[str] = frozenset(),
-        imports: ProjectImports | None = None,
+        imports: ImportedTaints | None = None,
     ) -> None:
         self.index = index
         self.scopes = scopes

@@ -54,5 +54,5 @@ class SyntaxErrorRule(PythonRule):
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
-        """The engine reports parse errors itself (a parsed module has none)."""
+        """`lint_python` reports parse errors itself (a parsed module has none)."""
         return iter(())

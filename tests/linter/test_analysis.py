@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from prefixkit.linter.catalog import is_identity_name, is_volatile_callable
 from prefixkit.linter.config import LintConfig
 from prefixkit.linter.context import LintContext
-from prefixkit.linter.discovery import glob_matches
-from prefixkit.linter.engine import apply_edits, lint_text
-from prefixkit.linter.finding import Edit, Position
+from prefixkit.linter.finding import Edit, Position, apply_edits
+from prefixkit.linter.globs import glob_matches
+from prefixkit.linter.lint_file import lint_text
 
 
 def codes(source: str, tmp_path: Path) -> list[tuple[str, int]]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prefixkit.linter.catalog import PROMPT_ENTRY_POINTS, TRIGGER_WORDS, prompt_entry_point
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_text
 from prefixkit.linter.finding import Finding
+from prefixkit.linter.lint_file import lint_text
 
 
 def _lint(tmp_path: Path, code: str) -> list[Finding]:
@@ -24,7 +24,7 @@ def test_entry_point_is_matched_by_package_and_class_name() -> None:
 
 
 def test_a_module_importing_any_entry_point_package_is_analysed() -> None:
-    # the engine skips modules without a trigger word; the import is always there
+    # the linter skips modules without a trigger word; the import is always there
     for entry in PROMPT_ENTRY_POINTS:
         for package in entry.packages:
             assert any(word in f"from {package} import x" for word in TRIGGER_WORDS), package

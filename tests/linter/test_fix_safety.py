@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_file, lint_text
+from prefixkit.linter.lint_file import lint_file, lint_text
 from prefixkit.linter.rule import Rule
 from prefixkit.linter.rules import ALL_RULES
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prefixkit.cli.main import main
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_text
+from prefixkit.linter.lint_file import lint_text
 from prefixkit.linter.notebook import parse_notebook
 
 NOTEBOOKS = Path(__file__).parent / "notebooks"

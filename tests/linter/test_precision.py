@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from prefixkit.linter.catalog import is_identity_name
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_text
 from prefixkit.linter.finding import Finding
+from prefixkit.linter.lint_file import lint_text
 
 
 def findings(source: str, tmp_path: Path, name: str = "module.py") -> list[Finding]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefixkit.linter.config import LintConfig
-from prefixkit.linter.engine import lint_text
+from prefixkit.linter.lint_file import lint_text
 
 CLEAN_APP = '''
 """A support assistant that keeps its prefix byte-identical."""

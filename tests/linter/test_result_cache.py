@@ -14,7 +14,8 @@ from prefixkit.cli.main import main
 from prefixkit.linter.config import LintConfig
 from prefixkit.linter.dependencies import record_dependency, recording
 from prefixkit.linter.discovery import Target
-from prefixkit.linter.engine import FileOutcome, lint_paths
+from prefixkit.linter.lint_many import lint_paths
+from prefixkit.linter.outcome import FileOutcome
 from prefixkit.linter.result_cache import ResultCache
 
 BAD = (
@@ -194,7 +195,7 @@ def test_an_unchanged_relint_command_imports_neither_the_rules_nor_the_sdk(proje
         "import sys\n"
         "from prefixkit.cli.main import main\n"
         f"main(['lint', '--exit-zero', '--format', 'json', {str(project)!r}])\n"
-        "heavy = ('libcst', 'prefixkit.linter.rules', 'prefixkit.linter.engine',"
+        "heavy = ('libcst', 'prefixkit.linter.rules', 'prefixkit.linter.lint_file',"
         " 'prefixkit.sdk.clients', 'prefixkit.sdk.prompt')\n"
         "print(sorted(name for name in heavy if name in sys.modules), file=sys.stderr)\n"
     )

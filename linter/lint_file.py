@@ -1,4 +1,4 @@
-"""Run the rules: over source text, over files (with `--fix`), over many files in parallel.
+"""Lint one file: its source text, a notebook's cells, a prompt file, with `--fix`.
 
 A Python file is parsed once; all enabled rules share one `LintContext`
 (one metadata wrapper, computed lazily). A module that mentions none of the
@@ -11,10 +11,8 @@ Prompt files get the prompt rules.
 
 `lint_file` never raises for a single bad file: unreadable, binary or huge
 files are skipped with a note, unexpected failures become errors, and linting
-goes on. `lint_targets` and `lint_paths` (`prefixkit.linter.run`, re-exported
-here) lint many files, in parallel and through the re-lint cache
-(`prefixkit.linter.result_cache`): a file whose content, settings and recorded
-dependencies are unchanged is not linted again.
+goes on. Many files are linted by `prefixkit.linter.lint_many`, which calls
+`lint_batch` here for the files the re-lint cache does not answer.
 """
 
 from __future__ import annotations
@@ -34,24 +32,19 @@ from .config import LintConfig
 from .context import LintContext, ProjectState, PromptContext
 from .dependencies import record_dependency, recording
 from .discovery import Target, file_kind, relative_to_root
-from .finding import Edit, Finding, Position
+from .finding import Edit, Finding, Position, apply_edits
 from .notebook import Notebook, NotebookError, parse_notebook
 from .outcome import FileOutcome
 from .rule import PromptRule, PythonRule
 from .rules import ALL_RULES, SYNTAX_ERROR_CODE
-from .run import lint_paths, lint_targets
 from .suppression import Suppressions
 
 __all__ = [
-    "FileOutcome",
-    "apply_edits",
     "lint_batch",
     "lint_file",
     "lint_notebook",
-    "lint_paths",
     "lint_prompt",
     "lint_python",
-    "lint_targets",
     "lint_text",
 ]
 
@@ -219,37 +212,6 @@ def _one_per_line(findings: Iterable[Finding]) -> list[Finding]:
         key = (finding.filename, finding.cell, finding.start.row, finding.code)
         lines.setdefault(key, []).append(finding)
     return [min(group, key=lambda f: f.start) for group in lines.values()]
-
-
-def _offsets(text: str) -> list[int]:
-    starts = [0]
-    for index, char in enumerate(text):
-        if char == "\n":
-            starts.append(index + 1)
-    return starts
-
-
-def apply_edits(text: str, edits: Sequence[Edit]) -> str:
-    """`text` with non-overlapping `edits` applied (overlapping ones are skipped)."""
-    starts = _offsets(text)
-
-    def offset(row: int, column: int) -> int:
-        return starts[row - 1] + column - 1
-
-    spans = sorted(
-        ((offset(e.start.row, e.start.column), offset(e.end.row, e.end.column), e) for e in edits),
-        key=lambda item: (item[0], item[1]),
-    )
-    out: list[str] = []
-    cursor = 0
-    for start, end, edit in spans:
-        if start < cursor:
-            continue
-        out.append(text[cursor:start])
-        out.append(edit.content)
-        cursor = end
-    out.append(text[cursor:])
-    return "".join(out)
 
 
 def _chosen_fixes(findings: Iterable[Finding], unsafe_fixes: bool) -> list[tuple[Edit, ...]]:

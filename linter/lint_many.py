@@ -2,8 +2,9 @@
 this process or a process pool, in input order.
 
 This module imports no rule and no parser: a run whose every file is a cache
-hit never imports libcst or the rules (`prefixkit.linter.engine`), so an
-unchanged re-lint costs little more than the interpreter's start-up.
+hit never imports libcst or the rules (`prefixkit.linter.lint_file` is imported
+only for the files to lint), so an unchanged re-lint costs little more than the
+interpreter's start-up.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def lint_targets(
 def _lint_many(
     targets: list[Target], fix: bool, jobs: int, unsafe_fixes: bool
 ) -> list[FileOutcome]:
-    from .engine import lint_batch
+    from .lint_file import lint_batch
 
     if jobs <= 1 or len(targets) < 2:
         return lint_batch(targets, fix, unsafe_fixes)
