@@ -1,7 +1,7 @@
 """prefixkit.sdk: static-first prompts, cache breakpoints and cache statistics.
 
 The public surface of the SDK is this package: the names in its `__all__`. Every
-module in it (`prefixkit.sdk.prompt`, `prefixkit.sdk.render_vllm`, ...) is internal
+module in it (`prefixkit.sdk.prompt`, `prefixkit.sdk.vllm_request`, ...) is internal
 and may change without notice; application code and the other parts of prefixkit
 (`prefixkit.linter`, `prefixkit.engine_adapter`, `prefixkit.cli`, `prefixkit.testing`)
 import from `prefixkit.sdk` alone.
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from .alignment import AlignmentReport as AlignmentReport
     from .alignment import align_static_prefix as align_static_prefix
     from .alignment import chat_messages as chat_messages
+    from .anthropic_request import AnthropicRequest as AnthropicRequest
+    from .anthropic_request import PrefixBody as PrefixBody
+    from .anthropic_request import cacheable_prefixes as cacheable_prefixes
+    from .anthropic_request import render_anthropic as render_anthropic
     from .block_hash import DEFAULT_NONE_HASH_SEED as DEFAULT_NONE_HASH_SEED
     from .block_hash import HashAlgo as HashAlgo
     from .block_hash import PrefixHashMemo as PrefixHashMemo
@@ -36,10 +40,10 @@ if TYPE_CHECKING:
     from .block_hash import hash_block as hash_block
     from .block_hash import none_hash as none_hash
     from .block_hash import none_hash_seed as none_hash_seed
-    from .break_even import BreakEven as BreakEven
-    from .break_even import TTLChoice as TTLChoice
-    from .break_even import break_even as break_even
-    from .break_even import choose_ttl as choose_ttl
+    from .cache_payoff import BreakEven as BreakEven
+    from .cache_payoff import TTLChoice as TTLChoice
+    from .cache_payoff import break_even as break_even
+    from .cache_payoff import choose_ttl as choose_ttl
     from .cache_stats import CacheStats as CacheStats
     from .canonical import canonical_json as canonical_json
     from .canonical import canonical_text as canonical_text
@@ -83,6 +87,11 @@ if TYPE_CHECKING:
     from .model_facts import known_models as known_models
     from .model_facts import model_info as model_info
     from .model_facts import provider_limits as provider_limits
+    from .openai_request import ChatRequest as ChatRequest
+    from .openai_request import ResponsesRequest as ResponsesRequest
+    from .openai_request import prompt_cache_key as prompt_cache_key
+    from .openai_request import render_openai_chat as render_openai_chat
+    from .openai_request import render_openai_responses as render_openai_responses
     from .prompt import Prompt as Prompt
     from .registry import PROMPT_SUFFIXES as PROMPT_SUFFIXES
     from .registry import Drift as Drift
@@ -93,19 +102,7 @@ if TYPE_CHECKING:
     from .registry import default_lock_path as default_lock_path
     from .registry import read_lock as read_lock
     from .registry import write_lock as write_lock
-    from .render_anthropic import AnthropicRequest as AnthropicRequest
-    from .render_anthropic import PrefixBody as PrefixBody
-    from .render_anthropic import cacheable_prefixes as cacheable_prefixes
-    from .render_anthropic import render_anthropic as render_anthropic
-    from .render_openai import ChatRequest as ChatRequest
-    from .render_openai import ResponsesRequest as ResponsesRequest
-    from .render_openai import prompt_cache_key as prompt_cache_key
-    from .render_openai import render_openai_chat as render_openai_chat
-    from .render_openai import render_openai_responses as render_openai_responses
-    from .render_vllm import VLLMChatRequest as VLLMChatRequest
-    from .render_vllm import VLLMCompletionRequest as VLLMCompletionRequest
-    from .render_vllm import render_vllm as render_vllm
-    from .render_vllm import vllm_tool as vllm_tool
+    from .salt import salt_secret as salt_secret
     from .salt import tenant_salt as tenant_salt
     from .segment import Segment as Segment
     from .segment import Stability as Stability
@@ -117,6 +114,10 @@ if TYPE_CHECKING:
     from .tokenizer import TiktokenTokenizer as TiktokenTokenizer
     from .tokenizer import TokenCount as TokenCount
     from .tokenizer import Tokenizer as Tokenizer
+    from .vllm_request import VLLMChatRequest as VLLMChatRequest
+    from .vllm_request import VLLMCompletionRequest as VLLMCompletionRequest
+    from .vllm_request import render_vllm as render_vllm
+    from .vllm_request import vllm_tool as vllm_tool
 
 # public name -> the module (of this package) that defines it
 _EXPORTS: dict[str, str] = {
@@ -125,15 +126,15 @@ _EXPORTS: dict[str, str] = {
     "AlignmentError": "errors",
     "AlignmentReport": "alignment",
     "AnthropicClient": "clients",
-    "AnthropicRequest": "render_anthropic",
+    "AnthropicRequest": "anthropic_request",
     "AnthropicTokenCounter": "tokenizer",
     "AsyncAnthropicClient": "clients",
     "AsyncOpenAIClient": "clients",
     "AsyncVLLMClient": "clients",
-    "BreakEven": "break_even",
+    "BreakEven": "cache_payoff",
     "CacheStats": "cache_stats",
     "CanonicalError": "errors",
-    "ChatRequest": "render_openai",
+    "ChatRequest": "openai_request",
     "Document": "content",
     "Drift": "registry",
     "GuardMode": "static_prefix_guard",
@@ -151,7 +152,7 @@ _EXPORTS: dict[str, str] = {
     "ModelInfo": "model_facts",
     "Native": "content",
     "OpenAIClient": "clients",
-    "PrefixBody": "render_anthropic",
+    "PrefixBody": "anthropic_request",
     "PrefixHashMemo": "block_hash",
     "PrefixkitDeprecationWarning": "errors",
     "PrefixkitError": "errors",
@@ -163,7 +164,7 @@ _EXPORTS: dict[str, str] = {
     "PromptRegistry": "registry",
     "ProviderLimits": "model_facts",
     "RenderError": "errors",
-    "ResponsesRequest": "render_openai",
+    "ResponsesRequest": "openai_request",
     "SaltError": "errors",
     "Segment": "segment",
     "Stability": "segment",
@@ -171,7 +172,7 @@ _EXPORTS: dict[str, str] = {
     "StaticPrefixChangedWarning": "errors",
     "StaticPrefixGuard": "static_prefix_guard",
     "StreamResult": "clients",
-    "TTLChoice": "break_even",
+    "TTLChoice": "cache_payoff",
     "Text": "content",
     "TiktokenTokenizer": "tokenizer",
     "TokenCount": "tokenizer",
@@ -182,18 +183,18 @@ _EXPORTS: dict[str, str] = {
     "UncachedPrefixWarning": "errors",
     "UnknownModelWarning": "errors",
     "UsageError": "errors",
-    "VLLMChatRequest": "render_vllm",
+    "VLLMChatRequest": "vllm_request",
     "VLLMClient": "clients",
-    "VLLMCompletionRequest": "render_vllm",
+    "VLLMCompletionRequest": "vllm_request",
     "align_static_prefix": "alignment",
     "block_hashes": "block_hash",
-    "break_even": "break_even",
-    "cacheable_prefixes": "render_anthropic",
+    "break_even": "cache_payoff",
+    "cacheable_prefixes": "anthropic_request",
     "canonical_json": "canonical",
     "canonical_text": "canonical",
     "chat_messages": "alignment",
     "check_prompt_files": "registry",
-    "choose_ttl": "break_even",
+    "choose_ttl": "cache_payoff",
     "default_guard": "static_prefix_guard",
     "default_lock_path": "registry",
     "event_block_hash": "block_hash",
@@ -203,18 +204,19 @@ _EXPORTS: dict[str, str] = {
     "model_info": "model_facts",
     "none_hash": "block_hash",
     "none_hash_seed": "block_hash",
-    "prompt_cache_key": "render_openai",
+    "prompt_cache_key": "openai_request",
     "provider_limits": "model_facts",
     "read_lock": "registry",
-    "render_anthropic": "render_anthropic",
-    "render_openai_chat": "render_openai",
-    "render_openai_responses": "render_openai",
-    "render_vllm": "render_vllm",
+    "render_anthropic": "anthropic_request",
+    "render_openai_chat": "openai_request",
+    "render_openai_responses": "openai_request",
+    "render_vllm": "vllm_request",
     "require_extra": "extras",
     "run_tool_loop": "agent_loop",
     "sha256_hex": "canonical",
+    "salt_secret": "salt",
     "tenant_salt": "salt",
-    "vllm_tool": "render_vllm",
+    "vllm_tool": "vllm_request",
     "write_lock": "registry",
 }
 

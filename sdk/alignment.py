@@ -40,8 +40,8 @@ from typing import Any
 
 from .canonical import sha256_hex
 from .errors import AlignmentError
+from .openai_request import chat_segment_messages
 from .prompt import Part, Prompt
-from .render_openai import chat_segment_messages
 from .segment import Segment
 from .tokenizer import HFTokenizer
 

@@ -26,15 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .anthropic_request import AnthropicRequest, cacheable_prefixes, render_anthropic
 from .cache_stats import CacheStats, UsageShape
 from .errors import UsageError
 from .extras import require_extra
 from .model_facts import model_info
+from .openai_request import render_openai_chat, render_openai_responses
 from .prompt import Prompt
-from .render_anthropic import AnthropicRequest, cacheable_prefixes, render_anthropic
-from .render_openai import render_openai_chat, render_openai_responses
-from .render_vllm import render_vllm
 from .tokenizer import AnthropicTokenCounter, HFTokenizer
+from .vllm_request import render_vllm
 
 if TYPE_CHECKING:
     import anthropic

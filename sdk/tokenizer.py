@@ -509,7 +509,7 @@ class AnthropicTokenCounter:
 
         `texts` not counted yet are counted concurrently. `prefixes` (each the
         `tools`, `system` and `messages` of `count_prefix`, as
-        `render_anthropic.cacheable_prefixes` lists them) are counted in
+        `cacheable_prefixes` lists them) are counted in
         order, stopping after the first that reaches `min_tokens`, as the
         renderer does.
         """

@@ -11,9 +11,15 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from prefixkit.sdk import Prompt, RenderError, Segment, render_anthropic
+from prefixkit.sdk import (
+    Prompt,
+    RenderError,
+    Segment,
+    render_anthropic,
+    render_openai_chat,
+    render_openai_responses,
+)
 from prefixkit.sdk.content import Document, Image, Text, ToolCall, ToolResult
-from prefixkit.sdk.render_openai import render_openai_chat, render_openai_responses
 from prefixkit.testing.providers import MockProvider
 
 from .prompts import LONG_INSTRUCTIONS

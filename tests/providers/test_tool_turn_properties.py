@@ -8,9 +8,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prefixkit.sdk import Prompt, Segment, render_anthropic
+from prefixkit.sdk import (
+    Prompt,
+    Segment,
+    render_anthropic,
+    render_openai_chat,
+    render_openai_responses,
+)
 from prefixkit.sdk.content import Text, ToolCall, ToolResult
-from prefixkit.sdk.render_openai import render_openai_chat, render_openai_responses
 
 from .prompts import LONG_INSTRUCTIONS
 from .test_content_blocks import WEATHER_TOOL, without_markers

@@ -16,9 +16,10 @@ from prefixkit.sdk import (
     RenderError,
     Segment,
     render_anthropic,
+    render_openai_chat,
+    render_openai_responses,
 )
 from prefixkit.sdk.errors import UsageError
-from prefixkit.sdk.render_openai import render_openai_chat, render_openai_responses
 from prefixkit.testing.providers import MockProvider
 
 from .prompts import LONG_INSTRUCTIONS, support_prompt

@@ -41,8 +41,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
-from .break_even import choose_ttl
 from .breakpoints import Block, Breakpoint, plan_breakpoints
+from .cache_payoff import choose_ttl
 from .content import ContentBlock, Document, Image, Native, Text, ToolCall
 from .errors import PrefixkitWarning, RenderError, UncachedPrefixWarning, UnknownModelWarning
 from .model_facts import ModelInfo, model_info, provider_limits
