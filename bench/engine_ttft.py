@@ -32,7 +32,7 @@ from chats import filler_text
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
 from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.engine_adapter.serving.gateway import Tenants
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}

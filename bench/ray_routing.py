@@ -40,7 +40,7 @@ from chats import Conversation, conversations
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.ray.launch import RayDeployment, serve_on_ray
 from prefixkit.engine_adapter.ray.settings import RaySettings
-from prefixkit.sdk.salt import tenant_salt
+from prefixkit.sdk import tenant_salt
 from samples import percentile
 
 TENANTS = 6

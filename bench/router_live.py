@@ -56,7 +56,7 @@ from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_i
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.engine_adapter.routing.router_state import parse_server_timing
 from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-from prefixkit.sdk.salt import tenant_salt
+from prefixkit.sdk import tenant_salt
 from samples import percentile
 
 TENANTS = 6

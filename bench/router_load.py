@@ -98,9 +98,9 @@ def serve_router(args: argparse.Namespace) -> None:
     """One of `VARIANTS` in front of the fake replicas, until this process is terminated."""
     from prefixkit.engine_adapter.serving.app import serving_app
     from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
+    from prefixkit.engine_adapter.serving.gateway import Tenants
     from prefixkit.engine_adapter.serving.keepalive import served_in_thread
-    from prefixkit.engine_adapter.serving.routers import DirectRoute
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.router import DirectRoute
 
     endpoints = [
         ReplicaEndpoint(f"http://127.0.0.1:{FIRST_PORT + r}", kv_events=endpoint, block_size=BLOCK)

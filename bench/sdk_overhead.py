@@ -80,7 +80,7 @@ def main() -> None:
     question = "How much does 250 GB of egress cost this month?"
 
     try:
-        from prefixkit.sdk.render_openai import render_openai_chat
+        from prefixkit.sdk import render_openai_chat
     except ImportError:
         render_openai_chat = None
 

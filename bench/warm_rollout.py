@@ -30,7 +30,7 @@ import httpx
 from chats import filler_text
 from prefixkit.engine_adapter.engine.embedded import prepare_embedded
 from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.engine_adapter.serving.gateway import Tenants
 from prefixkit.engine_adapter.serving.warmup import (
     registered_prompt,
     replica_targets,

@@ -114,7 +114,7 @@ def _plot(analysis: object, path: str) -> None:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and rates that cannot work are usage errors, named, before the replay."""
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     for option, value in (
         ("--replicas", args.replicas),
@@ -137,7 +137,7 @@ def _check_plot(path: Path) -> None:
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     if not path.parent.is_dir():
         raise UsageError(f"--plot {path}: the folder {path.parent} does not exist")
@@ -150,7 +150,7 @@ def _check_plot(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from prefixkit.sdk.extras import require_extra
+    from prefixkit.sdk import require_extra
 
     require_extra("analyze", "prefixkit analyze", "rich")
     if args.plot is not None:  # checked now, not after the replay
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
     from prefixkit.engine_adapter.replay.replay import LoadParams, analyze
     from prefixkit.engine_adapter.replay.trace import load_trace
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table

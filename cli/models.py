@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from prefixkit.sdk.model_facts import ModelInfo, known_models
+from prefixkit.sdk import ModelInfo, known_models
 
 __all__ = ["configure", "model_record", "models_table", "run"]
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from prefixkit.engine_adapter.engine.config import EngineConfig
     from prefixkit.engine_adapter.ray.settings import RaySettings
     from prefixkit.engine_adapter.serving.deployment import Deployment
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.gateway import Tenants
     from rich.console import Console
     from rich.status import Status
 
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     """`prefixkit serve` / `prefixkit serve status`; returns the exit code (errors are
     raised, for `prefixkit.cli.main` to report)."""
     from prefixkit.engine_adapter.engine.home import runs_dir
-    from prefixkit.sdk.extras import require_extra
+    from prefixkit.sdk import require_extra
     from rich.console import Console
 
     require_extra("serve", "prefixkit serve", "rich", "starlette", "uvicorn", "httpx", "pydantic")
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if args.serve_action == "status":
         return _status(run_dir, args.interval, Console())
     if args.emit is not None and args.backend != "ray":
-        from prefixkit.sdk.errors import UsageError
+        from prefixkit.sdk import UsageError
 
         raise UsageError("--emit kuberay describes a Ray deployment: add --backend ray")
     if args.backend == "ray":
@@ -284,7 +284,7 @@ def _emit_kuberay(args: argparse.Namespace) -> int:
         rayservice_manifest,
         rayservice_yaml,
     )
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     if args.embedded or args.model is None or not args.model.is_absolute():
         raise UsageError(
@@ -396,7 +396,7 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
 
 
 def _tenants(args: argparse.Namespace, run_dir: Path, console: Console) -> Tenants:
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.gateway import Tenants
 
     return Tenants.load(_tenants_file(args, run_dir, console))
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.gateway import Tenants
     from prefixkit.engine_adapter.serving.warmup import WarmReport, WarmTarget
 
 __all__ = ["configure", "run"]
@@ -88,9 +88,7 @@ def run(args: argparse.Namespace) -> int:
     """Warm the prompts; 0 when every probe found its whole prefix cached, else 1."""
     from prefixkit.engine_adapter.engine.home import runs_dir
     from prefixkit.engine_adapter.serving.warmup import registered_prompt, warm, warm_prefix
-    from prefixkit.sdk import HFTokenizer, PromptRegistry
-    from prefixkit.sdk.errors import UsageError
-    from prefixkit.sdk.extras import require_extra
+    from prefixkit.sdk import HFTokenizer, PromptRegistry, UsageError, require_extra
 
     require_extra("serve", "prefixkit warm", "httpx", "pydantic")
     require_extra("hf", "prefixkit warm", "transformers", "tokenizers", "jinja2")
@@ -137,7 +135,7 @@ def _served(args: argparse.Namespace, run_dir: Path) -> _Served:
         pinned_replica_targets,
         replica_targets,
     )
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     gateway = not args.unsalted
     if args.url is not None:
@@ -187,7 +185,7 @@ def _name_and_version(key: str) -> tuple[str, str | None]:
 
 def _tenants(path: Path | None, run_dir: Path) -> Tenants:
     """The tenants file given, else the environment, else the run dir's demo tenants."""
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.gateway import Tenants
 
     if path is None and not os.environ.get("PREFIXKIT_TENANT_KEYS"):
         demo = run_dir / "tenants.toml"
@@ -196,7 +194,7 @@ def _tenants(path: Path | None, run_dir: Path) -> Tenants:
 
 
 def _read_state(path: Path) -> dict[str, Any]:
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     try:
         state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -230,7 +228,7 @@ def _served_model(url: str, headers: dict[str, str]) -> tuple[str, str | None]:
 
 
 def _tokenizer_folder(root: str | None) -> Path:
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     if root is None or not (Path(root) / "tokenizer_config.json").is_file():
         raise UsageError(
@@ -243,7 +241,7 @@ def _tokenizer_folder(root: str | None) -> Path:
 def _block_size(url: str, headers: dict[str, str]) -> int:
     import httpx
     from prefixkit.engine_adapter.engine.metrics import parse_cache_metrics
-    from prefixkit.sdk.errors import UsageError
+    from prefixkit.sdk import UsageError
 
     response = httpx.get(f"{url}/metrics", headers=headers, timeout=10.0)
     block_size = parse_cache_metrics(response.text).block_size if response.is_success else None

@@ -8,7 +8,7 @@ exit code 3). Every message names the offending value and says what to change.
 
 from __future__ import annotations
 
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 __all__ = [
     "DeploymentConfigError",

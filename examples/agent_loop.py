@@ -39,12 +39,13 @@ from typing import Any
 
 from prefixkit.sdk import (
     AnthropicClient,
+    LoopResult,
     OpenAIClient,
     Prompt,
     Segment,
     VLLMClient,
+    run_tool_loop,
 )
-from prefixkit.sdk.agent_loop import LoopResult, run_tool_loop
 
 TOOLS = [
     {

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import openai
 from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.engine_adapter.serving.gateway import Tenants
 from prefixkit.sdk import HFTokenizer, VLLMClient
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 

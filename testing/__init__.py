@@ -8,7 +8,7 @@
   loopback, with a prefix cache of whole blocks, vLLM's block hashes and KV events.
 """
 
-from prefixkit.sdk.extras import require_extra
+from prefixkit.sdk import require_extra
 
 require_extra(
     "testing",

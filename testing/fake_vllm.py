@@ -43,8 +43,8 @@ from typing import Any
 import msgpack
 from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
-from prefixkit.engine_adapter.serving.routers import responses_chat_messages
-from prefixkit.sdk.block_hash import HashAlgo, event_block_hashes
+from prefixkit.engine_adapter.serving.router import responses_chat_messages
+from prefixkit.sdk import HashAlgo, event_block_hashes
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse

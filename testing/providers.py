@@ -68,8 +68,7 @@ from typing import Any, Literal
 import anthropic
 import httpx2
 import openai
-from prefixkit.sdk import TiktokenTokenizer, model_info
-from prefixkit.sdk.model_facts import provider_limits
+from prefixkit.sdk import TiktokenTokenizer, model_info, provider_limits
 
 from .openai_answers import (
     Event,

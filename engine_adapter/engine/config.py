@@ -35,16 +35,21 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from prefixkit.sdk import renamed_names
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import EngineConfigError
 from .home import engine_python
 
-__all__ = ["SERVER_MODULE", "EngineConfig", "HashAlgo"]
+__all__ = ["SERVER_MODULE", "EngineConfig", "PrefixCachingHashAlgo"]
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
-HashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
+PrefixCachingHashAlgo = Literal["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
+"""vLLM's ``--prefix-caching-hash-algo`` choices. Clients reproduce only the first two
+(`prefixkit.sdk.HashAlgo`); a router that computes block hashes needs one of them."""
+
+__getattr__ = renamed_names(__name__, {"HashAlgo": "PrefixCachingHashAlgo"})
 
 # vLLM's CPU attention backend accepts MultipleOf(32); FlashAttention on GPU MultipleOf(16).
 _BLOCK_MULTIPLE = {"cpu": 32, "gpu": 16}
@@ -67,7 +72,7 @@ class EngineConfig(BaseModel):
     device: Literal["cpu", "gpu"] = "cpu"
     python: Path = Field(default_factory=engine_python, description="the engine's interpreter")
     block_size: int = Field(default=32, gt=0, description="tokens per KV block")
-    prefix_caching_hash_algo: HashAlgo = "sha256_cbor"
+    prefix_caching_hash_algo: PrefixCachingHashAlgo = "sha256_cbor"
     enable_prompt_tokens_details: bool = True
     max_model_len: int | None = Field(default=None, gt=0)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefixkit.sdk.block_hash import (
-    DEFAULT_NONE_HASH_SEED,
-    HashAlgo,
-    event_block_hash,
-    hash_block,
-)
+from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo, event_block_hash, hash_block
 
 __all__ = ["ray_engine_block_hashes"]
 

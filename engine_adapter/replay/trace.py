@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from prefixkit.sdk.block_hash import HashAlgo, event_block_hashes
-from prefixkit.sdk.extras import require_extra
+from prefixkit.sdk import HashAlgo, event_block_hashes, require_extra
 
 from ..errors import TraceError
 

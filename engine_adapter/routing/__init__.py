@@ -1,6 +1,6 @@
 """Cache-aware routing: which replica holds which block (from the engines' KV events),
 the precise decision (`policy`, `reuse`) shared with the replay, and the live
-router's state (`router`)."""
+router's state (`router_state`)."""
 
 from pathlib import Path
 

@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prefixkit.sdk.block_hash import event_block_hash
-from prefixkit.sdk.extras import require_extra
+from prefixkit.sdk import event_block_hash, require_extra
 
 from .block_index import BlockIndex
 

@@ -21,7 +21,7 @@ healthy replica, its cached run, in-flight requests, queued prefill blocks, whet
 is within the work budget, and the blocks the request would evict there with their cost
 and last-use stamp (`prefixkit serve --router precise --decision-log`).
 
-No HTTP here: the serving app's precise routing stage (`serving.routers.PreciseRoute`)
+No HTTP here: the serving app's precise routing stage (`serving.router.PreciseRoute`)
 asks the replicas for token ids, calls `route`, and relays the request.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
+from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
 
 from .block_index import BlockIndex
 from .kv_events import KvEventFollower

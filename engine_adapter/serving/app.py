@@ -1,16 +1,15 @@
-"""The serving app: one ASGI app in front of the replicas, the gateway stage then a routing
+"""The serving app: one ASGI app in front of the replicas, the gateway stage then a router
 stage, relayed to the engines.
 
     app = serving_app(PreciseRoute(RouterState(settings)), Tenants.load(path))
     served(app, "127.0.0.1", 8000).run()        # from prefixkit.engine_adapter.serving.keepalive
 
-The gateway stage (when `tenants` is given): every request except ``GET /health`` needs
-a known key (``Authorization: Bearer KEY`` or ``x-api-key: KEY``), else 401. A client's
-``cache_salt`` is removed from every JSON object body, and on the generation endpoints
-(``/v1/completions``, ``/v1/chat/completions``, ``/v1/responses``) set to the tenant's
-own (`Tenants.salted`). The API key is never forwarded.
+The gateway stage (`gateway`, when `tenants` is given): every request except
+``GET /health`` needs a known key, else 401; a client's ``cache_salt`` is removed, and on
+the generation endpoints (``/v1/completions``, ``/v1/chat/completions``,
+``/v1/responses``) the tenant's own is set. The API key is never forwarded.
 
-The routing stage (`routers`) says where each request goes; the relay (`relay`) sends
+The router stage (`router`) says where each request goes; the relay (`relay`) sends
 it there and streams the answer back. Routes, the same through every routing stage:
 
 * ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``: placed by the
@@ -40,9 +39,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine.metrics import merge_replica_metrics
+from .gateway import SALTED_PATHS, Tenants, unauthorized
 from .relay import Relayed, Upstreams, forwarded_headers, openai_error
-from .routers import Refusal, Routing, Target
-from .tenants import SALTED_PATHS, Tenants, api_key
+from .router import Refusal, Routing, Target
 
 __all__ = ["GENERATION_PATHS", "serving_app"]
 
@@ -73,17 +72,17 @@ def serving_app(
 
     def refused(request: Request) -> Response | None:
         """401 unless the request carries a known key (when there is a gateway stage)."""
-        if tenants is None or tenants.tenant_of(api_key(request.headers)) is not None:
+        if tenants is None or tenants.tenant_of_request(request.headers) is not None:
             return None
-        return openai_error(401, "invalid or missing API key", "invalid_api_key")
+        return unauthorized()
 
     async def body_of(request: Request) -> bytes:
-        """The body to forward: salted for its tenant on a generation path."""
+        """The body to forward (the gateway's, for a request `refused` let through)."""
         raw = await request.body()
-        if tenants is None or not raw or request.method != "POST":
+        tenant = None if tenants is None else tenants.tenant_of_request(request.headers)
+        if tenants is None or tenant is None:
             return raw
-        tenant = tenants.tenant_of(api_key(request.headers))
-        return tenants.salted(raw, tenant if request.url.path in SALTED_PATHS else None)
+        return tenants.forwarded(request.method, request.url.path, raw, tenant)
 
     async def forward(request: Request, body: bytes, target: Target) -> Response:
         while True:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-from prefixkit.sdk.block_hash import DEFAULT_NONE_HASH_SEED, HashAlgo
+from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo
 
 from ..engine.config import EngineConfig
 from ..engine.metrics import CacheMetrics, fetch_cache_metrics
@@ -45,8 +45,9 @@ from ..engine.setup_steps import Report
 from ..errors import DeploymentConfigError, PortInUseError
 from ..routing.router_state import RouterSettings, RouterState
 from .app import serving_app
+from .gateway import Tenants
 from .keepalive import served_in_thread
-from .routers import DirectRoute, PreciseRoute, Routing, SmgRoute
+from .router import DirectRoute, PreciseRoute, Routing, SmgRoute
 from .smg import (
     CHARS_PER_TOKEN,
     SmgSettings,
@@ -56,7 +57,6 @@ from .smg import (
     stop_smg,
     wait_until_ready,
 )
-from .tenants import Tenants
 
 __all__ = ["ROUTERS", "Deployment", "ReplicaEndpoint", "RouterName", "Topology", "deploy"]
 

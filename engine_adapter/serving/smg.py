@@ -18,6 +18,7 @@ and the shutdown grace period is short so `prefixkit serve` stops promptly.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefixkit.sdk.errors import MissingExtraError
+from prefixkit.sdk import MissingExtraError
 
 from ..engine.metrics import CacheMetrics
 from ..engine.setup_steps import log_tail
@@ -120,10 +121,12 @@ def smg_argv(settings: SmgSettings) -> list[str]:
 
 def launch_smg(settings: SmgSettings, log: Path | None = None) -> subprocess.Popen[bytes]:
     """Start SMG in its own process group (stop it with `stop_smg`)."""
-    output = log.open("ab") if log is not None else subprocess.DEVNULL
-    return subprocess.Popen(
-        smg_argv(settings), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with contextlib.ExitStack() as stack:
+        # the child holds its own copy of the log's descriptor: the parent's is closed here
+        output = stack.enter_context(log.open("ab")) if log is not None else subprocess.DEVNULL
+        return subprocess.Popen(
+            smg_argv(settings), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def stop_smg(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:

@@ -22,7 +22,7 @@ requests.
 Salting: vLLM keys a block by its tokens and the request's `cache_salt`, so a prefix is
 warmed once per tenant. Sent straight to a replica (`WarmTarget(..., gateway=False)`), a
 warm request carries the salt the tenant gateway gives that tenant's requests
-(`Tenants.salted`, the gateway's own stage); sent through the gateway (and so through the
+(`Tenants.salted`, what the gateway stage does); sent through the gateway (and so through the
 router, to the replica the router will pick for that prefix), it carries one of the tenant's
 API keys and the gateway salts it. Without `tenants` nothing is salted (a deployment
 without the gateway).
@@ -44,13 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from prefixkit.sdk import HFTokenizer, Prompt, Segment
-from prefixkit.sdk.alignment import align_static_prefix
-from prefixkit.sdk.render_vllm import vllm_tool
+from prefixkit.sdk import HFTokenizer, Prompt, Segment, align_static_prefix, vllm_tool
 
 from ..errors import GatewayConfigError, WarmupError
-from ..ray.gateway import PIN_HEADER
-from .tenants import Tenants
+from .gateway import PIN_HEADER, Tenants
 
 __all__ = [
     "WarmPrefix",

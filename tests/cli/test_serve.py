@@ -141,7 +141,7 @@ def test_sigterm_stops_everything_it_started_and_exits_0(tmp_path: Path) -> None
     engine.write_text(FAKE_ENGINE.format(python=sys.executable))
     engine.chmod(0o755)
     engine_port, port = free_port(), free_port()
-    serve = subprocess.Popen(
+    with subprocess.Popen(
         [
             str(Path(sys.executable).with_name("prefixkit")),
             *("serve", "--model", str(model), "--python", str(engine), "--no-kv-events"),
@@ -155,19 +155,21 @@ def test_sigterm_stops_everything_it_started_and_exits_0(tmp_path: Path) -> None
         },
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "run" / "serve.json").exists():
-            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr
-            time.sleep(0.2)
-        headers = {"authorization": "Bearer key-acme"}
-        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers).status_code == 200
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(30) == 0
-    finally:
-        if serve.poll() is None:
-            serve.kill()
+    ) as serve:  # closes its stderr pipe
+        try:
+            deadline = time.monotonic() + 60
+            while not (tmp_path / "run" / "serve.json").exists():
+                assert serve.poll() is None and time.monotonic() < deadline, serve.stderr
+                time.sleep(0.2)
+            headers = {"authorization": "Bearer key-acme"}
+            assert (
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers).status_code == 200
+            )
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(30) == 0
+        finally:
+            if serve.poll() is None:
+                serve.kill()
     for url in (f"http://127.0.0.1:{port}", f"http://127.0.0.1:{engine_port}"):
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{url}/health")

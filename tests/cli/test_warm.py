@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.sdk.registry import write_lock
+from prefixkit.sdk import write_lock
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
 SYSTEM = (
@@ -175,7 +175,7 @@ def test_a_gateway_url_is_warmed_through_with_each_tenants_key(
     prompts: Path, tenants: Path, hf_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-    from prefixkit.engine_adapter.serving.tenants import Tenants
+    from prefixkit.engine_adapter.serving.gateway import Tenants
     from prefixkit.sdk import tenant_salt
 
     with (

@@ -13,7 +13,7 @@ from prefixkit.engine_adapter.engine import embedded
 from prefixkit.engine_adapter.engine.config import SERVER_MODULE, EngineConfig
 from prefixkit.engine_adapter.engine.embedded import embedded_config
 from prefixkit.engine_adapter.errors import EngineConfigError
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 MODEL = Path("/models/smol")
 

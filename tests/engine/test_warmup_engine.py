@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 import openai
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.sdk import HFTokenizer, Prompt, PromptRegistry, Segment, render_vllm
-from prefixkit.sdk.registry import write_lock
+from prefixkit.sdk import HFTokenizer, Prompt, PromptRegistry, Segment, render_vllm, write_lock
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

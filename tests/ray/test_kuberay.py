@@ -199,7 +199,7 @@ def test_a_model_claim_is_mounted_read_only_at_the_model_folders_parent() -> Non
 
 
 @pytest.mark.parametrize(
-    ("engine", "options", "message"),
+    ("engine_config", "options", "message"),
     [
         (ENGINE, KubeRayOptions(image=" "), "--image is empty"),
         (ENGINE, KubeRayOptions(image="img:1", name="Prefix_Kit"), "RayService name 'Prefix_Kit'"),
@@ -212,10 +212,10 @@ def test_a_model_claim_is_mounted_read_only_at_the_model_folders_parent() -> Non
     ids=["image", "name", "model"],
 )
 def test_what_kubernetes_cannot_run_is_refused_naming_it(
-    engine: EngineConfig, options: KubeRayOptions, message: str
+    engine_config: EngineConfig, options: KubeRayOptions, message: str
 ) -> None:
     with pytest.raises(DeploymentConfigError, match=message):
-        rayservice_manifest(engine, RaySettings(), options)
+        rayservice_manifest(engine_config, RaySettings(), options)
 
 
 # Run in the Ray engine's interpreter: the config file as `serve deploy` and KubeRay read it

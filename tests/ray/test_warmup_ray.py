@@ -13,8 +13,7 @@ import openai
 import pytest
 from prefixkit.cli.main import main
 from prefixkit.engine_adapter.ray.launch import RayDeployment
-from prefixkit.sdk import HFTokenizer, Prompt, PromptRegistry, Segment, render_vllm
-from prefixkit.sdk.registry import write_lock
+from prefixkit.sdk import HFTokenizer, Prompt, PromptRegistry, Segment, render_vllm, write_lock
 
 from tests.ray.conftest import KEYS
 

@@ -14,7 +14,7 @@ from prefixkit.engine_adapter.routing.kv_events import (
     apply_events,
     decode_batch,
 )
-from prefixkit.sdk.block_hash import event_block_hash
+from prefixkit.sdk import event_block_hash
 
 # KVEventBatch(ts=1.0, events=[BlockStored([1, 2], parent None, 4 tokens, block_size 2),
 # BlockRemoved([3]), AllBlocksCleared()]) encoded by vLLM 0.32's msgspec encoder

@@ -16,9 +16,8 @@ from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_i
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.routing.router_state import parse_server_timing
 from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
-from prefixkit.sdk.block_hash import event_block_hashes
-from prefixkit.sdk.salt import tenant_salt
+from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.sdk import event_block_hashes, tenant_salt
 
 from tests.routing.conftest import routed
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from prefixkit.engine_adapter.routing.policy import PreciseParams, load_bound
-from prefixkit.sdk.salt import tenant_salt
+from prefixkit.sdk import tenant_salt
 
 from tests.routing.conftest import routed
 

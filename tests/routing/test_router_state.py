@@ -28,8 +28,8 @@ from prefixkit.engine_adapter.routing.router_state import (
     server_timing,
 )
 from prefixkit.engine_adapter.serving.app import serving_app
-from prefixkit.engine_adapter.serving.routers import PreciseRoute
-from prefixkit.sdk.block_hash import event_block_hashes
+from prefixkit.engine_adapter.serving.router import PreciseRoute
+from prefixkit.sdk import event_block_hashes
 from starlette.testclient import TestClient
 
 from tests.conftest import MOONCAKE_TRACE

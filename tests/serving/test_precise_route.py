@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
 from prefixkit.engine_adapter.serving.app import serving_app
-from prefixkit.engine_adapter.serving.routers import PreciseRoute
+from prefixkit.engine_adapter.serving.router import PreciseRoute
 from prefixkit.testing.fake_vllm import FakeVLLM
 from starlette.testclient import TestClient
 

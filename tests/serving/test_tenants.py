@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.engine_adapter.errors import GatewayConfigError
-from prefixkit.engine_adapter.serving.tenants import Tenants, load_secret, load_tenants
+from prefixkit.engine_adapter.serving.gateway import Tenants, load_secret, load_tenants
 from prefixkit.sdk import tenant_salt
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prefixkit.engine_adapter.errors import GatewayConfigError, WarmupError
 from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.engine_adapter.serving.gateway import Tenants
 from prefixkit.engine_adapter.serving.warmup import (
     WarmPrefix,
     WarmTarget,

@@ -15,7 +15,7 @@ import openai
 import pytest
 import zmq
 from prefixkit.engine_adapter.engine.metrics import parse_cache_metrics
-from prefixkit.sdk.block_hash import event_block_hashes
+from prefixkit.sdk import event_block_hashes
 from prefixkit.testing.fake_vllm import FakeVLLM, PrefixCache
 
 if TYPE_CHECKING:

@@ -1,5 +1,19 @@
-"""Tenants of a deployment: API keys, the salt secret, and the gateway stage that enforces
-each tenant's cache salt.
+"""The gateway: the serving app's tenant stage, one choke point that every request of a
+tenant passes before a router or an engine sees it.
+
+* Key check: every request except ``GET /health`` needs a known API key
+  (``Authorization: Bearer KEY`` or ``x-api-key: KEY``), else 401 in OpenAI's error shape
+  (`unauthorized`). The key is never forwarded.
+* Client salt stripped: a client's ``cache_salt`` is removed from every JSON object body.
+* HMAC salt injected: on the generation endpoints (`SALTED_PATHS`) the body gets the
+  tenant's own salt, `prefixkit.sdk.tenant_salt(tenant, secret)`, the HMAC of the tenant
+  id under the deployment's secret: tenants with identical prompts never share cache
+  blocks, and a tenant's own repeated prefix still hits.
+
+`Tenants.tenant_of_request(headers)` is the key check and `Tenants.forwarded(...)` the
+body a request is forwarded with; the serving app (`app.serving_app`) and the Ray
+gateway (`prefixkit.engine_adapter.ray.gateway`) both apply them. With prefixkit's router
+on Ray, `PIN_HEADER` pins a request to one replica (warm-up).
 
 Keys come from a TOML file
 
@@ -10,12 +24,6 @@ Keys come from a TOML file
 
 and/or ``PREFIXKIT_TENANT_KEYS="acme=key-acme,globex=key-g1"``; the salt secret from the
 file or ``PREFIXKIT_SALT_SECRET`` (at least 16 characters). `Tenants.load` reads both.
-
-`Tenants.tenant_of(key)` authenticates a request (``Authorization: Bearer KEY`` or
-``x-api-key: KEY``); `Tenants.salted(body, tenant)` removes any client-supplied
-``cache_salt`` and sets the tenant's own, `prefixkit.sdk.tenant_salt(tenant, secret)`:
-tenants with identical prompts never share cache blocks, and a tenant's own repeated
-prefix still hits.
 """
 
 from __future__ import annotations
@@ -29,13 +37,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixkit.sdk import tenant_salt
+from starlette.responses import Response
 
 from ..errors import GatewayConfigError
+from .relay import openai_error
 
-__all__ = ["SALTED_PATHS", "Tenants", "api_key", "load_secret", "load_tenants"]
+__all__ = [
+    "PIN_HEADER",
+    "SALTED_PATHS",
+    "Tenants",
+    "api_key",
+    "load_secret",
+    "load_tenants",
+    "unauthorized",
+]
 
 # the generation endpoints: a request there is computed under its tenant's salt
 SALTED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses"})
+# with prefixkit's router on Ray: ``x-prefixkit-replica: I`` sends a request to the I-th replica
+PIN_HEADER = "x-prefixkit-replica"
 
 
 def load_tenants(
@@ -128,6 +148,19 @@ class Tenants:
         """The tenant an API key belongs to; None for an unknown or empty key."""
         return self._by_digest.get(_digest(key)) if key else None
 
+    def tenant_of_request(self, headers: Mapping[str, str]) -> str | None:
+        """The key check: the tenant of a request's API key (`api_key`); None: refuse it
+        (`unauthorized`)."""
+        return self.tenant_of(api_key(headers))
+
+    def forwarded(self, method: str, path: str, body: bytes, tenant: str) -> bytes:
+        """The body a request of `tenant` is forwarded with: a POST body salted for its
+        tenant on a generation path (`SALTED_PATHS`), without a client salt elsewhere;
+        any other request's body as it is."""
+        if method != "POST" or not body:
+            return body
+        return self.salted(body, tenant if path in SALTED_PATHS else None)
+
     def salted(self, body: bytes, tenant: str | None) -> bytes:
         """`body` without a client ``cache_salt``, with `tenant`'s own when given. A body
         that is not a JSON object passes unchanged (the engine answers it)."""
@@ -149,6 +182,11 @@ def api_key(headers: Mapping[str, str]) -> str:
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
     return headers.get("x-api-key", "")
+
+
+def unauthorized() -> Response:
+    """The gateway's answer to a request without a known key: 401 in OpenAI's shape."""
+    return openai_error(401, "invalid or missing API key", "invalid_api_key")
 
 
 def _digest(key: str) -> bytes:
