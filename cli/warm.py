@@ -218,10 +218,15 @@ def _served_model(url: str, headers: dict[str, str]) -> tuple[str, str | None]:
     except httpx.HTTPError as error:
         raise WarmupError(
             f"{url} is unreachable ({type(error).__name__}): check that the deployment is "
-            "running (`prefixkit serve status`) and the address"
+            "running (`prefixkit serve status`) and the address",
+            url=url,
         ) from None
     if response.status_code != 200:
-        raise WarmupError(f"{url}/v1/models answered HTTP {response.status_code}: {response.text}")
+        raise WarmupError(
+            f"{url}/v1/models answered HTTP {response.status_code}: {response.text}",
+            url=url,
+            status=response.status_code,
+        )
     (served, *_) = response.json()["data"]
     root = served.get("root")
     return str(served["id"]), root if isinstance(root, str) else None

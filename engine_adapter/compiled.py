@@ -61,7 +61,9 @@ def check_build(package: Path) -> None:
             f"prefixkit.engine_adapter.{package.name}: {names} changed after it was compiled, "
             f"so the old compiled module would run instead. Rebuild with `make` (or `pip "
             f"install -e .`), or delete the compiled modules (*.so) and {MANIFEST} in "
-            f"{package} to run the Python sources."
+            f"{package} to run the Python sources.",
+            modules=tuple(f"prefixkit.engine_adapter.{package.name}.{name}" for name in stale),
+            sources=tuple(package / f"{name}.py" for name in stale),
         )
 
 

@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from prefixkit.sdk import renamed_names
+from prefixkit.sdk.deprecation import renamed_names
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import EngineConfigError
+from ..problems import Problem, Problems, validation_problems
 from .home import engine_python
 
 __all__ = ["SERVER_MODULE", "EngineConfig", "PrefixCachingHashAlgo"]
@@ -116,15 +117,19 @@ class EngineConfig(BaseModel):
     def _check_combinations(self) -> EngineConfig:
         problems = _combination_problems(self)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise Problems(problems)
         return self
 
     def __init__(self, **fields: Any) -> None:
-        """Validate; raises `EngineConfigError` listing every problem and its fix."""
+        """Validate; raises `EngineConfigError` listing every problem and its fix (its
+        `field` and `value`: the first problem's)."""
         try:
             super().__init__(**fields)
         except ValidationError as error:
-            raise EngineConfigError(_readable(error)) from None
+            problems = validation_problems(error)
+            message = "invalid engine config: " + "; ".join(p.message for p in problems)
+            first = problems[0]
+            raise EngineConfigError(message, field=first.settings[0], value=first.value) from None
 
     def derive(self, **changes: Any) -> EngineConfig:
         """A validated copy with `changes` applied (pydantic's `model_copy` skips validation)."""
@@ -221,15 +226,19 @@ class EngineConfig(BaseModel):
         return config
 
 
-def _combination_problems(config: EngineConfig) -> list[str]:
-    problems: list[str] = []
+def _combination_problems(config: EngineConfig) -> list[Problem]:
+    problems: list[Problem] = []
     multiple = _BLOCK_MULTIPLE[config.device]
     if config.block_size % multiple:
         backend = "CPU attention" if config.device == "cpu" else "FlashAttention"
         nearest = max(multiple, round(config.block_size / multiple) * multiple)
         problems.append(
-            f"block_size {config.block_size} is not supported on {config.device.upper()}: "
-            f"the {backend} backend needs a multiple of {multiple}; use block_size={nearest}"
+            Problem(
+                ("block_size",),
+                config.block_size,
+                f"block_size {config.block_size} is not supported on {config.device.upper()}: "
+                f"the {backend} backend needs a multiple of {multiple}; use block_size={nearest}",
+            )
         )
     if config.device == "cpu":
         for name, value, why in (
@@ -242,11 +251,19 @@ def _combination_problems(config: EngineConfig) -> list[str]:
             ),
         ):
             if value is not None:
-                problems.append(f"{name} is GPU-only ({why}): drop it or use device='gpu'")
+                problems.append(
+                    Problem(
+                        (name,), value, f"{name} is GPU-only ({why}): drop it or use device='gpu'"
+                    )
+                )
         if config.tensor_parallel_size != 1:
             problems.append(
-                f"tensor_parallel_size={config.tensor_parallel_size} is GPU-only here: "
-                "on CPU run more replicas instead (tensor_parallel_size=1)"
+                Problem(
+                    ("tensor_parallel_size",),
+                    config.tensor_parallel_size,
+                    f"tensor_parallel_size={config.tensor_parallel_size} is GPU-only here: "
+                    "on CPU run more replicas instead (tensor_parallel_size=1)",
+                )
             )
     else:
         for name, setting in (
@@ -256,24 +273,47 @@ def _combination_problems(config: EngineConfig) -> list[str]:
         ):
             if setting is not None:
                 problems.append(
-                    f"{name} is CPU-only: drop it for device='gpu' "
-                    "(size the GPU KV cache with gpu_memory_utilization)"
+                    Problem(
+                        (name,),
+                        setting,
+                        f"{name} is CPU-only: drop it for device='gpu' "
+                        "(size the GPU KV cache with gpu_memory_utilization)",
+                    )
                 )
     if config.kv_offloading_backend is not None and config.kv_offloading_size is None:
         problems.append(
-            "kv_offloading_backend is set but kv_offloading_size is not: "
-            "set kv_offloading_size (GiB of CPU RAM) to enable offloading"
+            Problem(
+                ("kv_offloading_backend",),
+                config.kv_offloading_backend,
+                "kv_offloading_backend is set but kv_offloading_size is not: "
+                "set kv_offloading_size (GiB of CPU RAM) to enable offloading",
+            )
         )
     for field, endpoint in (
         ("kv_events_endpoint", config.kv_events_endpoint),
         ("kv_events_replay_endpoint", config.kv_events_replay_endpoint),
     ):
         if endpoint is not None:
-            problems += _endpoint_problems(field, endpoint)
+            problems += [
+                Problem((field,), endpoint, message)
+                for message in _endpoint_problems(field, endpoint)
+            ]
     if config.kv_events_replay_endpoint is not None and config.kv_events_endpoint is None:
-        problems.append("kv_events_replay_endpoint needs kv_events_endpoint: set both")
+        problems.append(
+            Problem(
+                ("kv_events_replay_endpoint",),
+                config.kv_events_replay_endpoint,
+                "kv_events_replay_endpoint needs kv_events_endpoint: set both",
+            )
+        )
     if not config.name or config.name != config.name.strip():
-        problems.append(f"served model name {config.name!r} is empty or padded: give a plain name")
+        problems.append(
+            Problem(
+                ("served_model_name",),
+                config.name,
+                f"served model name {config.name!r} is empty or padded: give a plain name",
+            )
+        )
     return problems
 
 
@@ -297,12 +337,3 @@ def _endpoint_problems(field: str, endpoint: str) -> list[str]:
             ]
         return []
     return [f"{field} {endpoint!r} has scheme {scheme!r}: use ipc:///path or tcp://127.0.0.1:PORT"]
-
-
-def _readable(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"])
-        message = item["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "invalid engine config: " + "; ".join(parts)

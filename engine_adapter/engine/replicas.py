@@ -70,11 +70,15 @@ def replica_configs(
     replay requests on `ipc://<run_dir>/replica<i>-replay.ipc`.
     """
     if count < 1:
-        raise EngineConfigError(f"replica count {count} must be at least 1")
+        raise EngineConfigError(
+            f"replica count {count} must be at least 1", field="replicas", value=count
+        )
     if first_port + count - 1 > 65535:
         raise EngineConfigError(
             f"replica ports {first_port}..{first_port + count - 1} exceed 65535: give a "
-            "lower first port (--engine-port)"
+            "lower first port (--engine-port)",
+            field="port",
+            value=first_port,
         )
     configs = []
     for index in range(count):
@@ -92,24 +96,32 @@ def preflight(config: EngineConfig) -> None:
     if not os.access(config.python, os.X_OK):
         raise EngineConfigError(
             f"engine interpreter {config.python} does not exist: run `prefixkit serve --embedded` "
-            "to install the embedded CPU engine, or set python= to a vLLM environment's python"
+            "to install the embedded CPU engine, or set python= to a vLLM environment's python",
+            field="python",
+            value=config.python,
         )
     if not config.model.is_dir():
         raise EngineConfigError(
             f"model directory {config.model} does not exist: point model= at a local directory "
             "with config.json, weights and tokenizer (`prefixkit serve --embedded` prepares "
-            "SmolLM2-135M-Instruct)"
+            "SmolLM2-135M-Instruct)",
+            field="model",
+            value=config.model,
         )
     if not (config.model / "config.json").is_file():
         raise EngineConfigError(
             f"model directory {config.model} has no config.json: point model= at a directory "
-            "holding a Hugging Face model (config.json, weights, tokenizer)"
+            "holding a Hugging Face model (config.json, weights, tokenizer)",
+            field="model",
+            value=config.model,
         )
     if not port_is_free(config.host, config.port):
         raise PortInUseError(
             f"port {config.port} on {config.host} is already in use: choose another port "
             f"(--engine-port for prefixkit serve, port= for an EngineConfig) or stop the "
-            f"process listening on {config.base_url}"
+            f"process listening on {config.base_url}",
+            port=config.port,
+            host=config.host,
         )
 
 
@@ -171,7 +183,9 @@ class ReplicaSet:
         report: Report = lambda message: None,
     ) -> None:
         if not configs:
-            raise EngineConfigError("a replica set needs at least one config")
+            raise EngineConfigError(
+                "a replica set needs at least one config", field="configs", value=[]
+            )
         _check_distinct(configs)
         self.run_dir = run_dir
         self.start_timeout = start_timeout
@@ -246,11 +260,15 @@ class ReplicaSet:
                     return
                 failed = [r for r in self.replicas if r.state == "failed"]
             if failed:
-                raise ReplicaStartError(_failure_message(failed[0], "gave up restarting"))
+                raise _start_error(failed[0], "gave up restarting")
             time.sleep(0.5)
+        unhealthy = next(r for r in self.replicas if r.state != "healthy")
         raise ReplicaStartError(
             "replicas not healthy after "
-            f"{timeout:.0f} s: {[(r.index, r.state) for r in self.replicas]}"
+            f"{timeout:.0f} s: {[(r.index, r.state) for r in self.replicas]}",
+            replica=unhealthy.index,
+            url=unhealthy.base_url,
+            log_tail=log_tail(unhealthy.log_path),
         )
 
     def __enter__(self) -> ReplicaSet:
@@ -292,17 +310,15 @@ class ReplicaSet:
         while pending:
             for replica in list(pending):
                 if not replica.is_alive():
-                    raise ReplicaStartError(_failure_message(replica, "exited during start-up"))
+                    raise _start_error(replica, "exited during start-up")
                 if replica.is_healthy():
                     replica.state = "healthy"
                     pending.remove(replica)
             if not pending:
                 break
             if time.monotonic() > deadline:
-                raise ReplicaStartError(
-                    _failure_message(
-                        pending[0], f"not healthy after {self.start_timeout:.0f} s (start_timeout)"
-                    )
+                raise _start_error(
+                    pending[0], f"not healthy after {self.start_timeout:.0f} s (start_timeout)"
                 )
             self.report(
                 f"starting {len(replicas)} replica(s): {len(replicas) - len(pending)} healthy "
@@ -375,23 +391,33 @@ class ReplicaSet:
             (self.run_dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
-def _failure_message(replica: Replica, what: str) -> str:
+def _start_error(replica: Replica, what: str) -> ReplicaStartError:
     code = replica.process.poll() if replica.process is not None else None
     exit_note = f" (exit code {code})" if code is not None else ""
-    return (
+    tail = log_tail(replica.log_path)
+    return ReplicaStartError(
         f"replica {replica.index} at {replica.base_url} {what}{exit_note}.\n"
-        f"last lines of {replica.log_path}:\n{log_tail(replica.log_path)}"
+        f"last lines of {replica.log_path}:\n{tail}",
+        replica=replica.index,
+        url=replica.base_url,
+        log_tail=tail,
     )
 
 
 def _check_distinct(configs: Sequence[EngineConfig]) -> None:
     ports = [(c.host, c.port) for c in configs]
     if len(set(ports)) != len(ports):
-        raise EngineConfigError(f"replicas share a host:port ({ports}): give each its own port")
+        raise EngineConfigError(
+            f"replicas share a host:port ({ports}): give each its own port",
+            field="port",
+            value=next(p for p in ports if ports.count(p) > 1)[1],
+        )
     endpoints = [c.kv_events_endpoint for c in configs if c.kv_events_endpoint is not None]
     if len(set(endpoints)) != len(endpoints):
         raise EngineConfigError(
-            f"replicas share a KV-event endpoint ({endpoints}): give each its own ipc path"
+            f"replicas share a KV-event endpoint ({endpoints}): give each its own ipc path",
+            field="kv_events_endpoint",
+            value=next(e for e in endpoints if endpoints.count(e) > 1),
         )
 
 
@@ -409,7 +435,9 @@ def port_is_free(host: str, port: int) -> bool:
             if error.errno == errno.EADDRNOTAVAIL:
                 raise EngineConfigError(
                     f"{host} is not an address of this machine, so nothing can listen on it: "
-                    "give one of its own (127.0.0.1, or 0.0.0.0 for every interface)"
+                    "give one of its own (127.0.0.1, or 0.0.0.0 for every interface)",
+                    field="host",
+                    value=host,
                 ) from None
             raise
     return True

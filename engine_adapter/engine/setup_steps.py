@@ -3,7 +3,8 @@
 A `SetupStep` is either a command (`argv`) or a local action (`action`, e.g. writing a file).
 `run_setup_steps(steps, log, report)` runs them in order, appends every command's output to
 `log`, calls `report(message)` about once a second with the step number and elapsed time, and
-raises `failure(message)` naming the step, the command and the last log lines when a step fails.
+raises `failure(message, step=..., output_tail=...)` naming the step, the command and the last
+log lines when a step fails.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["Report", "SetupStep", "log_tail", "run_setup_steps"]
+__all__ = ["Report", "SetupStep", "StepFailure", "log_tail", "run_setup_steps"]
 
 Report = Callable[[str], None]
+
+
+class StepFailure(Protocol):
+    """Makes the error a failed step raises (`EngineInstallError`, `ModelPrepareError`)."""
+
+    def __call__(self, message: str, *, step: str, output_tail: str) -> Exception: ...
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,9 @@ def run_setup_steps(
     steps: Sequence[SetupStep],
     log: Path,
     report: Report,
-    failure: Callable[[str], Exception],
+    failure: StepFailure,
 ) -> None:
-    """Run `steps` in order; on failure raise `failure(message)` with the log tail."""
+    """Run `steps` in order; on failure raise `failure(...)` with the step and the log tail."""
     log.parent.mkdir(parents=True, exist_ok=True)
     total = len(steps)
     for number, step in enumerate(steps, start=1):
@@ -58,13 +66,16 @@ def run_setup_steps(
             try:
                 step.action()
             except OSError as error:
-                raise failure(f"{label} failed: {error}") from error
+                raise failure(f"{label} failed: {error}", step=label, output_tail="") from error
             continue
         code = _run_reporting(step, log, label, report)
         if code != 0:
+            tail = log_tail(log)
             raise failure(
                 f"{label} failed (exit code {code}): {' '.join(step.argv)}\n"
-                f"last lines of {log}:\n{log_tail(log)}"
+                f"last lines of {log}:\n{tail}",
+                step=label,
+                output_tail=tail,
             )
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from ..errors import ModelPrepareError
 from .home import converter_venv, engine_venv, models_dir, prefixkit_home
 from .install import ensure_engine
-from .setup_steps import Report, SetupStep, run_setup_steps
+from .setup_steps import Report, SetupStep, log_tail, run_setup_steps
+from .virtualenv import site_packages
 
 __all__ = [
     "SMOLLM2_GGUF",
@@ -94,7 +95,9 @@ def ensure_smollm2(report: Report = lambda message: None, target: Path | None = 
     if not is_model_dir(staging):
         raise ModelPrepareError(
             f"conversion finished but {staging} lacks one of {', '.join(_REQUIRED_FILES)}: "
-            f"see {log}"
+            f"see {log}",
+            step="checking the converted model",
+            output_tail=log_tail(log),
         )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
@@ -105,14 +108,13 @@ def ensure_smollm2(report: Report = lambda message: None, target: Path | None = 
 
 
 def _site_packages(python: Path) -> Path:
-    result = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
+    try:
+        return site_packages(python)
+    except (OSError, subprocess.CalledProcessError) as error:
+        output = error.stderr.strip() if isinstance(error, subprocess.CalledProcessError) else ""
         raise ModelPrepareError(
-            f"cannot ask {python} for its site-packages: {result.stderr.strip()}; "
-            f"delete {engine_venv()} and rerun to reinstall the engine"
-        )
-    return Path(result.stdout.strip())
+            f"cannot ask {python} for its site-packages: {output or error}; "
+            f"delete {engine_venv()} and rerun to reinstall the engine",
+            step="finding the engine's site-packages",
+            output_tail=output,
+        ) from None

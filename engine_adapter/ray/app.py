@@ -45,7 +45,8 @@ def router_class(name: str) -> type[Any] | None:
     if name == "default":
         return None
     raise DeploymentConfigError(
-        f"unknown Ray router {name!r}: use prefixkit, kv-aware, prefix-affinity or default"
+        f"unknown Ray router {name!r}: use prefixkit, kv-aware, prefix-affinity or default",
+        parts=("router",),
     )
 
 

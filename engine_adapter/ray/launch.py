@@ -131,7 +131,8 @@ def serve_on_ray(
             start_new_session=True,
         )
     try:
-        state = _wait_ready(child, state_file, log_path, start_timeout, report)
+        url = f"http://{settings.http_host}:{settings.http_port}"
+        state = _wait_ready(child, state_file, log_path, start_timeout, report, url)
         yield RayDeployment(
             url=state["url"],
             address=state["address"],
@@ -153,19 +154,28 @@ def _wait_ready(
     log_path: Path,
     timeout: float,
     report: Report,
+    url: str,
 ) -> dict[str, Any]:
     started = time.monotonic()
     while not state_file.exists():
         if child.poll() is not None:
+            tail = log_tail(log_path)
             raise ReplicaStartError(
                 f"the Ray driver exited with code {child.returncode} before the app was "
-                f"ready; last lines of {log_path}:\n{log_tail(log_path)}"
+                f"ready; last lines of {log_path}:\n{tail}",
+                replica=None,
+                url=url,
+                log_tail=tail,
             )
         elapsed = time.monotonic() - started
         if elapsed > timeout:
+            tail = log_tail(log_path)
             raise ReplicaStartError(
                 f"the Ray app was not ready after {timeout:.0f} s; last lines of "
-                f"{log_path}:\n{log_tail(log_path)}"
+                f"{log_path}:\n{tail}",
+                replica=None,
+                url=url,
+                log_tail=tail,
             )
         report(f"starting the Ray cluster and the replicas ({elapsed:.0f} s)")
         time.sleep(1.0)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..engine.config import EngineConfig
 from ..engine.home import prefixkit_home
 from ..errors import DeploymentConfigError
+from ..problems import Problem, Problems, validation_problems
 
 __all__ = ["RAY_ROUTERS", "RayRouter", "RaySettings", "app_args"]
 
@@ -60,37 +61,51 @@ class RaySettings(BaseModel):
     def _check(self) -> RaySettings:
         problems = []
         if (self.min_replicas is None) != (self.max_replicas is None):
-            problems.append("give both min_replicas and max_replicas for autoscaling, or neither")
+            problems.append(
+                Problem(
+                    ("min_replicas", "max_replicas"),
+                    self.min_replicas,
+                    "give both min_replicas and max_replicas for autoscaling, or neither",
+                )
+            )
         if (
             self.min_replicas is not None
             and self.max_replicas is not None
             and not self.min_replicas <= self.replicas <= self.max_replicas
         ):
             problems.append(
-                f"replicas={self.replicas} must lie within min_replicas={self.min_replicas} "
-                f"and max_replicas={self.max_replicas}"
+                Problem(
+                    ("replicas", "min_replicas", "max_replicas"),
+                    self.replicas,
+                    f"replicas={self.replicas} must lie within min_replicas={self.min_replicas} "
+                    f"and max_replicas={self.max_replicas}",
+                )
             )
         if self.router == "kv-aware" and self.tenants_file is not None:
             problems.append(
-                "router kv-aware makes Ray's LLM server the ingress (direct streaming), so the "
-                "tenant gateway cannot run in front of it: use router prefixkit or "
-                "prefix-affinity with tenants"
+                Problem(
+                    ("router", "tenants_file"),
+                    self.router,
+                    "router kv-aware makes Ray's LLM server the ingress (direct streaming), so "
+                    "the tenant gateway cannot run in front of it: use router prefixkit or "
+                    "prefix-affinity with tenants",
+                )
             )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise Problems(problems)
         return self
 
     def __init__(self, **fields: Any) -> None:
-        """Validate; raises `DeploymentConfigError` naming every problem and its fix."""
+        """Validate; raises `DeploymentConfigError` naming every problem and its fix (its
+        `parts`: the first problem's settings)."""
         try:
             super().__init__(**fields)
         except ValidationError as error:
-            parts = []
-            for item in error.errors():
-                where = ".".join(str(p) for p in item["loc"])
-                message = item["msg"].removeprefix("Value error, ")
-                parts.append(f"{where}: {message}" if where else message)
-            raise DeploymentConfigError("invalid Ray settings: " + "; ".join(parts)) from None
+            problems = validation_problems(error)
+            raise DeploymentConfigError(
+                "invalid Ray settings: " + "; ".join(p.message for p in problems),
+                parts=problems[0].settings,
+            ) from None
 
     @property
     def most_replicas(self) -> int:
@@ -104,7 +119,8 @@ def app_args(
     """The arguments of `prefixkit.engine_adapter.ray.app:build_app` (JSON-serialisable)."""
     if engine.tensor_parallel_size != 1:
         raise DeploymentConfigError(
-            "tensor_parallel_size > 1 is not wired into the Ray backend: run more replicas"
+            "tensor_parallel_size > 1 is not wired into the Ray backend: run more replicas",
+            parts=("tensor_parallel_size",),
         )
     bundle: dict[str, float] = {"CPU": settings.cpus_per_replica, **settings.replica_resources}
     if settings.gpus_per_replica:

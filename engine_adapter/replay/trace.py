@@ -86,12 +86,15 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                         yield number, json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise TraceError(
-                            f"{path}:{number}: not JSON ({exc.msg}); one JSON object per line"
+                            f"{path}:{number}: not JSON ({exc.msg}); one JSON object per line",
+                            path=path,
+                            line=number,
                         ) from None
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise TraceError(
             f"cannot read {path} ({exc}): give a UTF-8 JSONL file, gzip-compressed if it "
-            "ends in .gz"
+            "ends in .gz",
+            path=path,
         ) from None
 
 
@@ -121,11 +124,12 @@ def trace_from_token_ids(
     return trace
 
 
-def _tokenize_with(tokenizer_dir: str | None) -> Callable[[dict[str, Any]], list[int]]:
+def _tokenize_with(tokenizer_dir: str | None, path: Path) -> Callable[[dict[str, Any]], list[int]]:
     if tokenizer_dir is None:
         raise TraceError(
             "this trace has prompts, not token ids: pass --tokenizer DIR (a local "
-            "Hugging Face tokenizer directory, e.g. the served model's)"
+            "Hugging Face tokenizer directory, e.g. the served model's)",
+            path=path,
         )
     require_extra("hf", "a trace of prompts or messages (--tokenizer)", "transformers")
     from transformers import AutoTokenizer  # heavy: only for raw-prompt traces
@@ -133,7 +137,7 @@ def _tokenize_with(tokenizer_dir: str | None) -> Callable[[dict[str, Any]], list
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     except (OSError, ValueError) as exc:
-        raise TraceError(f"cannot load tokenizer from {tokenizer_dir}: {exc}") from None
+        raise TraceError(f"cannot load tokenizer from {tokenizer_dir}: {exc}", path=path) from None
 
     def tokenize(record: dict[str, Any]) -> list[int]:
         if "messages" in record:
@@ -164,29 +168,35 @@ def load_trace(
     if not path.is_file():
         raise TraceError(
             f"trace file {path} "
-            + ("is a folder: give a file in it" if path.is_dir() else "does not exist")
+            + ("is a folder: give a file in it" if path.is_dir() else "does not exist"),
+            path=path,
         )
     records = _records(path)
     first = next(records, None)
     if first is None:
-        raise TraceError(f"trace file {path} is empty")
+        raise TraceError(f"trace file {path} is empty", path=path)
 
     def chained() -> Iterator[tuple[int, dict[str, Any]]]:
         yield first
         yield from records
 
-    def limited() -> Iterator[dict[str, Any]]:
+    def numbered() -> Iterator[tuple[int, dict[str, Any]]]:
         for count, (number, record) in enumerate(chained()):
             if limit is not None and count >= limit:
                 return
             if not isinstance(record, dict):
-                raise TraceError(f"{path}:{number}: expected a JSON object per line")
-            yield record
+                raise TraceError(
+                    f"{path}:{number}: expected a JSON object per line", path=path, line=number
+                )
+            yield number, record
+
+    def limited() -> Iterator[dict[str, Any]]:
+        return (record for _, record in numbered())
 
     keys = first[1].keys() if isinstance(first[1], dict) else set()
     if "hash_ids" in keys:
         trace = Trace(block_size or 512)
-        for record in limited():
+        for number, record in numbered():
             try:
                 trace.append(
                     float(record["timestamp"]),
@@ -195,12 +205,14 @@ def load_trace(
                     [int(h) for h in record["hash_ids"]],
                 )
             except KeyError as exc:
-                raise TraceError(f"{path}: a Mooncake record lacks {exc}") from None
+                raise TraceError(
+                    f"{path}:{number}: a Mooncake record lacks {exc}", path=path, line=number
+                ) from None
         return trace
     if "token_ids" in keys:
         return trace_from_token_ids(limited(), block_size or 16, algo=algo)
     if "prompt" in keys or "messages" in keys:
-        tokenize = _tokenize_with(tokenizer)
+        tokenize = _tokenize_with(tokenizer, path)
         return trace_from_token_ids(
             ({**record, "token_ids": tokenize(record)} for record in limited()),
             block_size or 16,
@@ -208,5 +220,7 @@ def load_trace(
         )
     raise TraceError(
         f"{path}: unknown trace format (first record keys {sorted(keys)}); expected "
-        "'hash_ids' (Mooncake), 'token_ids', 'prompt' or 'messages'"
+        "'hash_ids' (Mooncake), 'token_ids', 'prompt' or 'messages'",
+        path=path,
+        line=first[0],
     )

@@ -111,15 +111,18 @@ class Topology:
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
-            raise DeploymentConfigError(f"--replicas {self.replicas}: give at least 1")
+            raise DeploymentConfigError(
+                f"--replicas {self.replicas}: give at least 1", parts=("replicas",)
+            )
         if self.router not in ROUTERS:
             raise DeploymentConfigError(
-                f"unknown router {self.router!r}: use {' or '.join(ROUTERS)}"
+                f"unknown router {self.router!r}: use {' or '.join(ROUTERS)}", parts=("router",)
             )
         if self.decision_log and (self.replicas < 2 or self.router != "precise"):
             raise DeploymentConfigError(
                 "--decision-log logs the precise router's decisions: "
-                "give --replicas 2 or more and --router precise, or drop --decision-log"
+                "give --replicas 2 or more and --router precise, or drop --decision-log",
+                parts=("decision_log", "replicas", "router"),
             )
         ratio = self.smg_chars_per_token
         if ratio is not None and (
@@ -128,7 +131,8 @@ class Topology:
             raise DeploymentConfigError(
                 f"--smg-chars-per-token {ratio} sizes SMG's tree: give a positive ratio "
                 "(len(text) / tokens of your traffic) with --replicas 2 or more and "
-                "--router smg, or drop it"
+                "--router smg, or drop it",
+                parts=("smg_chars_per_token", "replicas", "router"),
             )
 
     @property
@@ -155,7 +159,9 @@ class Topology:
             if port in owners:
                 raise DeploymentConfigError(
                     f"the {role} and the {owners[port]} would both use port {port}: "
-                    "change --port, --router-port or --engine-port"
+                    "change --port, --router-port or --engine-port",
+                    parts=(_port_setting(owners[port]), _port_setting(role)),
+                    port=port,
                 )
             owners[port] = role
         return roles
@@ -170,8 +176,17 @@ class Topology:
                 )
                 raise PortInUseError(
                     f"the {role}'s port {port} on {host} is already in use: choose another "
-                    f"{option}, or stop the process listening there"
+                    f"{option}, or stop the process listening there",
+                    port=port,
+                    host=host,
                 )
+
+
+def _port_setting(role: str) -> str:
+    """The `Topology` field that sets a role's port."""
+    if role == "gateway":
+        return "port"
+    return "router_port" if role.startswith("router") else "engine_port"
 
 
 @dataclass(frozen=True)
@@ -264,7 +279,8 @@ def _check_fit(topology: Topology, endpoints: Sequence[ReplicaEndpoint]) -> None
     if len(endpoints) != topology.replicas:
         raise DeploymentConfigError(
             f"{len(endpoints)} replica endpoints for a topology of {topology.replicas} "
-            "replicas: make them agree"
+            "replicas: make them agree",
+            parts=("endpoints", "replicas"),
         )
     if not topology.routed or topology.router != "precise":
         return
@@ -272,10 +288,13 @@ def _check_fit(topology: Topology, endpoints: Sequence[ReplicaEndpoint]) -> None
     if algo not in _REPRODUCIBLE:
         raise DeploymentConfigError(
             f"--router precise needs a reproducible block hash; the replicas use {algo}: "
-            "use sha256_cbor (the default)"
+            "use sha256_cbor (the default)",
+            parts=("router", "prefix_caching_hash_algo"),
         )
     if any(endpoint.kv_events is None for endpoint in endpoints):
-        raise DeploymentConfigError("--router precise needs KV events: drop --no-kv-events")
+        raise DeploymentConfigError(
+            "--router precise needs KV events: drop --no-kv-events", parts=("router", "kv_events")
+        )
 
 
 def _router_settings(

@@ -65,23 +65,29 @@ def load_tenants(
     env = os.environ if environ is None else environ
     keys: dict[str, str] = {}
     if path is not None:
-        table = _read_toml(Path(path)).get("tenants", {})
+        file = Path(path)
+        table = _read_toml(file).get("tenants", {})
         if not isinstance(table, dict):
             raise GatewayConfigError(
                 f"{path}: `tenants` must be a table of tenant id = API key (or a list of "
-                f'keys), e.g.\n[tenants]\nacme = "key-acme"'
+                f'keys), e.g.\n[tenants]\nacme = "key-acme"',
+                setting="tenants",
+                path=file,
             )
         for tenant, value in table.items():
             where = f"{path} [tenants] {tenant}"
             if isinstance(value, str):
-                _add_key(keys, tenant, value, where)
+                _add_key(keys, tenant, value, where, "tenants", file)
             elif isinstance(value, list):
                 for key in value:
-                    _add_key(keys, tenant, key, where)
+                    _add_key(keys, tenant, key, where, "tenants", file)
             else:
                 raise GatewayConfigError(
                     f"{where}: give an API key or a list of API keys (strings), "
-                    f"got {type(value).__name__}"
+                    f"got {type(value).__name__}",
+                    setting="tenants",
+                    tenant=tenant,
+                    path=file,
                 )
     for item in filter(
         None, (part.strip() for part in env.get("PREFIXKIT_TENANT_KEYS", "").split(","))
@@ -90,13 +96,18 @@ def load_tenants(
         if not sep:
             raise GatewayConfigError(
                 f"PREFIXKIT_TENANT_KEYS item {item!r} is not TENANT=KEY: "
-                "write PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'"
+                "write PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'",
+                setting="PREFIXKIT_TENANT_KEYS",
             )
-        _add_key(keys, tenant.strip(), key.strip(), "PREFIXKIT_TENANT_KEYS")
+        _add_key(
+            keys, tenant.strip(), key.strip(), "PREFIXKIT_TENANT_KEYS", "PREFIXKIT_TENANT_KEYS"
+        )
     if not keys:
         raise GatewayConfigError(
             "no tenant API keys: give --tenants FILE (TOML with a [tenants] table) "
-            "or set PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'"
+            "or set PREFIXKIT_TENANT_KEYS='acme=key1,globex=key2'",
+            setting="tenants",
+            path=None if path is None else Path(path),
         )
     return keys
 
@@ -104,17 +115,22 @@ def load_tenants(
 def load_secret(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> str:
     """The salt secret: `secret` in the tenants file, else ``PREFIXKIT_SALT_SECRET``."""
     env = os.environ if environ is None else environ
-    secret = _read_toml(Path(path)).get("secret") if path is not None else None
+    file = None if path is None else Path(path)
+    secret = _read_toml(file).get("secret") if file is not None else None
     if secret is not None and not isinstance(secret, str):
         raise GatewayConfigError(
-            f"{path}: `secret` must be a string (in quotes), got {type(secret).__name__}"
+            f"{path}: `secret` must be a string (in quotes), got {type(secret).__name__}",
+            setting="secret",
+            path=file,
         )
     secret = secret or env.get("PREFIXKIT_SALT_SECRET")
     if not isinstance(secret, str) or len(secret) < 16:
         raise GatewayConfigError(
             "salt secret missing or shorter than 16 characters: set PREFIXKIT_SALT_SECRET "
             "(or `secret` in the tenants file) to a long random string, the same for every "
-            "gateway of this deployment"
+            "gateway of this deployment",
+            setting="PREFIXKIT_SALT_SECRET",
+            path=file,
         )
     return secret
 
@@ -130,7 +146,9 @@ class Tenants:
 
     def __post_init__(self) -> None:
         if not self.keys:
-            raise GatewayConfigError("a gateway needs at least one API key -> tenant entry")
+            raise GatewayConfigError(
+                "a gateway needs at least one API key -> tenant entry", setting="tenants"
+            )
         # keys are looked up by digest, so lookup time does not depend on how much matches
         object.__setattr__(self, "_by_digest", {_digest(k): t for k, t in self.keys.items()})
         object.__setattr__(
@@ -197,18 +215,40 @@ def _read_toml(path: Path) -> dict[str, object]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise GatewayConfigError(f"cannot read tenants file {path}: {error.strerror}") from None
+        raise GatewayConfigError(
+            f"cannot read tenants file {path}: {error.strerror}", setting="tenants", path=path
+        ) from None
     except UnicodeDecodeError:
-        raise GatewayConfigError(f"tenants file {path} is not UTF-8 text") from None
+        raise GatewayConfigError(
+            f"tenants file {path} is not UTF-8 text", setting="tenants", path=path
+        ) from None
     except tomllib.TOMLDecodeError as error:
-        raise GatewayConfigError(f"tenants file {path} is not valid TOML: {error}") from None
+        raise GatewayConfigError(
+            f"tenants file {path} is not valid TOML: {error}", setting="tenants", path=path
+        ) from None
 
 
-def _add_key(keys: dict[str, str], tenant: str, key: object, where: str) -> None:
+def _add_key(
+    keys: dict[str, str],
+    tenant: str,
+    key: object,
+    where: str,
+    setting: str,
+    path: Path | None = None,
+) -> None:
     if not tenant or not isinstance(key, str) or not key:
-        raise GatewayConfigError(f"{where}: tenant id and API key must be non-empty strings")
+        raise GatewayConfigError(
+            f"{where}: tenant id and API key must be non-empty strings",
+            setting=setting,
+            tenant=tenant or None,
+            path=path,
+        )
     if keys.get(key, tenant) != tenant:
         raise GatewayConfigError(
-            f"{where}: API key already belongs to tenant {keys[key]!r}: give each tenant its own key"
+            f"{where}: API key already belongs to tenant {keys[key]!r}: give each tenant its "
+            "own key",
+            setting=setting,
+            tenant=tenant,
+            path=path,
         )
     keys[key] = tenant

@@ -63,7 +63,9 @@ def served_in_thread(
     if not port_is_free(host, port):
         raise PortInUseError(
             f"port {port} on {host} is already in use: choose another port or stop the "
-            f"process listening on http://{host}:{port}"
+            f"process listening on http://{host}:{port}",
+            port=port,
+            host=host,
         )
     server = served(app, host, port)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
@@ -75,7 +77,9 @@ def served_in_thread(
             thread.join(10.0)
             raise PortInUseError(
                 f"{name} did not start on {host}:{port}; its log says why (a port taken "
-                "since it was checked, or an error in its start-up)"
+                "since it was checked, or an error in its start-up)",
+                port=port,
+                host=host,
             )
         time.sleep(0.02)
     try:

@@ -151,12 +151,20 @@ def wait_until_ready(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = f"\nlast lines of {log}:\n{log_tail(log)}" if log is not None else ""
-            raise RouterStartError(f"SMG at {url} exited during start-up{tail}")
+            tail = log_tail(log) if log is not None else ""
+            shown = f"\nlast lines of {log}:\n{tail}" if log is not None else ""
+            raise RouterStartError(
+                f"SMG at {url} exited during start-up{shown}", router="smg", url=url, log_tail=tail
+            )
         try:
             if httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise RouterStartError(f"SMG at {url} was not ready after {timeout:.0f} s")
+    raise RouterStartError(
+        f"SMG at {url} was not ready after {timeout:.0f} s",
+        router="smg",
+        url=url,
+        log_tail=log_tail(log) if log is not None else "",
+    )

@@ -179,7 +179,9 @@ def warm_prefix(
         why = f" ({report.reason})" if report.reason else ""
         raise WarmupError(
             f"prompt {key}: its static prefix is {report.static_tokens} tokens{why}, less than "
-            f"one {block_size}-token block, so vLLM caches none of it: nothing to warm"
+            f"one {block_size}-token block, so vLLM caches none of it: nothing to warm",
+            url=None,
+            prompt=key,
         )
     return WarmPrefix(key, report.token_ids[: prefix_tokens + 1], prefix_tokens, block_size)
 
@@ -204,12 +206,15 @@ def plan_warmup(
             raise GatewayConfigError(
                 f"tenants {', '.join(tenant_ids)} given without a tenants config: give the "
                 "deployment's tenants file (--tenants FILE or PREFIXKIT_TENANT_KEYS and "
-                "PREFIXKIT_SALT_SECRET)"
+                "PREFIXKIT_SALT_SECRET)",
+                setting="tenant_ids",
+                tenant=tenant_ids[0],
             )
         if any(target.gateway for target in targets):
             raise GatewayConfigError(
                 "warming through the gateway needs a tenant's API key: give the deployment's "
-                "tenants file (--tenants FILE, or PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET)"
+                "tenants file (--tenants FILE, or PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET)",
+                setting="tenants",
             )
         chosen = [None]
     else:
@@ -217,7 +222,9 @@ def plan_warmup(
         unknown = [tenant for tenant in tenant_ids or () if tenant not in known]
         if unknown:
             raise GatewayConfigError(
-                f"unknown tenant {', '.join(unknown)}: the tenants config has {', '.join(known)}"
+                f"unknown tenant {', '.join(unknown)}: the tenants config has {', '.join(known)}",
+                setting="tenant_ids",
+                tenant=unknown[0],
             )
         chosen = list(dict.fromkeys(tenant_ids)) if tenant_ids else list(known)
     requests = []
@@ -311,12 +318,17 @@ def _post(http: httpx.Client, request: WarmRequest) -> dict[str, Any]:
         raise WarmupError(
             f"{target.name} at {target.url} is unreachable ({type(error).__name__}: {error}): "
             "check that the deployment is running (`prefixkit serve status`) and that the "
-            "address is right"
+            "address is right",
+            url=target.url,
+            prompt=request.prefix.key,
         ) from None
     if response.status_code != 200:
         raise WarmupError(
             f"{target.name} at {target.url} answered the warm request for {request.prefix.key} "
-            f"with HTTP {response.status_code}: {response.text[:300]}"
+            f"with HTTP {response.status_code}: {response.text[:300]}",
+            url=target.url,
+            status=response.status_code,
+            prompt=request.prefix.key,
         )
     body: dict[str, Any] = response.json()
     return body

@@ -27,6 +27,12 @@ def test_argv_launches_the_server_module_with_the_engine_interpreter() -> None:
     assert config.argv()[:3] == ["/engine/bin/python", "-m", SERVER_MODULE]
 
 
+def test_a_config_error_carries_the_field_and_its_value() -> None:
+    with pytest.raises(EngineConfigError) as caught:
+        EngineConfig(model=Path("m"), block_size=48)
+    assert (caught.value.field, caught.value.value) == ("block_size", 48)
+
+
 def test_defaults_cache_prefixes_with_reproducible_hashes_on_loopback() -> None:
     argv = EngineConfig(model=MODEL).argv()
     assert "--enable-prefix-caching" in argv

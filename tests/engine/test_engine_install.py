@@ -91,6 +91,18 @@ def test_a_failing_install_step_names_the_step_and_shows_the_log_tail(
     assert str(tmp_path / "home" / "logs" / "engine-install.log") in message
 
 
+def test_a_failing_install_step_carries_the_venv_the_step_and_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_HOME", str(tmp_path / "home"))
+    base = _script(tmp_path / "base-python", "echo 'cannot create venv: disk full'; exit 3")
+    with pytest.raises(EngineInstallError) as caught:
+        ensure_engine(venv=tmp_path / "engine", base_python=base)
+    error = caught.value
+    assert (error.venv, error.step) == (tmp_path / "engine", "[1/5] creating the engine virtualenv")
+    assert error.output_tail.splitlines()[-1] == "cannot create venv: disk full"
+
+
 @pytest.mark.engine
 def test_the_installed_engine_passes_verification() -> None:
     ensure_engine()

@@ -101,6 +101,15 @@ def test_a_stale_build_is_refused_with_the_rebuild_command(tmp_path: Path) -> No
         check_build(package)
 
 
+def test_a_stale_build_carries_the_stale_modules_and_their_sources(tmp_path: Path) -> None:
+    package = _built(tmp_path, {"cache_sim": "A = 1\n", "replay": "B = 2\n"})
+    (package / "cache_sim.py").write_text("A = 2\n")
+    with pytest.raises(StaleBuildError) as caught:
+        check_build(package)
+    assert caught.value.modules == (f"prefixkit.engine_adapter.{package.name}.cache_sim",)
+    assert caught.value.sources == (package / "cache_sim.py",)
+
+
 def test_a_failed_compile_leaves_the_python_sources_in_charge(tmp_path: Path) -> None:
     # a compiler that builds some modules, then fails on routing/reuse: the wheel
     # still builds, with no compiled module at all (they cimport each other)

@@ -348,6 +348,14 @@ def test_unknown_trace_format_names_the_expected_keys(tmp_path: Path) -> None:
         load_trace(path)
 
 
+def test_a_line_that_is_not_json_carries_the_file_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"token_ids": [1, 2]}\n\n{"token_ids": [1,\n')
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert (caught.value.path, caught.value.line) == (path, 3)
+
+
 def test_a_chat_log_is_tokenized_with_its_template_and_shares_its_system_prompt(
     tmp_path: Path, hf_tokenizer_dir: Path
 ) -> None:

@@ -37,6 +37,13 @@ def test_two_roles_on_one_port_are_refused_naming_both() -> None:
         topology.ports(launching=True, app=True)
 
 
+def test_a_port_collision_carries_the_port_and_the_settings_that_share_it() -> None:
+    topology = Topology(replicas=2, port=8101, engine_port=8100)
+    with pytest.raises(DeploymentConfigError) as caught:
+        topology.ports(launching=True, app=True)
+    assert (caught.value.port, caught.value.parts) == (8101, ("engine_port", "port"))
+
+
 def test_the_precise_router_refuses_replicas_without_kv_events() -> None:
     endpoints = [ReplicaEndpoint("http://127.0.0.1:1"), ReplicaEndpoint("http://127.0.0.1:2")]
     with (
@@ -77,6 +84,16 @@ def test_a_taken_gateway_port_is_named_before_anything_starts() -> None:
             deploy([ReplicaEndpoint("http://127.0.0.1:1")], Topology(port=port), tenants=tenants),
         ):
             pass
+
+
+def test_a_taken_port_carries_the_port_and_its_host() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(PortInUseError) as caught:
+            Topology(port=port).check_free(launching=False, app=True)
+    assert (caught.value.port, caught.value.host) == (port, "127.0.0.1")
 
 
 def test_one_replica_without_tenants_needs_no_app() -> None:

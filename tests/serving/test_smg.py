@@ -1,16 +1,20 @@
 """SMG is launched on loopback, with a short grace period and a tree sized to the replicas."""
 
+import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from prefixkit.engine_adapter.engine.metrics import CacheMetrics
+from prefixkit.engine_adapter.errors import RouterStartError
 from prefixkit.engine_adapter.serving.smg import (
     SmgSettings,
     launch_smg,
     smg_argv,
     smg_max_tree_size,
     stop_smg,
+    wait_until_ready,
 )
 
 
@@ -47,7 +51,7 @@ def test_every_port_is_on_loopback_with_a_short_grace() -> None:
     assert argv[-2:] == ["--worker-urls", "http://127.0.0.1:18130"]
 
 
-def test_real_smg_starts_and_stops_promptly(tmp_path) -> None:
+def test_real_smg_starts_and_stops_promptly(tmp_path: Path) -> None:
     process = launch_smg(SmgSettings(["http://127.0.0.1:18139"], port=18182), tmp_path / "smg.log")
     try:
         deadline = time.monotonic() + 30
@@ -64,3 +68,15 @@ def test_real_smg_starts_and_stops_promptly(tmp_path) -> None:
         stop_smg(process)
     assert time.monotonic() - started < 8
     assert process.poll() is not None
+
+
+def test_a_router_that_exits_at_start_carries_its_url_and_log_tail(tmp_path: Path) -> None:
+    log = tmp_path / "router.log"
+    log.write_text("error: --worker-urls is required\n")
+    with subprocess.Popen(["true"]) as process:
+        process.wait()
+        with pytest.raises(RouterStartError) as caught:
+            wait_until_ready(process, "http://127.0.0.1:18183", 10.0, log)
+    error = caught.value
+    assert (error.router, error.url) == ("smg", "http://127.0.0.1:18183")
+    assert error.log_tail == "error: --worker-urls is required"

@@ -37,6 +37,19 @@ def test_one_key_for_two_tenants_is_rejected(tmp_path: Path) -> None:
         load_tenants(path, environ={})
 
 
+def test_a_shared_key_error_carries_the_tenant_and_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text('[tenants]\nacme = "same"\nglobex = "same"\n')
+    with pytest.raises(GatewayConfigError) as caught:
+        load_tenants(path, environ={})
+    assert (caught.value.setting, caught.value.tenant, caught.value.path) == (
+        "tenants",
+        "globex",
+        path,
+    )
+    assert "same" not in vars(caught.value).values()  # the API key itself is not carried
+
+
 def test_no_keys_at_all_says_how_to_configure_them() -> None:
     with pytest.raises(GatewayConfigError, match="PREFIXKIT_TENANT_KEYS"):
         load_tenants(None, environ={})

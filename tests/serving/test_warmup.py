@@ -212,6 +212,23 @@ def test_an_error_answer_is_reported_with_its_status(fake_replicas: list[FakeVLL
         send_warmup(plan, client=client)
 
 
+def test_an_error_answer_carries_the_targets_url_and_status() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"error": {"message": "loading"}})
+
+    plan = plan_warmup([PREFIX], replica_targets(["http://r0"]), model="m")
+    with (
+        httpx.Client(transport=httpx.MockTransport(refuse)) as client,
+        pytest.raises(WarmupError) as caught,
+    ):
+        send_warmup(plan, client=client)
+    assert (caught.value.url, caught.value.status, caught.value.prompt) == (
+        "http://r0",
+        503,
+        "support@v4",
+    )
+
+
 def test_a_server_without_cached_token_details_leaves_the_result_unknown() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"usage": {"prompt_tokens": 97}})
