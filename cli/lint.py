@@ -26,13 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prefixkit.sdk.errors import UsageError
+from prefixkit.sdk import UsageError
 
 from .main import EXIT_CONFIG, EXIT_RUNTIME
 
 if TYPE_CHECKING:
-    from prefixkit.linter.config import LintConfig
-    from prefixkit.linter.finding import Finding
+    from prefixkit.linter import Finding, LintConfig
 
 __all__ = ["configure", "run"]
 
@@ -108,13 +107,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Lint, print the findings in the chosen format, and return the exit code."""
+    from prefixkit.linter import RULE_CODES, FileOutcome
     from prefixkit.linter.config import ConfigResolver
     from prefixkit.linter.discovery import discover
     from prefixkit.linter.formats import render, render_statistics
-    from prefixkit.linter.outcome import FileOutcome
-    from prefixkit.linter.result_cache import ResultCache
-    from prefixkit.linter.rule_codes import RULE_CODES
     from prefixkit.linter.lint_many import lint_targets
+    from prefixkit.linter.result_cache import ResultCache
     from prefixkit.linter.summary import RunSummary
 
     if args.jobs < 1:
@@ -183,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _texts(fmt: str, findings: Sequence[Finding]) -> dict[str, str]:
     """The source each `full` finding shows (a notebook's by cell: `file:cell N`)."""
-    from prefixkit.linter.notebook import NotebookError, parse_notebook
+    from prefixkit.linter import NotebookError
+    from prefixkit.linter.notebook import parse_notebook
 
     texts: dict[str, str] = {}
     if fmt != "full":

@@ -35,6 +35,7 @@ from typing import Any
 from prefixkit.sdk.errors import PrefixkitError
 
 from .globs import glob_matches
+from .rule_codes import RULE_CODES
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -225,12 +226,19 @@ def _check_codes(codes: Iterable[str], known: frozenset[str], key: str, where: s
 
 
 def load_config(
-    pyproject: Path | None, known_codes: frozenset[str], root: Path | None = None
+    pyproject: Path | None,
+    known_codes: frozenset[str] | None = None,
+    root: Path | None = None,
 ) -> LintConfig:
     """Read `[tool.prefixkit.lint]` from `pyproject` (defaults when None or absent).
 
-    A file named prefixkit.toml is read from its `[lint]` table instead.
+    A file named prefixkit.toml is read from its `[lint]` table instead. `known_codes`
+    are the codes `select` and `ignore` may name (default: every rule's); `root` is the
+    defaults' project root when `pyproject` is None (default: the current folder).
+    Raises `LintConfigError` naming the file, the key and the bad value.
     """
+    if known_codes is None:
+        known_codes = frozenset(RULE_CODES)
     if pyproject is None:
         return LintConfig(root=(root or Path.cwd()).absolute())
     own = pyproject.name == CONFIG_FILE_NAME

@@ -45,6 +45,7 @@ __all__ = [
     "lint_notebook",
     "lint_prompt",
     "lint_python",
+    "lint_source",
     "lint_text",
 ]
 
@@ -199,6 +200,17 @@ def lint_text(
     else:
         return []
     return sorted(Suppressions(text).filter(_one_per_line(findings)), key=lambda f: f.sort_key)
+
+
+def lint_source(source: str, path: Path | str, config: LintConfig | None = None) -> list[Finding]:
+    """The findings for `source`, the text of the file at `path` (which need not exist),
+    sorted, with the rules `config` selects (default: `LintConfig()`, every rule) and
+    `# noqa` comments applied.
+
+    The path says what the text is: `.py` / `.pyi` Python, `.ipynb` a notebook's JSON, a
+    path matching the config's prompt globs a prompt file; anything else has no findings.
+    """
+    return lint_text(source, Path(path), config or LintConfig())
 
 
 def _one_per_line(findings: Iterable[Finding]) -> list[Finding]:

@@ -12,7 +12,14 @@ __all__ = ["FileOutcome"]
 
 @dataclass
 class FileOutcome:
-    """What linting one file produced."""
+    """What linting one file produced: its `findings` (sorted), or why it has none.
+
+    `kind` is `python`, `notebook`, `prompt` or `other`; `lines` its lines of code;
+    `fixed` how many fixes `fix` applied; `skipped` a short reason the file was not
+    linted (`binary`, `not UTF-8`, ...) with the full `note`; `error` what stopped its
+    linting, `internal` when that is the linter's own failure; `cached` when the result
+    came from the re-lint cache.
+    """
 
     path: Path
     findings: list[Finding] = field(default_factory=list)

@@ -23,3 +23,4 @@ RULE_CODES: tuple[str, ...] = (
     "PFX101",
     "PFX102",
 )
+"""The code of every rule, in code order (documented on docs/rules.md)."""

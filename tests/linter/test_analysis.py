@@ -8,17 +8,16 @@ import libcst as cst
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prefixkit.linter import Edit, LintConfig, Position, lint_source
 from prefixkit.linter.catalog import is_identity_name, is_volatile_callable
-from prefixkit.linter.config import LintConfig
 from prefixkit.linter.context import LintContext
-from prefixkit.linter.finding import Edit, Position, apply_edits
+from prefixkit.linter.finding import apply_edits
 from prefixkit.linter.globs import glob_matches
-from prefixkit.linter.lint_file import lint_text
 
 
 def codes(source: str, tmp_path: Path) -> list[tuple[str, int]]:
     path = tmp_path / "module.py"
-    findings = lint_text(source, path, LintConfig(root=tmp_path))
+    findings = lint_source(source, path, LintConfig(root=tmp_path))
     return [(f.code, f.start.row) for f in findings]
 
 
@@ -274,7 +273,7 @@ def test_a_value_computed_at_import_changes_per_process(tmp_path: Path) -> None:
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
     )
-    (finding,) = lint_text(source, tmp_path / "m.py", LintConfig(root=tmp_path))
+    (finding,) = lint_source(source, tmp_path / "m.py", LintConfig(root=tmp_path))
     assert "computed once, when the module is loaded" in finding.message
     assert "every process start" in finding.message
 
@@ -288,7 +287,7 @@ def test_pfx001_names_a_daily_change_and_a_value_at_the_tail(tmp_path: Path) -> 
         "def tail(client, q):\n"
         "    return client.messages.create(system=RULES + f' Now: {datetime.now()}', messages=[q])\n"
     )
-    daily, tail = lint_text(source, tmp_path / "m.py", LintConfig(root=tmp_path))
+    daily, tail = lint_source(source, tmp_path / "m.py", LintConfig(root=tmp_path))
     assert "changes once a day and reaches" in daily.message
     assert "changes on every request and ends" in tail.message
     assert "messages after it never are" in tail.message

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prefixkit.cli import lint as command
 from prefixkit.cli.main import main
-from prefixkit.linter import formats
+from prefixkit.linter.formats import FORMATS
 
 BAD = (
     "from datetime import datetime as dt\n"
@@ -260,7 +260,7 @@ def test_jobs_must_be_positive(project: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_command_formats_match_the_renderers() -> None:
-    assert command._FORMATS == formats.FORMATS
+    assert command._FORMATS == FORMATS
 
 
 def test_console_script_reports_without_traceback(project: Path) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter.config import ConfigResolver, LintConfig, LintConfigError, load_config
+from prefixkit.linter import LintConfig, LintConfigError, load_config
+from prefixkit.linter.config import ConfigResolver
 from prefixkit.linter.rules import ALL_RULES
 
 BAD = (

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prefixkit.linter import Finding, LintConfig, lint_source
 from prefixkit.linter.catalog import PROMPT_ENTRY_POINTS, TRIGGER_WORDS, prompt_entry_point
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.finding import Finding
-from prefixkit.linter.lint_file import lint_text
 
 
 def _lint(tmp_path: Path, code: str) -> list[Finding]:
     path = tmp_path / "example.py"
     path.write_text(code, encoding="utf-8")
-    return lint_text(code, path, LintConfig(root=tmp_path, select=("PFX001",)))
+    return lint_source(code, path, LintConfig(root=tmp_path, select=("PFX001",)))
 
 
 def test_entry_point_is_matched_by_package_and_class_name() -> None:
@@ -80,7 +78,7 @@ def test_an_identity_parameter_is_reported_where_it_enters_not_again_at_callers(
     )
     path = tmp_path / "example.py"
     path.write_text(code, encoding="utf-8")
-    findings = lint_text(code, path, LintConfig(root=tmp_path, select=("PFX002",)))
+    findings = lint_source(code, path, LintConfig(root=tmp_path, select=("PFX002",)))
     assert [finding.start.row for finding in findings] == [2]
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.lint_file import lint_file, lint_text
+from prefixkit.linter import LintConfig, lint_source
+from prefixkit.linter.lint_file import lint_file
 from prefixkit.linter.rule import Rule
 from prefixkit.linter.rules import ALL_RULES
 
@@ -240,7 +240,7 @@ def test_fixes_offered_keep_the_promise_of_the_rule_docs(tmp_path: Path, rule: t
         path = tmp_path / example.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(example.code, encoding="utf-8")
-        findings = lint_text(example.code, path, LintConfig(root=tmp_path, select=(rule.code,)))
+        findings = lint_source(example.code, path, LintConfig(root=tmp_path, select=(rule.code,)))
         offered |= {f.fix.applicability for f in findings if f.fix is not None}
     allowed = {"safe", "unsafe"} if rule.fix_applicability == "safe" else {"unsafe"}
     assert offered and offered <= allowed

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.lint_many import lint_paths
+from prefixkit.linter import LintConfig, lint_paths
 from prefixkit.linter.project_imports import MAX_DEPTH
 from prefixkit.linter.result_cache import ResultCache
 
@@ -78,7 +77,7 @@ def findings(capsys: pytest.CaptureFixture[str], *paths: str) -> list[dict[str, 
 
 
 def rows(items: list[dict[str, object]]) -> list[tuple[object, object]]:
-    return [(item["code"], item["location"]) for item in items]  # type: ignore[index]
+    return [(item["code"], item["location"]) for item in items]
 
 
 @pytest.mark.parametrize(

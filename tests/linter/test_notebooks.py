@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.lint_file import lint_text
+from prefixkit.linter import LintConfig, lint_source
 from prefixkit.linter.notebook import parse_notebook
 
 NOTEBOOKS = Path(__file__).parent / "notebooks"
@@ -66,7 +65,7 @@ def test_markdown_raw_and_non_python_cells_are_not_linted(project: Path) -> None
     # the markdown cell says {{ current_date }}, the raw cell {now}, the %%bash cell
     # {{ not python }}: none is Python code, so none is reported or fails to parse
     text = (project / "support_prompts.ipynb").read_text(encoding="utf-8")
-    findings = lint_text(text, project / "support_prompts.ipynb", LintConfig(root=project))
+    findings = lint_source(text, project / "support_prompts.ipynb", LintConfig(root=project))
     assert {f.cell for f in findings} == {3}
 
 
@@ -102,7 +101,12 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_linted(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     document = json.loads((project / "support_prompts.ipynb").read_text(encoding="utf-8"))
-    broken = {"cell_type": "code", "execution_count": None, "id": "x", "metadata": {}}
+    broken: dict[str, object] = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "x",
+        "metadata": {},
+    }
     document["cells"].insert(1, {**broken, "outputs": [], "source": ["def f(:\n", "    pass"]})
     (project / "support_prompts.ipynb").write_text(json.dumps(document, indent=1), "utf-8")
     lint("--format", "json", "support_prompts.ipynb")
@@ -218,14 +222,19 @@ def test_checkpoints_are_not_linted(project: Path, capsys: pytest.CaptureFixture
 
 
 def test_a_shell_line_continued_with_a_backslash_is_neutralised_whole() -> None:
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    cell: dict[str, object] = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [],
+        "execution_count": None,
+    }
     source = ["!pip install -q \\\n", "    anthropic==0.40.0 \\\n", "    httpx\n", "x = 1"]
     notebook = parse_notebook(json.dumps({"cells": [{**cell, "source": source}], "nbformat": 4}))
     assert notebook.module() == "pass\n\n\nx = 1\n"
 
 
 def _notebook(*cells: tuple[list[str], dict[str, object]]) -> str:
-    base = {"cell_type": "code", "outputs": [], "execution_count": None}
+    base: dict[str, object] = {"cell_type": "code", "outputs": [], "execution_count": None}
     return json.dumps(
         {"cells": [{**base, "source": s, "metadata": m} for s, m in cells], "nbformat": 4}
     )
@@ -240,7 +249,7 @@ def test_a_cell_is_parsed_on_its_own_so_its_error_does_not_spill_into_the_next(
         (["print('hi')\n", "x = 'unterminated\n"], {}),
         (["y = 1"], {}),
     )
-    findings = lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
+    findings = lint_source(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
     assert [(f.code, f.cell, f.start.row) for f in findings] == [("PFX000", 1, 2), ("PFX000", 2, 2)]
     assert "detected at line 2" in findings[1].message
 
@@ -255,7 +264,7 @@ def test_automagic_installs_and_cells_marked_as_another_language_are_not_python(
             {"vscode": {"languageId": "plaintext"}},
         ),
     )
-    assert lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
+    assert lint_source(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
 
 
 def _declaring(version: str | None, cell: str) -> str:
@@ -270,13 +279,13 @@ def test_newer_grammar_parses_in_a_notebook_declaring_a_newer_python_or_none(
     tmp_path: Path, version: str | None
 ) -> None:
     text = _declaring(version, 'row = {"k": 1}\nprint(f"value: {row["k"]}")\n')
-    assert lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
+    assert lint_source(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path)) == []
 
 
 def test_newer_grammar_is_an_error_in_a_notebook_declaring_an_older_python(
     tmp_path: Path,
 ) -> None:
     text = _declaring("3.8.10", "print(f\"{'\\n'.join(['a', 'b'])}\")\n")
-    (finding,) = lint_text(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
+    (finding,) = lint_source(text, tmp_path / "nb.ipynb", LintConfig(root=tmp_path))
     assert finding.code == "PFX000"
     assert "on Python 3.8, the version the notebook declares" in finding.message

@@ -5,14 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prefixkit.linter import Finding, LintConfig, lint_source
 from prefixkit.linter.catalog import is_identity_name
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.finding import Finding
-from prefixkit.linter.lint_file import lint_text
 
 
 def findings(source: str, tmp_path: Path, name: str = "module.py") -> list[Finding]:
-    return lint_text(source, tmp_path / name, LintConfig(root=tmp_path))
+    return lint_source(source, tmp_path / name, LintConfig(root=tmp_path))
 
 
 def test_one_finding_per_line_and_rule_at_the_earliest_column(tmp_path: Path) -> None:

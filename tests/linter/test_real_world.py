@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.lint_file import lint_text
+from prefixkit.linter import LintConfig, lint_source
 
 CLEAN_APP = '''
 """A support assistant that keeps its prefix byte-identical."""
@@ -124,7 +123,7 @@ def responses_call(client, question: str, request_id: str):
 def test_clean_real_world_app_is_silent(tmp_path: Path) -> None:
     path = tmp_path / "app" / "assistant.py"
     path.parent.mkdir()
-    findings = lint_text(CLEAN_APP, path, LintConfig(root=tmp_path))
+    findings = lint_source(CLEAN_APP, path, LintConfig(root=tmp_path))
     assert findings == [], "\n".join(f"{f.code} {f.start} {f.message}" for f in findings)
 
 
@@ -149,7 +148,7 @@ def test_breaking_the_clean_app_is_caught_at_the_right_places(tmp_path: Path) ->
         )
     )
     path = tmp_path / "assistant.py"
-    findings = lint_text(broken, path, LintConfig(root=tmp_path))
+    findings = lint_source(broken, path, LintConfig(root=tmp_path))
     assert sorted({f.code for f in findings}) == [
         "PFX001",
         "PFX002",
@@ -224,7 +223,7 @@ async def ask(question: str, user_name: str):
 def test_framework_app_is_silent(tmp_path: Path) -> None:
     path = tmp_path / "app" / "frameworks.py"
     path.parent.mkdir()
-    findings = lint_text(FRAMEWORK_APP, path, LintConfig(root=tmp_path))
+    findings = lint_source(FRAMEWORK_APP, path, LintConfig(root=tmp_path))
     assert findings == [], "\n".join(f"{f.code} {f.start} {f.message}" for f in findings)
 
 
@@ -247,7 +246,7 @@ def test_breaking_the_framework_app_is_caught_at_each_entry_point(tmp_path: Path
         )
     )
     path = tmp_path / "frameworks.py"
-    findings = lint_text(broken, path, LintConfig(root=tmp_path))
+    findings = lint_source(broken, path, LintConfig(root=tmp_path))
     lines = broken.splitlines()
     reported = sorted({(f.code, lines[f.start.row - 1].strip()[:30]) for f in findings})
     assert reported == [

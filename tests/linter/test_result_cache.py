@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter.config import LintConfig
+from prefixkit.linter import FileOutcome, LintConfig, lint_paths
 from prefixkit.linter.dependencies import record_dependency, recording
 from prefixkit.linter.discovery import Target
-from prefixkit.linter.lint_many import lint_paths
-from prefixkit.linter.outcome import FileOutcome
 from prefixkit.linter.result_cache import ResultCache
 
 BAD = (

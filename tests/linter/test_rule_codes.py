@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from prefixkit.linter.rule_codes import RULE_CODES
+from prefixkit.linter import RULE_CODES
 from prefixkit.linter.rules import ALL_RULES
 
 

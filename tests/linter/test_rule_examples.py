@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prefixkit.linter.config import LintConfig
-from prefixkit.linter.lint_file import lint_file, lint_text
+from prefixkit.linter import LintConfig, lint_source
+from prefixkit.linter.lint_file import lint_file
 from prefixkit.linter.rule import Invalid, Rule, Valid
 from prefixkit.linter.rules import ALL_RULES
 
@@ -41,13 +41,13 @@ def _project(tmp_path: Path, rule: type[Rule], example: Valid | Invalid) -> tupl
 @pytest.mark.parametrize(("rule", "example"), VALID)
 def test_valid_example_is_not_reported(tmp_path: Path, rule: type[Rule], example: Valid) -> None:
     path, config = _project(tmp_path, rule, example)
-    assert lint_text(example.code, path, config) == []
+    assert lint_source(example.code, path, config) == []
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_invalid_example_is_reported(tmp_path: Path, rule: type[Rule], example: Invalid) -> None:
     path, config = _project(tmp_path, rule, example)
-    findings = lint_text(example.code, path, config)
+    findings = lint_source(example.code, path, config)
     assert findings, f"{rule.code} missed:\n{example.code}"
     assert {finding.code for finding in findings} == {rule.code}
     if example.line is not None:

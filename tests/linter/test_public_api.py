@@ -1,0 +1,27 @@
+"""`prefixkit.linter` is the linter's public API: its example runs as written, and
+importing it (or its settings) does not load the parser or the rules."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import prefixkit.linter
+
+
+def test_the_package_docstring_example_runs_as_written() -> None:
+    result = doctest.testmod(prefixkit.linter, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_importing_the_settings_does_not_load_the_parser_or_the_rules() -> None:
+    probe = (
+        "import sys\n"
+        "from prefixkit.linter import RULE_CODES, LintConfig, LintConfigError, load_config\n"
+        "load_config(None)\n"
+        "heavy = ('libcst', 'prefixkit.linter.rules', 'prefixkit.linter.lint_file')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr
