@@ -5,9 +5,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import typing
+from pathlib import Path
 
 import prefixkit.sdk.errors
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prefixkit.sdk.errors import PrefixkitError, PrefixkitWarning
 
 PACKAGES = ("sdk", "linter", "engine_adapter", "cli", "testing")
@@ -48,3 +53,44 @@ def test_the_drawn_tree_names_every_error() -> None:
         if issubclass(kind, Exception) and kind.__name__ not in tree
     ]
     assert missing == []
+
+
+def _errors_with_data() -> dict[str, type[BaseException]]:
+    """Every public error but the root: each describes something specific."""
+    return {
+        name: kind
+        for name, kind in _public_exceptions().items()
+        if issubclass(kind, PrefixkitError) and kind is not PrefixkitError
+    }
+
+
+def test_every_error_takes_the_data_it_describes_as_typed_keyword_arguments() -> None:
+    untyped = []
+    for name, kind in _errors_with_data().items():
+        parameters = inspect.signature(kind.__init__).parameters.values()
+        data = [p for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        if not data or any(p.annotation is inspect.Parameter.empty for p in data):
+            untyped.append(name)
+    assert untyped == [], "give each a keyword-only, annotated parameter per piece of data"
+
+
+# paths as hypothesis cannot build them on its own (Path() takes no required argument)
+st.register_type_strategy(Path, st.builds(Path, st.text("ab/._", min_size=1)))
+
+
+@settings(max_examples=25)
+@given(st.data())
+def test_every_error_keeps_its_data_as_attributes_of_the_same_names(data: st.DataObject) -> None:
+    for kind in _errors_with_data().values():
+        hints = typing.get_type_hints(kind.__init__)
+        parameters = inspect.signature(kind.__init__).parameters.values()
+        given = {
+            p.name: data.draw(st.from_type(hints[p.name]), label=f"{kind.__name__}.{p.name}")
+            for p in parameters
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        error = kind("what went wrong and how to fix it", **given)
+        for name, value in given.items():
+            kept = getattr(error, name)
+            assert kept is value or kept == value or kept == tuple(value), (kind, name)
+        assert "what went wrong and how to fix it" in str(error)

@@ -147,6 +147,33 @@ def test_no_subpackage_of_a_part_imports_one_that_imports_it_back() -> None:
     )
 
 
+# part -> the other parts it may import
+LAYERS = {
+    "prefixkit.sdk": set(),
+    "prefixkit.linter": {"prefixkit.sdk"},
+    "prefixkit.engine_adapter": {"prefixkit.sdk"},
+    "prefixkit.testing": {"prefixkit.sdk", "prefixkit.engine_adapter"},
+    "prefixkit.cli": {"prefixkit.sdk", "prefixkit.linter", "prefixkit.engine_adapter"},
+}
+
+
+def test_each_part_imports_only_the_parts_below_it() -> None:
+    """The SDK imports no other part; the linter and the engine adapter import the SDK."""
+    files = module_files()
+    sources = {
+        module: (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for module, path in files.items()
+    }
+    part_of = {module: ".".join(module.split(".")[:2]) for module in sources}
+    crossing = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph(sources).items()
+        for target in targets
+        if part_of[target] != part_of[module] and part_of[target] not in LAYERS[part_of[module]]
+    )
+    assert crossing == []
+
+
 def _source(*lines: str) -> tuple[str, bool]:
     return "\n".join(lines) + "\n", False
 
