@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .content import Text as Text
     from .content import ToolCall as ToolCall
     from .content import ToolResult as ToolResult
+    from .drift import Drift as Drift
     from .errors import AlignmentError as AlignmentError
     from .errors import CanonicalError as CanonicalError
     from .errors import LayoutError as LayoutError
@@ -94,9 +95,9 @@ if TYPE_CHECKING:
     from .openai_request import render_openai_responses as render_openai_responses
     from .prompt import Prompt as Prompt
     from .registry import PROMPT_SUFFIXES as PROMPT_SUFFIXES
-    from .registry import Drift as Drift
     from .registry import Lock as Lock
     from .registry import LockEntry as LockEntry
+    from .registry import LockUpdate as LockUpdate
     from .registry import PromptRegistry as PromptRegistry
     from .registry import check_prompt_files as check_prompt_files
     from .registry import default_lock_path as default_lock_path
@@ -136,7 +137,7 @@ _EXPORTS: dict[str, str] = {
     "CanonicalError": "errors",
     "ChatRequest": "openai_request",
     "Document": "content",
-    "Drift": "registry",
+    "Drift": "drift",
     "GuardMode": "static_prefix_guard",
     "HFTokenizer": "tokenizer",
     "HashAlgo": "block_hash",
@@ -144,6 +145,7 @@ _EXPORTS: dict[str, str] = {
     "LayoutError": "errors",
     "Lock": "registry",
     "LockEntry": "registry",
+    "LockUpdate": "registry",
     "LockfileError": "errors",
     "LongPromptPricing": "model_facts",
     "LoopResult": "agent_loop",

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from .cache_stats import CacheStats
 from .clients import AnthropicClient, OpenAIClient, VLLMClient
 from .content import ContentBlock, Text, ToolCall, ToolResult
-from .errors import RenderError
+from .errors import RenderError, UsageError
 from .prompt import Prompt
 from .segment import Segment
 
@@ -139,11 +139,13 @@ def run_tool_loop(
     - `options`: passed to every request (`max_tokens` for Anthropic,
       `tenant`, `reuse_interval`, ...).
 
-    Raises `RenderError` for `max_steps` < 1 or an `api` the client does not
-    have; provider and render errors propagate.
+    Raises `UsageError` for `max_steps` < 1, `RenderError` for an `api` the client
+    does not have; provider and render errors propagate.
     """
     if max_steps < 1:
-        raise RenderError(f"max_steps must be at least 1, got {max_steps}")
+        raise UsageError(
+            f"max_steps must be at least 1, got {max_steps}", argument="max_steps", value=max_steps
+        )
     chosen: LoopApi = api or (
         "anthropic"
         if isinstance(client, AnthropicClient)
@@ -155,7 +157,8 @@ def run_tool_loop(
     allowed = next((v for k, v in expected.items() if isinstance(client, k)), ("chat",))
     if chosen not in allowed:
         raise RenderError(
-            f"{type(client).__name__} has no {chosen!r} API: use one of {', '.join(allowed)}"
+            f"{type(client).__name__} has no {chosen!r} API: use one of {', '.join(allowed)}",
+            provider=chosen,
         )
     turns: list[LoopTurn] = []
     for step in range(1, max_steps + 1):

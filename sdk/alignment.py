@@ -230,7 +230,10 @@ def align_static_prefix(
     prompt's own canonical `tool_dicts()`.
     """
     if block_size < 1:
-        raise AlignmentError(f"block_size must be a positive number of tokens, got {block_size}")
+        raise AlignmentError(
+            f"block_size must be a positive number of tokens, got {block_size}",
+            block_size=block_size,
+        )
     budget = block_size if max_pad_tokens is None else max_pad_tokens
     template_tools = (prompt.tool_dicts() if tools is None else list(tools)) or None
 

@@ -141,19 +141,25 @@ def render_anthropic(
         raise RenderError(
             "render_anthropic sets "
             + "; ".join(f"{key} (give it as {_ARGUMENTS[key]})" for key in clash)
-            + ", not as an extra request parameter"
+            + ", not as an extra request parameter",
+            provider="anthropic",
+            model=model,
         )
     if prompt.tools and "tools" in request:
         raise RenderError(
             "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
+            provider="anthropic",
+            model=model,
         )
     limits = provider_limits("anthropic")
     located = _locate(prompt)
     if not any(part == "messages" or part == "context" for part, _ in located):
         raise RenderError(
             "the prompt has no messages: Anthropic needs at least one user message; "
-            "add Segment.dynamic(question) to Prompt(messages=...)"
+            "add Segment.dynamic(question) to Prompt(messages=...)",
+            provider="anthropic",
+            model=model,
         )
     check_tool_pairs(
         [(s.role, s.blocks) for p, s in located if p == "messages"], "Anthropic Messages"
@@ -210,7 +216,9 @@ def _tier_ttls(
     unmarked: tuple[Stability, ...] = ()
     if reuse_interval is not None:
         if ttl is not None:
-            raise RenderError("give ttl=... or reuse_interval=..., not both")
+            raise RenderError(
+                "give ttl=... or reuse_interval=..., not both", provider="anthropic", model=model
+            )
         choice = choose_ttl(reuse_interval, provider="anthropic", model=model)
         if choice.ttl is None:
             warnings.warn(choice.reason, PrefixkitWarning, stacklevel=3)
@@ -219,9 +227,17 @@ def _tier_ttls(
             given = {Stability.STATIC: choice.ttl, Stability.VERSIONED: choice.ttl}
     for tier, value in given.items():
         if tier not in _TIERS:
-            raise RenderError(f"ttl for {tier.name}: only STATIC, VERSIONED and SESSION are marked")
+            raise RenderError(
+                f"ttl for {tier.name}: only STATIC, VERSIONED and SESSION are marked",
+                provider="anthropic",
+                model=model,
+            )
         if value not in provider_limits("anthropic").ttls:
-            raise RenderError(f"ttl {value!r} for {tier.name} is not one of 5m, 1h")
+            raise RenderError(
+                f"ttl {value!r} for {tier.name} is not one of 5m, 1h",
+                provider="anthropic",
+                model=model,
+            )
     present = {segment.stability for segment in prompt.segments()}
     tiers: dict[Stability, str] = {}
     for tier in _TIERS:
@@ -247,7 +263,9 @@ def _caller_ttl(marker: Mapping[str, Any] | None, where: str) -> str | None:
     if marker.get("type") != "ephemeral":
         raise RenderError(
             f"cache_control {dict(marker)!r} on {where} is not an Anthropic marker: "
-            'use {"type": "ephemeral", "ttl": "5m" or "1h"}'
+            'use {"type": "ephemeral", "ttl": "5m" or "1h"}',
+            provider="anthropic",
+            segment=where,
         )
     return str(marker.get("ttl", "5m"))
 
@@ -302,7 +320,9 @@ def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
         if not segment.text.strip():
             raise RenderError(
                 f"{part} {segment.label} is empty: Anthropic rejects empty text blocks; "
-                "drop the segment"
+                "drop the segment",
+                provider="anthropic",
+                segment=segment.label,
             )
         return [{"type": "text", "text": segment.text}]
     rendered = [
@@ -313,7 +333,9 @@ def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
     ):
         raise RenderError(
             f"system {segment.label} holds non-text blocks: Anthropic system content is "
-            "text only; move images, documents and tool blocks into a user message"
+            "text only; move images, documents and tool blocks into a user message",
+            provider="anthropic",
+            segment=segment.label,
         )
     return rendered
 
@@ -335,14 +357,20 @@ def _wire(
         if segment.cache_control is not None and last is None:
             raise RenderError(
                 f"{part} {segment.label} carries cache_control but none of its blocks can "
-                "(thinking blocks cannot): move the marker to another segment"
+                "(thinking blocks cannot): move the marker to another segment",
+                provider="anthropic",
+                segment=segment.label,
             )
         for index, block in enumerate(rendered):
             where = f"{part} {segment.label}"
             own = _caller_ttl(block.get("cache_control"), where)
             caller = _caller_ttl(segment.cache_control, where) if index == last else None
             if own is not None and caller is not None and own != caller:
-                raise RenderError(f"{where} has two cache markers: {own} and {caller}")
+                raise RenderError(
+                    f"{where} has two cache markers: {own} and {caller}",
+                    provider="anthropic",
+                    segment=where,
+                )
             if caller is not None and own is None:
                 block = {**block, "cache_control": {"type": "ephemeral", "ttl": caller}}
             wire.append(((part, segment), block))

@@ -38,6 +38,8 @@ from typing import Literal
 
 import cbor2
 
+from .errors import UsageError
+
 __all__ = [
     "DEFAULT_NONE_HASH_SEED",
     "HashAlgo",
@@ -140,11 +142,22 @@ def _hash_function(algo: str) -> Callable[[object], bytes]:
     try:
         return _HASH_FUNCTIONS[algo]
     except KeyError:
-        raise ValueError(
+        raise UsageError(
             f"unsupported prefix-caching hash algorithm {algo!r}: use 'sha256' or "
             "'sha256_cbor' (xxhash variants seed NONE_HASH randomly per process, so no "
-            "router can reproduce them)"
+            "router can reproduce them)",
+            argument="algo",
+            value=algo,
         ) from None
+
+
+def _check_block_size(block_size: int) -> None:
+    if block_size <= 0:
+        raise UsageError(
+            f"block_size must be positive, got {block_size}",
+            argument="block_size",
+            value=block_size,
+        )
 
 
 def none_hash_seed(environ: Mapping[str, str] | None = None) -> str:
@@ -190,8 +203,7 @@ def block_hashes(
     included). An empty `cache_salt` counts as no salt, as in vLLM. `seed`
     defaults to `none_hash_seed()` of this process.
     """
-    if block_size <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
+    _check_block_size(block_size)
     first = none_hash(algo, none_hash_seed() if seed is None else seed)
     return _chain(token_ids, block_size, first, cache_salt, _block_hash_function(algo))
 
@@ -249,10 +261,13 @@ class PrefixHashMemo:
         seed: str | None = None,
         limit: int = 1 << 14,
     ) -> None:
-        if block_size <= 0:
-            raise ValueError(f"block_size must be positive, got {block_size}")
+        _check_block_size(block_size)
         if limit < 1:
-            raise ValueError(f"the memo must hold at least one hash, got limit {limit}")
+            raise UsageError(
+                f"the memo must hold at least one hash, got limit {limit}",
+                argument="limit",
+                value=limit,
+            )
         self.block_size = block_size
         self.limit = limit
         self._hash = _block_hash_function(algo)

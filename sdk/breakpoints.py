@@ -140,13 +140,16 @@ def _check_caller_order(
     for index, ttl in marked:
         where = "automatic caching" if index == len(blocks) else blocks[index].label
         if ttl and ttl not in rank:
-            raise RenderError(f"cache ttl {ttl!r} of {where} is not one of {', '.join(rank)}")
+            raise RenderError(
+                f"cache ttl {ttl!r} of {where} is not one of {', '.join(rank)}", segment=where
+            )
         for earlier_index, earlier_ttl in seen:
             if rank.get(ttl, 0) > rank.get(earlier_ttl, 0) and ttl and earlier_ttl:
                 raise RenderError(
                     f"{where} has cache ttl {ttl} after {blocks[earlier_index].label} with "
                     f"ttl {earlier_ttl}: longer TTLs must come first; give "
-                    f"{blocks[earlier_index].label} ttl {ttl} or shorten the later one"
+                    f"{blocks[earlier_index].label} ttl {ttl} or shorten the later one",
+                    segment=where,
                 )
         seen.append((index, ttl))
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import RenderError
+from .errors import RenderError, UsageError
 from .model_facts import Pricing, Provider, model_info
 
 __all__ = ["BreakEven", "TTLChoice", "break_even", "choose_ttl"]
@@ -87,23 +87,35 @@ def break_even(
     True
     """
     if prefix_tokens < 0 or reuses < 0:
-        raise ValueError(f"prefix_tokens ({prefix_tokens}) and reuses ({reuses}) must be >= 0")
+        raise UsageError(
+            f"prefix_tokens ({prefix_tokens}) and reuses ({reuses}) must be >= 0",
+            argument="prefix_tokens" if prefix_tokens < 0 else "reuses",
+            value=prefix_tokens if prefix_tokens < 0 else reuses,
+        )
     if pricing is None:
         if provider is None or model is None:
-            raise RenderError("break_even needs pricing=..., or provider=... and model=...")
+            raise RenderError(
+                "break_even needs pricing=..., or provider=... and model=...",
+                provider=provider,
+                model=model,
+            )
         info = model_info(provider, model)
         if info is None:
             raise RenderError(
                 f"{provider} model {model!r} is not in prefixkit's data table "
-                "(sdk/data/models.json): pass pricing=Pricing(...) instead"
+                "(sdk/data/models.json): pass pricing=Pricing(...) instead",
+                provider=provider,
+                model=model,
             )
         pricing = info.pricing
         if min_cache_tokens is None:
             min_cache_tokens = info.min_cache_tokens
     if ttl is not None and ttl not in pricing.cache_write_multipliers:
-        raise ValueError(
+        raise UsageError(
             f"ttl {ttl!r} has no write price: use one of "
-            f"{', '.join(pricing.cache_write_multipliers) or 'the default (ttl=None)'}"
+            f"{', '.join(pricing.cache_write_multipliers) or 'the default (ttl=None)'}",
+            argument="ttl",
+            value=ttl,
         )
     write = pricing.write_multiplier(ttl)
     read = pricing.cache_read_multiplier
@@ -202,8 +214,10 @@ def choose_ttl(
     ('5m', '1h', None)
     """
     if not reuse_interval > 0 or reuses < 0:
-        raise ValueError(
-            f"reuse_interval ({reuse_interval}) must be > 0 seconds and reuses ({reuses}) >= 0"
+        raise UsageError(
+            f"reuse_interval ({reuse_interval}) must be > 0 seconds and reuses ({reuses}) >= 0",
+            argument="reuses" if reuse_interval > 0 else "reuse_interval",
+            value=reuses if reuse_interval > 0 else reuse_interval,
         )
     if pricing is None:
         info = model_info(provider, model) if model is not None else None

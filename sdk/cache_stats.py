@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from .errors import UsageError
 from .model_facts import ModelInfo, Pricing, Provider, model_info, provider_limits
 
 __all__ = ["CacheStats", "UsageShape"]
@@ -99,15 +100,19 @@ def _shape(usage: Mapping[str, Any], model: str | None) -> UsageShape:
         info = _known_model(model)
         return "openai_responses" if info is not None and info.provider == "openai" else "anthropic"
     if usage.get("output_tokens") is not None:
-        raise ValueError(
+        raise UsageError(
             f"usage with keys {sorted(usage)} has output tokens but no prompt tokens: it is "
             "a streaming delta (Anthropic message_delta); pass the final message's usage "
-            "(stream.get_final_message().usage)"
+            "(stream.get_final_message().usage)",
+            argument="usage",
+            value=usage,
         )
-    raise ValueError(
+    raise UsageError(
         f"unrecognised usage with keys {sorted(usage)}: expected Anthropic "
         "(input_tokens, cache_read_input_tokens), OpenAI chat (prompt_tokens) or "
-        "Responses (input_tokens_details)"
+        "Responses (input_tokens_details)",
+        argument="usage",
+        value=usage,
     )
 
 

@@ -33,7 +33,9 @@ JSONValue = Any
 def canonical_text(text: str) -> str:
     """Return `text` in canonical form (see the module docstring)."""
     if not isinstance(text, str):
-        raise CanonicalError(f"expected text (str), got {type(text).__name__}: convert it first")
+        raise CanonicalError(
+            f"expected text (str), got {type(text).__name__}: convert it first", value=text
+        )
     text = text.lstrip("\ufeff")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -50,20 +52,26 @@ def _check_json(value: JSONValue, path: str) -> None:
         return
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise CanonicalError(f"{path}: {value!r} is not valid JSON: use null or a string")
+            raise CanonicalError(
+                f"{path}: {value!r} is not valid JSON: use null or a string", value=value, path=path
+            )
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalError(
-                    f"{path}: key {key!r} is {type(key).__name__}; JSON keys must be strings"
+                    f"{path}: key {key!r} is {type(key).__name__}; JSON keys must be strings",
+                    value=key,
+                    path=path,
                 )
             _check_json(item, f"{path}.{key}")
         return
     if isinstance(value, (set, frozenset)):
         raise CanonicalError(
             f"{path}: a {type(value).__name__} has no stable order across processes: "
-            "pass sorted(...) as a list instead"
+            "pass sorted(...) as a list instead",
+            value=value,
+            path=path,
         )
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         for index, item in enumerate(value):
@@ -71,7 +79,9 @@ def _check_json(value: JSONValue, path: str) -> None:
         return
     raise CanonicalError(
         f"{path}: {type(value).__name__} is not JSON-serialisable: convert it to "
-        "str, int, float, bool, None, list or dict"
+        "str, int, float, bool, None, list or dict",
+        value=value,
+        path=path,
     )
 
 

@@ -94,7 +94,9 @@ def _no_stream(options: dict[str, Any], method: str, instead: str) -> dict[str, 
         raise UsageError(
             f"{method}(stream=True) would return a stream, not a response: call "
             f"{instead}(...) instead (it streams, and returns a StreamResult with the text, "
-            "CacheStats and the time to first token)"
+            "CacheStats and the time to first token)",
+            argument="stream",
+            value=options["stream"],
         )
     return {key: value for key, value in options.items() if key != "stream"}
 

@@ -131,10 +131,14 @@ class Image:
 
     def __post_init__(self) -> None:
         if (self.data is None) == (self.url is None):
-            raise CanonicalError("Image needs exactly one of data=<base64> or url=<https://...>")
+            raise CanonicalError(
+                "Image needs exactly one of data=<base64> or url=<https://...>",
+                value={"data": self.data, "url": self.url},
+            )
         if self.data is not None and not self.media_type:
             raise CanonicalError(
-                "Image(data=...) needs media_type='image/png' (or jpeg, gif, webp)"
+                "Image(data=...) needs media_type='image/png' (or jpeg, gif, webp)",
+                value=self.media_type,
             )
 
 
@@ -155,7 +159,10 @@ class Document:
     def __post_init__(self) -> None:
         given = [value for value in (self.data, self.url, self.text) if value is not None]
         if len(given) != 1:
-            raise CanonicalError("Document needs exactly one of data=<base64>, url=... or text=...")
+            raise CanonicalError(
+                "Document needs exactly one of data=<base64>, url=... or text=...",
+                value={"data": self.data, "url": self.url, "text": self.text},
+            )
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,10 @@ class ToolCall:
 
     def __post_init__(self) -> None:
         if not self.id or not self.name:
-            raise CanonicalError("ToolCall needs the provider's call id and the tool name")
+            raise CanonicalError(
+                "ToolCall needs the provider's call id and the tool name",
+                value={"id": self.id, "name": self.name},
+            )
 
     def argument_dict(self) -> dict[str, Any]:
         """The arguments as a dict (parsed when they are JSON text)."""
@@ -181,7 +191,8 @@ class ToolCall:
             if not isinstance(parsed, dict):
                 raise RenderError(
                     f"tool call {self.id} ({self.name}) has arguments {self.arguments[:60]!r}, "
-                    "not a JSON object"
+                    "not a JSON object",
+                    segment=f"tool call {self.id}",
                 )
             return parsed
         return dict(self.arguments)
@@ -203,7 +214,9 @@ class ToolResult:
 
     def __post_init__(self) -> None:
         if not self.call_id:
-            raise CanonicalError("ToolResult needs the call_id of the ToolCall it answers")
+            raise CanonicalError(
+                "ToolResult needs the call_id of the ToolCall it answers", value=self.call_id
+            )
         if not isinstance(self.content, str):
             object.__setattr__(self, "content", tuple(self.content))
 
@@ -295,12 +308,18 @@ def as_blocks(
         if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
             raise CanonicalError(
                 f"content block {index} is {type(raw).__name__}, not a block: give a dict with "
-                "a 'type' (a provider's block) or a prefixkit.sdk.content block (Text, Image, "
-                "Document, ToolCall, ToolResult)"
+                "a 'type' (a provider's block) or a prefixkit.sdk block (Text, Image, "
+                "Document, ToolCall, ToolResult)",
+                value=raw,
+                path=f"$[{index}]",
             )
         if _is_plain_text(item):
             if not isinstance(item["text"], str):
-                raise CanonicalError(f"content block {index}: 'text' must be a string")
+                raise CanonicalError(
+                    f"content block {index}: 'text' must be a string",
+                    value=item["text"],
+                    path=f"$[{index}].text",
+                )
             blocks.append(Text(item["text"]))
             continue
         found = _dialect_of_block(item)
@@ -309,7 +328,9 @@ def as_blocks(
         if found is None:
             raise CanonicalError(
                 f"content block {index} has type {item['type']!r}, which no supported API "
-                "documents: check the spelling, or send it as text"
+                "documents: check the spelling, or send it as text",
+                value=item["type"],
+                path=f"$[{index}].type",
             )
         level: Literal["block", "message"] = (
             "message" if found == "responses" and item["type"] not in _RESPONSES_PARTS else "block"

@@ -8,7 +8,7 @@
     ├── PromptDriftError (ValueError)           a prompt's hash differs from the lock  2
     ├── StaticPrefixChangedError (RuntimeError) a named prompt changed its static prefix
     ├── TokenizerError (RuntimeError)           a tokenizer cannot be loaded or used   3
-    ├── AlignmentError (ValueError)             block alignment impossible in budget
+    ├── AlignmentError (ValueError)             a block size alignment cannot use
     ├── SaltError (ValueError)                  tenant salt misuse (empty secret/tenant)
     ├── RenderError (ValueError)                a prompt cannot be rendered for a provider
     ├── UsageError (ValueError)                 an argument that cannot work (command   2
@@ -48,9 +48,20 @@ working. The command line maps them to exit codes: a `ValueError`, `LookupError`
 `ImportError` (wrong input, configuration or installation: fix it and run again) exits 2,
 a `RuntimeError` (something failed while running) exits 3. Every message names the
 offending segment, file or value and says how to fix it.
+
+Each error also carries what it describes as attributes, so a program can act on it
+(`exc.drift.expected`, `exc.path`, `exc.label`): the class takes the message first and its
+data as keyword-only arguments of the same names. Errors pickle with their attributes (they
+cross process boundaries in parallel runs).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from .drift import Drift
 
 __all__ = [
     "AlignmentError",
@@ -74,57 +85,252 @@ __all__ = [
 ]
 
 
+def _rebuild(
+    kind: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
+) -> BaseException:
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class PrefixkitError(Exception):
     """Root of every error prefixkit raises on purpose."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception pickles as cls(*args), which would drop the keyword-only data.
+        return _rebuild, (type(self), self.args, dict(vars(self)))
+
 
 class LayoutError(PrefixkitError, ValueError):
-    """A prompt's segments go from a less stable tier back to a more stable one."""
+    """A prompt's segments go from a less stable tier back to a more stable one, or a
+    segment carries what its tier cannot use.
+
+    Attributes:
+        label: the segment out of place (`Segment.label`).
+        position: its index among the prompt's segments (tools, system, context,
+            messages), or None for a segment not yet in a prompt.
+        earlier_label: the less stable segment it follows, when the order is the problem.
+        earlier_position: that segment's index.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        label: str,
+        position: int | None = None,
+        earlier_label: str | None = None,
+        earlier_position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.label = label
+        self.position = position
+        self.earlier_label = earlier_label
+        self.earlier_position = earlier_position
 
 
 class CanonicalError(PrefixkitError, ValueError):
-    """Content cannot be serialised canonically (e.g. JSON with a non-JSON value)."""
+    """Content cannot be serialised canonically (e.g. JSON with a non-JSON value).
+
+    Attributes:
+        value: the offending value (for a prompt file that cannot be read, its path).
+        path: where the value sits in what was given, as a JSON path: `$` is the whole
+            input, `$.tools[1].name` a part of it.
+    """
+
+    def __init__(self, message: str, *, value: object, path: str = "$") -> None:
+        super().__init__(message)
+        self.value = value
+        self.path = path
 
 
 class PromptNotFoundError(PrefixkitError, LookupError):
-    """The registry has no such prompt, or no such version of it."""
+    """The registry has no such prompt, or no such version of it.
+
+    Attributes:
+        root: the registry's prompt folder.
+        name: the prompt asked for (None when the folder itself is missing).
+        version: the version asked for (None: the unversioned prompt).
+        available: what the folder holds instead: the prompt's versions when the prompt
+            exists, else the prompt names.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        root: Path,
+        name: str | None = None,
+        version: str | None = None,
+        available: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.root = root
+        self.name = name
+        self.version = version
+        self.available = tuple(available)
 
 
 class LockfileError(PrefixkitError, ValueError):
-    """prefixkit.lock cannot be read or has the wrong shape."""
+    """prefixkit.lock cannot be read or has the wrong shape.
+
+    Attributes:
+        path: the lock file.
+        key: the key that is wrong (`prompts.support@v3.sha256`), or None when the file
+            as a whole is (missing, not JSON, not an object).
+    """
+
+    def __init__(self, message: str, *, path: Path, key: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.key = key
 
 
 class PromptDriftError(PrefixkitError, ValueError):
-    """A prompt file's canonical hash differs from the one pinned in prefixkit.lock."""
+    """A prompt file's canonical hash differs from the one pinned in prefixkit.lock.
+
+    Attributes:
+        drift: what differs: the prompt key, the kind of drift, the locked and current
+            digests and a diff (`Drift`).
+        path: the prompt file.
+    """
+
+    def __init__(self, message: str, *, drift: Drift, path: Path) -> None:
+        super().__init__(message)
+        self.drift = drift
+        self.path = path
 
 
-class StaticPrefixChangedError(PrefixkitError, RuntimeError):
-    """The same prompt name rendered a different static prefix at run time."""
+class _StaticPrefixChange(Exception):
+    """The data of a changed static prefix, the same in the error and the warning."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_name: str,
+        position: int,
+        label: str | None,
+        first_digest: str,
+        digest: str,
+    ) -> None:
+        super().__init__(message)
+        self.prompt_name = prompt_name
+        self.position = position
+        self.label = label
+        self.first_digest = first_digest
+        self.digest = digest
+
+
+class StaticPrefixChangedError(_StaticPrefixChange, PrefixkitError, RuntimeError):
+    """The same prompt name rendered a different static prefix at run time.
+
+    Attributes:
+        prompt_name: the prompt's `name`.
+        position: the index of the first static segment that differs (the shorter
+            length when only the number of static segments changed).
+        label: that segment's label as first seen, or None when the first static prefix
+            had no segment there.
+        first_digest: the static-prefix digest first seen for the name.
+        digest: the static-prefix digest now.
+    """
 
 
 class TokenizerError(PrefixkitError, RuntimeError):
-    """A tokenizer cannot be loaded or used."""
+    """A tokenizer cannot be loaded or used.
+
+    Attributes:
+        tokenizer: what was asked for: a tiktoken encoding or model name, a tokenizer
+            folder, or `hf:<folder>` / an Anthropic model for a loaded tokenizer.
+    """
+
+    def __init__(self, message: str, *, tokenizer: str) -> None:
+        super().__init__(message)
+        self.tokenizer = tokenizer
 
 
 class AlignmentError(PrefixkitError, ValueError):
-    """A static prefix cannot be padded to a block boundary."""
+    """A static prefix cannot be padded to a block boundary of this size (an alignment that
+    does not fit its budget is not an error: `AlignmentReport.aligned` is False).
+
+    Attributes:
+        block_size: the block size given.
+    """
+
+    def __init__(self, message: str, *, block_size: int) -> None:
+        super().__init__(message)
+        self.block_size = block_size
 
 
 class SaltError(PrefixkitError, ValueError):
-    """A tenant salt cannot be derived (empty secret or tenant id)."""
+    """A tenant salt cannot be derived (empty secret or tenant id).
+
+    Attributes:
+        empty: which input is empty: "secret" (given empty, or not given and the
+            environment variable unset) or "tenant".
+    """
+
+    def __init__(self, message: str, *, empty: Literal["secret", "tenant"]) -> None:
+        super().__init__(message)
+        self.empty = empty
 
 
 class RenderError(PrefixkitError, ValueError):
-    """A prompt cannot be rendered for the requested provider or model."""
+    """A prompt cannot be rendered for the requested provider or model.
+
+    Attributes:
+        provider: the provider or API: "anthropic", "openai", "chat", "responses" or
+            "vllm" (None where the check is not specific to one).
+        model: the model, where known.
+        segment: the segment or block concerned (a label, `content block 2`), where
+            known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        segment: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+        self.segment = segment
 
 
 class UsageError(PrefixkitError, ValueError):
     """An argument that cannot work: on the command line (a path that does not exist, an
-    unknown name), or in a call (`stream=True` to a client's non-streaming method)."""
+    unknown name), or in a call (`stream=True` to a client's non-streaming method).
+
+    Attributes:
+        argument: the argument or option (`stream`, `--jobs`), where one is to blame.
+        value: the value given for it.
+    """
+
+    def __init__(self, message: str, *, argument: str | None = None, value: object = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+        self.value = value
 
 
 class MissingExtraError(PrefixkitError, ImportError):
-    """An optional part of prefixkit is used without the extra that installs it."""
+    """An optional part of prefixkit is used without the extra that installs it.
+
+    Attributes:
+        extra: the extra that installs it (`pip install 'prefixkit[<extra>]'`).
+        missing: the top-level modules that are not installed.
+    """
+
+    def __init__(self, message: str, *, extra: str = "", missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.extra = extra
+        self.missing = tuple(missing)
 
 
 class PrefixkitWarning(UserWarning):
@@ -139,8 +345,9 @@ class UnknownModelWarning(PrefixkitWarning):
     """A model is not in prefixkit's data tables, so its cache rules are not checked."""
 
 
-class StaticPrefixChangedWarning(PrefixkitWarning):
-    """The same prompt name rendered a different static prefix (static-prefix guard in "warn" mode)."""
+class StaticPrefixChangedWarning(_StaticPrefixChange, PrefixkitWarning):
+    """The same prompt name rendered a different static prefix (a `StaticPrefixGuard` in
+    "warn" mode). Attributes as `StaticPrefixChangedError`."""
 
 
 class PrefixkitDeprecationWarning(PrefixkitWarning, DeprecationWarning):

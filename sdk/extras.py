@@ -17,5 +17,7 @@ def require_extra(extra: str, part: str, *modules: str) -> None:
     if missing:
         raise MissingExtraError(
             f"{part} needs {', '.join(missing)}, which this installation lacks: "
-            f"pip install 'prefixkit[{extra}]'"
+            f"pip install 'prefixkit[{extra}]'",
+            extra=extra,
+            missing=missing,
         )

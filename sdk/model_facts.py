@@ -131,7 +131,9 @@ def _check_provider(provider: str) -> Provider:
     for known in _PROVIDERS:
         if provider == known:
             return known
-    raise RenderError(f"provider {provider!r} is not one of {', '.join(_PROVIDERS)}")
+    raise RenderError(
+        f"provider {provider!r} is not one of {', '.join(_PROVIDERS)}", provider=provider
+    )
 
 
 def provider_limits(provider: Provider) -> ProviderLimits:

@@ -234,22 +234,30 @@ def _render(
         raise RenderError(
             f"render_openai_{api} sets "
             + "; ".join(f"{name} (give it as {_ARGUMENTS[name]})" for name in clash)
-            + ", not as an extra request parameter"
+            + ", not as an extra request parameter",
+            provider=api,
+            model=model,
         )
     if prompt.tools and "tools" in request:
         raise RenderError(
             "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
+            provider=api,
+            model=model,
         )
     if not prompt.messages and not prompt.context:
         raise RenderError(
-            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
+            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)",
+            provider=api,
+            model=model,
         )
     allowed = _limits().api_ttls.get(api, ())
     if cache_ttl is not None and cache_ttl not in allowed:
         raise RenderError(
             f"cache_ttl {cache_ttl!r} is not accepted by the {api} API: use one of "
-            f"{', '.join(allowed)} (sdk/data/models.json)"
+            f"{', '.join(allowed)} (sdk/data/models.json)",
+            provider=api,
+            model=model,
         )
     located = list(prompt.parts())
     check_tool_pairs([(s.role, s.blocks) for p, s in located if p == "messages"], _API_NAME[api])
@@ -272,7 +280,9 @@ def _render(
         elif not plan:
             raise RenderError(
                 "cache_mode='explicit' with no breakpoint caches nothing: the prompt has no "
-                "STATIC, VERSIONED or SESSION content part; use cache_mode='implicit'"
+                "STATIC, VERSIONED or SESSION content part; use cache_mode='implicit'",
+                provider=api,
+                model=model,
             )
     _warn_if_short(model, info, prompt, counter, estimate)
     for point in plan:
@@ -322,7 +332,9 @@ def _resolve_mode(
             raise RenderError(
                 f"{info.name} does not take prompt_cache_options (explicit breakpoints start "
                 "with GPT-5.6): drop cache_mode/cache_ttl, or set explicit_breakpoints in "
-                "sdk/data/models.json if the model now supports them"
+                "sdk/data/models.json if the model now supports them",
+                provider="openai",
+                model=info.name,
             )
         return None
     return cache_mode or "explicit"
@@ -413,14 +425,18 @@ def _content_part(api: Api, block: ContentBlock, where: str) -> dict[str, Any]:
             if api == "chat":
                 raise RenderError(
                     f"{where}: OpenAI Chat takes documents as base64 file data, not URLs; "
-                    "give Document(data=...) or render for Responses (input_file file_url)"
+                    "give Document(data=...) or render for Responses (input_file file_url)",
+                    provider=api,
+                    segment=where,
                 )
             return {"type": "input_file", "file_url": block.url}
         data = f"data:{block.media_type};base64,{block.data}"
         if api == "chat":
             return {"type": "file", "file": {"filename": filename, "file_data": data}}
         return {"type": "input_file", "filename": filename, "file_data": data}
-    raise RenderError(f"{where}: a {type(block).__name__} is not a content part")
+    raise RenderError(
+        f"{where}: a {type(block).__name__} is not a content part", provider=api, segment=where
+    )
 
 
 def _tool_result(api: Api, block: ToolResult) -> dict[str, Any]:
@@ -507,7 +523,11 @@ def _items(
         if api == "responses" and role == "assistant":
             text = "".join(b.text for b in content_blocks if isinstance(b, Text))
             if len(text) < sum(1 for b in content_blocks if not isinstance(b, Text)):
-                raise RenderError(f"{where}: Responses assistant turns are text and tool calls")
+                raise RenderError(
+                    f"{where}: Responses assistant turns are text and tool calls",
+                    provider=api,
+                    segment=where,
+                )
             if text:
                 items.append({"role": "assistant", "content": text})
                 parts.append(_Part(where, segment, part, len(items) - 1, None, False))
@@ -575,7 +595,9 @@ def _blocks(parts: list[_Part], counter: Tokenizer, *, explicit: bool) -> list[B
                 raise RenderError(
                     f"{entry.label} carries cache_control, but OpenAI cannot mark any of its "
                     "parts (tool definitions, assistant turns and tool results take no "
-                    "breakpoint): move the marker to the next system or user segment"
+                    "breakpoint): move the marker to the next system or user segment",
+                    provider="openai",
+                    segment=entry.label,
                 )
             caller = caller or last_markable[id(segment)] == position
         blocks.append(

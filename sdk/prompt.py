@@ -40,7 +40,9 @@ def _tool_segment(tool: ToolSpec | Segment) -> Segment:
     if isinstance(tool, Segment):
         return tool
     if not isinstance(tool, Mapping):
-        raise CanonicalError(f"tool definition {tool!r} is not a dict: give the tool's JSON")
+        raise CanonicalError(
+            f"tool definition {tool!r} is not a dict: give the tool's JSON", value=tool
+        )
     function = tool.get("function")
     name = tool.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
     if name is None and isinstance(tool.get("type"), str) and tool["type"] != "function":
@@ -48,7 +50,8 @@ def _tool_segment(tool: ToolSpec | Segment) -> Segment:
     if not isinstance(name, str) or not name:
         raise CanonicalError(
             f"tool definition {canonical_json(dict(tool))[:80]} has no 'name': "
-            "give every function tool a unique name (built-in tools need their 'type')"
+            "give every function tool a unique name (built-in tools need their 'type')",
+            value=tool,
         )
     return Segment.static(dict(tool), role="system", name=name)
 
@@ -61,7 +64,8 @@ def _system_segment(item: str | Segment | Mapping[str, Any]) -> Segment:
         if item.get("type") != "text" or not isinstance(item.get("text"), str):
             raise CanonicalError(
                 f"system block {canonical_json(dict(item))[:80]} is not a text block: system "
-                "content is text (give a string, a Segment or {'type': 'text', 'text': ...})"
+                "content is text (give a string, a Segment or {'type': 'text', 'text': ...})",
+                value=item,
             )
         return Segment.static(item["text"], role="system", cache_control=item.get("cache_control"))
     return Segment.static(item, role="system")
@@ -114,7 +118,7 @@ def _message_segment(raw: MessageLike) -> Segment:
         dump(mode="json", by_alias=True, exclude_unset=True) if callable(dump) else raw
     )
     if not isinstance(item, Mapping):
-        raise CanonicalError(f"message {raw!r} is not a dict or a Segment")
+        raise CanonicalError(f"message {raw!r} is not a dict or a Segment", value=raw)
     role = item.get("role")
     content = item.get("content")
     marker = item.get("cache_control")
@@ -124,7 +128,9 @@ def _message_segment(raw: MessageLike) -> Segment:
     if not isinstance(role, str) or role not in _ROLE_OF:
         raise CanonicalError(
             f"message {canonical_json(dict(item))[:80]} needs role 'user', 'assistant', "
-            "'system', 'developer' or 'tool' (or a Responses item 'type')"
+            "'system', 'developer' or 'tool' (or a Responses item 'type')",
+            value=role,
+            path="$.role",
         )
     role_ = _ROLE_OF[role]
     if isinstance(content, str) and set(item) <= {"role", "content", "cache_control"}:
@@ -137,7 +143,9 @@ def _message_segment(raw: MessageLike) -> Segment:
         return Segment.session(list(blocks), role=role_)
     if content is not None and not isinstance(content, (str, list, tuple)):
         raise CanonicalError(
-            f"message content must be text or a list of blocks, got {type(content).__name__}"
+            f"message content must be text or a list of blocks, got {type(content).__name__}",
+            value=content,
+            path="$.content",
         )
     native = Native(copy.deepcopy(dict(item)), _native_dialect(item, blocks), "message")
     return Segment.session([native], role=role_)
@@ -196,7 +204,9 @@ class Prompt:
         names = [s.name for s in tool_segments]
         duplicates = sorted({n for n in names if n is not None and names.count(n) > 1})
         if duplicates:
-            raise CanonicalError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+            raise CanonicalError(
+                f"tool names must be unique; repeated: {', '.join(duplicates)}", value=duplicates
+            )
         object.__setattr__(self, "tools", tool_segments)
         object.__setattr__(self, "system", tuple(_system_segment(s) for s in _as_tuple(system)))
         object.__setattr__(self, "context", tuple(_context_segment(s) for s in _as_tuple(context)))
@@ -323,8 +333,19 @@ class Prompt:
             sort_tools=self.sort_tools,
         )
         if not following.render_text().startswith(self.render_text()):
+            before = list(self.parts())
+            position = next(
+                (
+                    index
+                    for index, (old, new) in enumerate(zip(before, following.parts(), strict=False))
+                    if _render_segment(*old) != _render_segment(*new)
+                ),
+                len(before) - 1,
+            )
             raise LayoutError(
-                "next_turn would rewrite earlier history; pass the reply and the new question only"
+                "next_turn would rewrite earlier history; pass the reply and the new question only",
+                label=before[position][1].label,
+                position=position,
             )
         return following
 
@@ -344,17 +365,21 @@ def _render_segment(part: Part, segment: Segment) -> str:
 
 def check_layout(parts: Iterable[tuple[Part, Segment]]) -> None:
     """Raise `LayoutError` if a segment is more stable than one before it."""
-    least_stable: tuple[Part, Segment] | None = None
-    for part, segment in parts:
-        if least_stable is not None and segment.stability < least_stable[1].stability:
-            earlier_part, earlier = least_stable
+    least_stable: tuple[int, Part, Segment] | None = None
+    for position, (part, segment) in enumerate(parts):
+        if least_stable is not None and segment.stability < least_stable[2].stability:
+            earlier_position, earlier_part, earlier = least_stable
             raise LayoutError(
                 f"{part} {segment.label} ({segment.stability.name}) comes after "
                 f"{earlier_part} {earlier.label} ({earlier.stability.name}): everything after "
                 f"a {earlier.stability.name} segment is re-computed whenever it changes, so the "
                 f"{segment.stability.name} segment would never be cached. Move {segment.label} "
                 f"before {earlier.label}, or mark it {earlier.stability.name} if it really "
-                "changes that often."
+                "changes that often.",
+                label=segment.label,
+                position=position,
+                earlier_label=earlier.label,
+                earlier_position=earlier_position,
             )
-        if least_stable is None or segment.stability > least_stable[1].stability:
-            least_stable = (part, segment)
+        if least_stable is None or segment.stability > least_stable[2].stability:
+            least_stable = (position, part, segment)

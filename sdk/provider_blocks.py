@@ -177,7 +177,8 @@ def portable(native: Native) -> tuple[ContentBlock, ...] | None:
     except (KeyError, TypeError) as error:
         raise RenderError(
             f"{_API_NAMES[native.dialect]} {native.kind} item is missing {error}: "
-            f"{json.dumps(native.item)[:120]}"
+            f"{json.dumps(native.item)[:120]}",
+            provider=native.dialect,
         ) from error
 
 
@@ -194,7 +195,9 @@ def converted(block: ContentBlock, dialect: Dialect) -> tuple[ContentBlock, ...]
             f"{_API_NAMES[block.dialect]} block {block.kind!r} has no {_API_NAMES[dialect]} "
             f"equivalent: render this prompt for {_API_NAMES[block.dialect]}, or give the "
             "content as prefixkit.sdk.content blocks (Text, Image, Document, ToolCall, "
-            "ToolResult), which render for every provider"
+            "ToolResult), which render for every provider",
+            provider=dialect,
+            segment=block.kind,
         )
     return found
 
@@ -251,7 +254,8 @@ def check_tool_pairs(turns: Sequence[tuple[str, Iterable[ContentBlock]]], api: s
                     raise RenderError(
                         f"tool result for call {call_id!r} answers no earlier tool call: {api} "
                         "needs the assistant turn with that call first; keep the model's reply "
-                        "(with its tool calls) in the history before the results"
+                        "(with its tool calls) in the history before the results",
+                        segment=f"tool result {call_id}",
                     )
                 pending.pop(call_id, None)
         previous_role = role
@@ -263,5 +267,6 @@ def _unanswered(pending: Mapping[str, str], api: str, where: str) -> None:
     calls = ", ".join(f"{name} ({call_id})" for call_id, name in pending.items())
     raise RenderError(
         f"tool call(s) {calls} have no result {where}: {api} requires an answer to every call; "
-        "append a ToolResult (or the provider's result block) for each"
+        "append a ToolResult (or the provider's result block) for each",
+        segment=", ".join(f"tool call {call_id}" for call_id in pending),
     )

@@ -27,13 +27,12 @@ The locked text is kept in the lock so a drift error can show a unified diff
 against what was approved. Its default path is `<root>/../prefixkit.lock`
 (`PromptRegistry("prompts")` uses `./prefixkit.lock`).
 
-API for other tools (the linter's prompt-drift rule uses these):
+API for other tools (the linter's prompt-drift rule uses these, from `prefixkit.sdk`):
 
 - `check_prompt_files(root, lock_path=None) -> list[Drift]`: every prompt file
   compared with the lock; empty when clean. Raises `LockfileError` when the lock
   is missing or malformed.
 - `read_lock(path) -> Lock` and `Lock.check(key, text) -> Drift | None` (pure).
-- `scan_prompt_files(root) -> dict[str, PromptFile]` and `prompt_digest(text)`.
 - `write_lock(root, lock_path=None) -> LockUpdate` (what `prefixkit lock` runs).
 """
 
@@ -45,9 +44,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from .canonical import canonical_text, sha256_hex
+from .drift import Drift
 from .errors import CanonicalError, LockfileError, PromptDriftError, PromptNotFoundError
 from .segment import Segment
 
@@ -73,7 +72,6 @@ LOCK_FILE_NAME = "prefixkit.lock"
 LOCK_FORMAT_VERSION = 1
 PROMPT_SUFFIXES = (".md", ".txt")
 _DIFF_LINES = 80
-_REGENERATE = "review the prompt change, then run `prefixkit lock` and commit prefixkit.lock"
 
 
 def prompt_digest(text: str) -> str:
@@ -105,7 +103,8 @@ def _read_text(path: Path) -> str:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CanonicalError(
-            f"prompt file {path} is not UTF-8 (byte {exc.start}): re-save it as UTF-8"
+            f"prompt file {path} is not UTF-8 (byte {exc.start}): re-save it as UTF-8",
+            value=path,
         ) from None
 
 
@@ -114,7 +113,8 @@ def _prompt_file(root: Path, path: Path) -> PromptFile:
     name, at, version = key.partition("@")
     if not name or (at and not version):
         raise CanonicalError(
-            f"prompt file {path} has an empty name or version: name it like support@v3.md"
+            f"prompt file {path} has an empty name or version: name it like support@v3.md",
+            value=path,
         )
     return PromptFile(key=key, name=name, version=version or None, path=path)
 
@@ -124,7 +124,7 @@ def scan_prompt_files(root: str | os.PathLike[str]) -> dict[str, PromptFile]:
     base = Path(root)
     if not base.is_dir():
         raise PromptNotFoundError(
-            f"prompt folder {base} does not exist: create it or pass the right root"
+            f"prompt folder {base} does not exist: create it or pass the right root", root=base
         )
     files: dict[str, PromptFile] = {}
     for path in sorted(base.rglob("*")):
@@ -136,49 +136,11 @@ def scan_prompt_files(root: str | os.PathLike[str]) -> dict[str, PromptFile]:
             if prompt.key in files:
                 raise CanonicalError(
                     f"{files[prompt.key].path} and {path} are the same prompt {prompt.key}: "
-                    "keep one of them"
+                    "keep one of them",
+                    value=path,
                 )
             files[prompt.key] = prompt
     return files
-
-
-DriftKind = Literal["changed", "unlocked", "removed"]
-
-
-@dataclass(frozen=True)
-class Drift:
-    """A prompt whose file and lock disagree.
-
-    `kind` is "changed" (hash differs), "unlocked" (file has no lock entry) or
-    "removed" (lock entry without a file). `expected` / `actual` are sha256
-    digests (None where there is nothing); `diff` is a unified diff of the
-    locked text against the current one ("" when not applicable).
-    """
-
-    key: str
-    kind: DriftKind
-    expected: str | None
-    actual: str | None
-    diff: str = ""
-
-    @property
-    def message(self) -> str:
-        """One human-readable paragraph: what drifted and how to fix it."""
-        if self.kind == "unlocked":
-            return (
-                f"prompt {self.key} (sha256 {self.actual}) is not in prefixkit.lock: "
-                "run `prefixkit lock` to pin it"
-            )
-        if self.kind == "removed":
-            return (
-                f"prefixkit.lock pins {self.key} (sha256 {self.expected}) but its file is gone: "
-                "restore the file or run `prefixkit lock` to drop the entry"
-            )
-        text = (
-            f"prompt {self.key} changed since it was locked: expected sha256 {self.expected}, "
-            f"got {self.actual}; {_REGENERATE}"
-        )
-        return f"{text}\n{self.diff}" if self.diff else text
 
 
 def _unified_diff(key: str, locked: str, current: str) -> str:
@@ -227,9 +189,11 @@ class Lock:
         )
 
 
-def _lock_error(path: Path, what: str) -> LockfileError:
+def _lock_error(path: Path, what: str, key: str | None = None) -> LockfileError:
     return LockfileError(
-        f"{path}: {what}. Regenerate it with `prefixkit lock` (review the prompt diff first)"
+        f"{path}: {what}. Regenerate it with `prefixkit lock` (review the prompt diff first)",
+        path=path,
+        key=key,
     )
 
 
@@ -241,7 +205,8 @@ def read_lock(path: str | os.PathLike[str]) -> Lock:
     except FileNotFoundError:
         raise LockfileError(
             f"no lock file at {lock_path}: run `prefixkit lock` to pin the prompts "
-            "(or pass the right lock path)"
+            "(or pass the right lock path)",
+            path=lock_path,
         ) from None
     try:
         data = json.loads(raw)
@@ -255,20 +220,27 @@ def read_lock(path: str | os.PathLike[str]) -> Lock:
         raise _lock_error(
             lock_path,
             f"key 'lock_version' is {data.get('lock_version')!r}, expected {LOCK_FORMAT_VERSION}",
+            "lock_version",
         )
     prompts = data.get("prompts")
     if not isinstance(prompts, dict):
-        raise _lock_error(lock_path, "key 'prompts' must be an object of prompt entries")
+        raise _lock_error(lock_path, "key 'prompts' must be an object of prompt entries", "prompts")
     entries: dict[str, LockEntry] = {}
     for key, value in prompts.items():
         if not isinstance(value, dict):
-            raise _lock_error(lock_path, f"key 'prompts.{key}' must be an object")
+            raise _lock_error(lock_path, f"key 'prompts.{key}' must be an object", f"prompts.{key}")
         for name in ("file", "sha256", "text"):
             if not isinstance(value.get(name), str):
-                raise _lock_error(lock_path, f"key 'prompts.{key}.{name}' must be a string")
+                raise _lock_error(
+                    lock_path,
+                    f"key 'prompts.{key}.{name}' must be a string",
+                    f"prompts.{key}.{name}",
+                )
         if sha256_hex(value["text"]) != value["sha256"]:
             raise _lock_error(
-                lock_path, f"key 'prompts.{key}': 'text' does not match its 'sha256' (hand-edited?)"
+                lock_path,
+                f"key 'prompts.{key}': 'text' does not match its 'sha256' (hand-edited?)",
+                f"prompts.{key}.text",
             )
         entries[key] = LockEntry(value["file"], value["sha256"], value["text"])
     return Lock(entries)
@@ -382,12 +354,20 @@ class PromptRegistry:
         if versions:
             raise PromptNotFoundError(
                 f"prompt {name!r} has no version {version!r} in {self.root}; "
-                f"available: {', '.join(versions)}"
+                f"available: {', '.join(versions)}",
+                root=self.root,
+                name=name,
+                version=version,
+                available=versions,
             )
         names = sorted({f.name for f in files.values()})
         raise PromptNotFoundError(
             f"no prompt {name!r} in {self.root} (expected a file {key}.md); "
-            f"prompts there: {', '.join(names) or 'none'}"
+            f"prompts there: {', '.join(names) or 'none'}",
+            root=self.root,
+            name=name,
+            version=version,
+            available=names,
         )
 
     def load(self, name: str, version: str | None = None) -> Segment:
@@ -401,5 +381,5 @@ class PromptRegistry:
         text = prompt.canonical()
         drift = self.lock().check(prompt.key, text)
         if drift is not None:
-            raise PromptDriftError(f"{prompt.path}: {drift.message}")
+            raise PromptDriftError(f"{prompt.path}: {drift.message}", drift=drift, path=prompt.path)
         return Segment.static(text, role="system", name=name, version=version)

@@ -36,14 +36,16 @@ def salt_secret(
             raise SaltError(
                 f"no salt secret: pass salt_secret=... or set {SALT_SECRET_VARIABLE} to a long "
                 "random secret shared by every process that salts requests (the gateway of "
-                "prefixkit serve reads the same variable)"
+                "prefixkit serve reads the same variable)",
+                empty="secret",
             )
         return from_env.encode("utf-8")
     key = secret.encode("utf-8") if isinstance(secret, str) else secret
     if not key:
         raise SaltError(
             "salt secret is empty: give a long random secret shared by every process that "
-            f"salts requests, or give none and set {SALT_SECRET_VARIABLE}"
+            f"salts requests, or give none and set {SALT_SECRET_VARIABLE}",
+            empty="secret",
         )
     return key
 
@@ -57,6 +59,8 @@ def tenant_salt(
     (vLLM rejects `cache_salt: ""` with HTTP 400).
     """
     if not tenant_id:
-        raise SaltError("tenant id is empty: give each tenant a stable, non-empty id")
+        raise SaltError(
+            "tenant id is empty: give each tenant a stable, non-empty id", empty="tenant"
+        )
     key = salt_secret(secret, environ)
     return hmac.new(key, tenant_id.encode("utf-8"), hashlib.sha256).hexdigest()

@@ -92,23 +92,29 @@ class Segment:
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
-            raise CanonicalError(f"segment role {self.role!r} is not one of {', '.join(_ROLES)}")
+            raise CanonicalError(
+                f"segment role {self.role!r} is not one of {', '.join(_ROLES)}", value=self.role
+            )
         if self.padding.strip(" \t\n"):
             raise CanonicalError(
                 f"segment padding {self.padding[:20]!r} holds more than spaces, tabs and "
                 "newlines: "
-                "padding must be semantically inert whitespace"
+                "padding must be semantically inert whitespace",
+                value=self.padding,
             )
         if self.cache_control is not None and self.stability == Stability.DYNAMIC:
             raise LayoutError(
                 f"cache_control on DYNAMIC {self.label}: its content is new with every "
                 "request, so a cache entry ending there is written and never read; drop the "
                 "marker (prefixkit marks the end of the stable tiers itself), or make the "
-                "segment SESSION if it is shared by later requests"
+                "segment SESSION if it is shared by later requests",
+                label=self.label,
             )
         if self.blocks:
             if self.padding:
-                raise CanonicalError("a segment of content blocks cannot carry padding")
+                raise CanonicalError(
+                    "a segment of content blocks cannot carry padding", value=self.padding
+                )
             object.__setattr__(self, "blocks", tuple(self.blocks))
             object.__setattr__(self, "text", canonical_blocks(self.blocks))
         elif self.stability <= Stability.VERSIONED:
@@ -117,11 +123,13 @@ class Segment:
             object.__setattr__(self, "text", canonical_text(self.text) + self.padding)
         elif self.padding:
             raise CanonicalError(
-                f"padding on {self.stability.name} {self.label}: only the static prefix is padded"
+                f"padding on {self.stability.name} {self.label}: only the static prefix is padded",
+                value=self.padding,
             )
         elif not isinstance(self.text, str):
             raise CanonicalError(
-                f"expected text (str), got {type(self.text).__name__}: convert it first"
+                f"expected text (str), got {type(self.text).__name__}: convert it first",
+                value=self.text,
             )
         object.__setattr__(self, "digest", sha256_hex(self.text))
 

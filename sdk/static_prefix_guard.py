@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import StaticPrefixChangedError, StaticPrefixChangedWarning
+from .errors import StaticPrefixChangedError, StaticPrefixChangedWarning, UsageError
 from .prompt import Prompt
 from .segment import Segment
 
@@ -42,7 +42,16 @@ class _Seen:
     segments: tuple[Segment, ...]
 
 
-def _describe(name: str, before: tuple[Segment, ...], after: tuple[Segment, ...]) -> str:
+@dataclass(frozen=True)
+class _Change:
+    """Where a static prefix first differs, and the message that says so."""
+
+    position: int
+    label: str | None
+    message: str
+
+
+def _describe(name: str, before: tuple[Segment, ...], after: tuple[Segment, ...]) -> _Change:
     for position, (old, new) in enumerate(zip(before, after, strict=False)):
         if old.text != new.text or old.stability != new.stability or old.role != new.role:
             diff = "".join(
@@ -53,15 +62,20 @@ def _describe(name: str, before: tuple[Segment, ...], after: tuple[Segment, ...]
                     tofile=f"{new.label} (now)",
                 )
             )
-            return (
+            return _Change(
+                position,
+                old.label,
                 f"prompt {name!r} changed its static prefix at static segment {position} "
                 f"({old.label}); every request now misses the cache from there on. "
                 "Keep volatile values out of STATIC/VERSIONED segments (move them to a "
-                f"DYNAMIC segment) or give the new prompt another name.\n{diff}"
+                f"DYNAMIC segment) or give the new prompt another name.\n{diff}",
             )
-    return (
+    shorter = min(len(before), len(after))
+    return _Change(
+        shorter,
+        before[shorter].label if shorter < len(before) else None,
         f"prompt {name!r} changed the number of static segments from {len(before)} to "
-        f"{len(after)}; keep the static prefix fixed or give the new prompt another name"
+        f"{len(after)}; keep the static prefix fixed or give the new prompt another name",
     )
 
 
@@ -70,7 +84,11 @@ class StaticPrefixGuard:
 
     def __init__(self, mode: GuardMode = "raise") -> None:
         if mode not in ("raise", "warn"):
-            raise ValueError(f"static-prefix guard mode must be 'raise' or 'warn', got {mode!r}")
+            raise UsageError(
+                f"static-prefix guard mode must be 'raise' or 'warn', got {mode!r}",
+                argument="mode",
+                value=mode,
+            )
         self.mode: GuardMode = mode
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
@@ -86,10 +104,19 @@ class StaticPrefixGuard:
             )
         if seen.digest == digest:
             return
-        message = _describe(prompt.name, seen.segments, tuple(prompt.static_segments()))
-        if self.mode == "raise":
-            raise StaticPrefixChangedError(message)
-        warnings.warn(message, StaticPrefixChangedWarning, stacklevel=2)
+        change = _describe(prompt.name, seen.segments, tuple(prompt.static_segments()))
+        kind = StaticPrefixChangedError if self.mode == "raise" else StaticPrefixChangedWarning
+        problem = kind(
+            change.message,
+            prompt_name=prompt.name,
+            position=change.position,
+            label=change.label,
+            first_digest=seen.digest,
+            digest=digest,
+        )
+        if isinstance(problem, StaticPrefixChangedError):
+            raise problem
+        warnings.warn(problem, stacklevel=2)
 
     def forget(self, name: str | None = None) -> None:
         """Forget one prompt name (after an intended change), or all of them."""

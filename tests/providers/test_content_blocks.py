@@ -12,14 +12,18 @@ import anthropic
 import openai
 import pytest
 from prefixkit.sdk import (
+    Document,
+    Image,
     Prompt,
     RenderError,
     Segment,
+    Text,
+    ToolCall,
+    ToolResult,
     render_anthropic,
     render_openai_chat,
     render_openai_responses,
 )
-from prefixkit.sdk.content import Document, Image, Text, ToolCall, ToolResult
 from prefixkit.testing.providers import MockProvider
 
 from .prompts import LONG_INSTRUCTIONS

@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from prefixkit.sdk import (
     Prompt,
     Segment,
+    Text,
+    ToolCall,
+    ToolResult,
     render_anthropic,
     render_openai_chat,
     render_openai_responses,
 )
-from prefixkit.sdk.content import Text, ToolCall, ToolResult
 
 from .prompts import LONG_INSTRUCTIONS
 from .test_content_blocks import WEATHER_TOOL, without_markers

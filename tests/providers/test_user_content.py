@@ -15,11 +15,11 @@ from prefixkit.sdk import (
     Prompt,
     RenderError,
     Segment,
+    UsageError,
     render_anthropic,
     render_openai_chat,
     render_openai_responses,
 )
-from prefixkit.sdk.errors import UsageError
 from prefixkit.testing.providers import MockProvider
 
 from .prompts import LONG_INSTRUCTIONS, support_prompt

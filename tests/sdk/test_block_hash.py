@@ -9,16 +9,16 @@ import cbor2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.sdk.block_hash import (
+from prefixkit.sdk import (
     PrefixHashMemo,
     block_hashes,
-    cbor_block,
     event_block_hash,
     event_block_hashes,
     hash_block,
     none_hash,
     none_hash_seed,
 )
+from prefixkit.sdk.block_hash import cbor_block
 
 TOKENS = list(range(100, 170))
 

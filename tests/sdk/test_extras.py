@@ -19,8 +19,8 @@ from prefixkit.sdk import (
     OpenAIClient,
     PrefixkitError,
     VLLMClient,
+    require_extra,
 )
-from prefixkit.sdk.extras import require_extra
 
 ABSENT = "prefixkit_test_no_such_module"
 NO_TOKENIZER: Any = None  # never reached: the extra is checked first

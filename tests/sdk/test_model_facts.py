@@ -8,8 +8,7 @@ import typing
 import anthropic.types
 import openai.types
 import pytest
-from prefixkit.sdk import known_models, model_info
-from prefixkit.sdk.model_facts import ModelInfo
+from prefixkit.sdk import ModelInfo, known_models, model_info
 
 MODELS = known_models()
 

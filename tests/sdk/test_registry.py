@@ -13,11 +13,12 @@ from prefixkit.sdk import (
     PromptRegistry,
     Stability,
     check_prompt_files,
+    default_lock_path,
     read_lock,
     sha256_hex,
     write_lock,
 )
-from prefixkit.sdk.registry import default_lock_path, prompt_digest
+from prefixkit.sdk.registry import prompt_digest
 
 
 def test_lock_defaults_to_the_prompt_folders_parent(prompt_root: Path) -> None:

@@ -6,9 +6,9 @@ import hashlib
 import hmac
 
 import pytest
-from prefixkit.engine_adapter.serving.tenants import Tenants
-from prefixkit.sdk import SaltError, tenant_salt
-from prefixkit.sdk.salt import SALT_SECRET_VARIABLE, salt_secret
+from prefixkit.engine_adapter import Tenants
+from prefixkit.sdk import SaltError, salt_secret, tenant_salt
+from prefixkit.sdk.salt import SALT_SECRET_VARIABLE
 
 SECRET = "a-secret-of-sixteen-characters"
 

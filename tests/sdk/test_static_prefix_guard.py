@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import prefixkit.sdk
 import pytest
 from prefixkit.sdk import (
-    StaticPrefixGuard,
+    PrefixkitDeprecationWarning,
     Prompt,
     Segment,
     StaticPrefixChangedError,
     StaticPrefixChangedWarning,
+    StaticPrefixGuard,
     default_guard,
 )
 
@@ -89,3 +91,10 @@ def test_building_prompts_never_consults_the_default_guard() -> None:
     tuesday = support("Tuesday", name="purity-check")
     assert monday.static_prefix_digest != tuesday.static_prefix_digest
     assert support("Monday", name="purity-check").render_text() == monday.render_text()
+
+
+def test_the_old_name_drift_guard_warns_at_the_callers_line() -> None:
+    with pytest.warns(PrefixkitDeprecationWarning) as record:
+        old = prefixkit.sdk.DriftGuard
+    assert old is StaticPrefixGuard
+    assert record[0].filename == __file__
