@@ -19,20 +19,17 @@ Side by side in one run:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 import httpx
 from chats import filler_text
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter import Tenants, Topology, deploy, prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.testing.ttft import StreamReading
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}
@@ -91,9 +88,7 @@ def stream(url: str, model: str, request: Request, salt: str | None = None) -> t
     }
     if salt is not None:
         body["cache_salt"] = salt
-    started = time.perf_counter()
-    first = None
-    cached = 0
+    reading = StreamReading()
     with httpx.stream(
         "POST",
         f"{url}/v1/chat/completions",
@@ -103,16 +98,9 @@ def stream(url: str, model: str, request: Request, salt: str | None = None) -> t
     ) as response:
         response.raise_for_status()
         for line in response.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            event = json.loads(line[6:])
-            if first is None and event.get("choices"):
-                first = time.perf_counter() - started
-            if event.get("usage"):
-                details = event["usage"].get("prompt_tokens_details") or {}
-                cached = int(details.get("cached_tokens") or 0)
-    assert first is not None
-    return first, cached
+            reading.feed(line)
+    answer = reading.answer()
+    return answer.ttft_s, answer.cached_tokens
 
 
 def oracle_hit_tokens(engine_url: str, model: str, requests: list[Request], block: int) -> int:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -37,10 +36,9 @@ from pathlib import Path
 
 import httpx
 from chats import Conversation, conversations
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-from prefixkit.engine_adapter.ray.launch import RayDeployment, serve_on_ray
-from prefixkit.engine_adapter.ray.settings import RaySettings
+from prefixkit.engine_adapter import RayDeployment, RaySettings, prepare_embedded, serve_on_ray
 from prefixkit.sdk import tenant_salt
+from prefixkit.testing.ttft import StreamReading
 from samples import percentile
 
 TENANTS = 6
@@ -80,8 +78,7 @@ async def _stream(
     headers: dict[str, str],
     phase: Phase,
 ) -> None:
-    started = time.perf_counter()
-    first = None
+    reading = StreamReading()
     async with client.stream(
         "POST", f"{url}/v1/chat/completions", json=body, headers=headers
     ) as response:
@@ -90,19 +87,14 @@ async def _stream(
                 f"{phase.router}: HTTP {response.status_code} {await response.aread()!r}"
             )
         async for line in response.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[6:])
-            if first is None and chunk.get("choices"):
-                first = time.perf_counter() - started
-            usage = chunk.get("usage")
-            if usage:
-                phase.prompt_tokens += usage["prompt_tokens"]
-                details = usage.get("prompt_tokens_details") or {}
-                phase.cached_tokens += details.get("cached_tokens") or 0
-    if first is None:
-        raise RuntimeError(f"{phase.router}: no token streamed back")
-    phase.ttft_s.append(first)
+            reading.feed(line)
+    try:
+        answer = reading.answer()
+    except ValueError:
+        raise RuntimeError(f"{phase.router}: no token streamed back") from None
+    phase.prompt_tokens += answer.prompt_tokens
+    phase.cached_tokens += answer.cached_tokens
+    phase.ttft_s.append(answer.ttft_s)
 
 
 async def _send_all(deployment: RayDeployment, model: str, clients: int, phase: Phase) -> None:

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from prefixkit.engine_adapter.replay.trace import load_trace
+from prefixkit.engine_adapter import load_trace
 from prefixkit.engine_adapter.routing.router_state import Placement, RouterSettings, RouterState
 from prefixkit.sdk.block_hash import (
     PrefixHashMemo,

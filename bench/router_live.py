@@ -39,11 +39,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -51,12 +49,12 @@ from pathlib import Path
 
 import httpx
 from chats import Conversation, conversations
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+from prefixkit.engine_adapter import ReplicaEndpoint, Topology, deploy, prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.engine_adapter.routing.router_state import parse_server_timing
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
 from prefixkit.sdk import tenant_salt
+from prefixkit.testing.ttft import StreamReading
 from samples import percentile
 
 TENANTS = 6
@@ -88,17 +86,16 @@ def workload() -> list[Conversation]:
 async def _stream(
     client: httpx.AsyncClient, url: str, body: dict[str, object], timings: Timings
 ) -> None:
-    started = time.perf_counter()
+    reading = StreamReading()
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
         response.raise_for_status()
         timing = parse_server_timing(response.headers.get("server-timing"))
-        first = None
         async for line in response.aiter_lines():
-            if first is None and line.startswith("data: {") and json.loads(line[6:])["choices"]:
-                first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError(f"no token streamed back from {url}")
-    timings.ttft_s.append(first)
+            reading.feed(line)
+    try:
+        timings.ttft_s.append(reading.answer().ttft_s)
+    except ValueError:
+        raise RuntimeError(f"no token streamed back from {url}") from None
     if timing:
         timings.tokenize_ms.append(timing["tokenize"])
         timings.route_ms.append(timing["route"])

@@ -96,9 +96,8 @@ def serve_engines(args: argparse.Namespace) -> None:
 
 def serve_router(args: argparse.Namespace) -> None:
     """One of `VARIANTS` in front of the fake replicas, until this process is terminated."""
+    from prefixkit.engine_adapter import ReplicaEndpoint, Tenants, Topology, deploy
     from prefixkit.engine_adapter.serving.app import serving_app
-    from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-    from prefixkit.engine_adapter.serving.gateway import Tenants
     from prefixkit.engine_adapter.serving.keepalive import served_in_thread
     from prefixkit.engine_adapter.serving.router import DirectRoute
 

@@ -18,7 +18,6 @@ its cached tokens; then the medians, ranges and the ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,16 +27,18 @@ from typing import Any
 
 import httpx
 from chats import filler_text
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
-from prefixkit.engine_adapter.serving.warmup import (
+from prefixkit.engine_adapter import (
+    Tenants,
+    Topology,
+    deploy,
+    prepare_embedded,
     registered_prompt,
     replica_targets,
     warm,
     warm_prefix,
 )
 from prefixkit.sdk import HFTokenizer, Prompt, Segment, render_vllm
+from prefixkit.testing.ttft import StreamReading
 
 SECRET = "bench-warm-rollout-secret-0123456789"
 TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET)
@@ -46,9 +47,7 @@ TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET)
 def first_request(gateway: str, kwargs: dict[str, Any]) -> tuple[float, int, int]:
     """Stream one chat request through the gateway as acme: (TTFT s, cached, prompt tokens)."""
     body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
-    started = time.perf_counter()
-    first = None
-    cached = prompt_tokens = 0
+    reading = StreamReading()
     with httpx.stream(
         "POST",
         f"{gateway}/v1/chat/completions",
@@ -58,17 +57,9 @@ def first_request(gateway: str, kwargs: dict[str, Any]) -> tuple[float, int, int
     ) as response:
         response.raise_for_status()
         for line in response.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            event = json.loads(line[6:])
-            if first is None and event.get("choices"):
-                first = time.perf_counter() - started
-            if event.get("usage"):
-                usage = event["usage"]
-                prompt_tokens = int(usage["prompt_tokens"])
-                cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    assert first is not None, "no generated text in the stream"
-    return first, cached, prompt_tokens
+            reading.feed(line)
+    answer = reading.answer()
+    return answer.ttft_s, answer.cached_tokens, answer.prompt_tokens
 
 
 def main() -> int:

@@ -155,9 +155,8 @@ def run(args: argparse.Namespace) -> int:
     require_extra("analyze", "prefixkit analyze", "rich")
     if args.plot is not None:  # checked now, not after the replay
         require_extra("analyze", "prefixkit analyze --plot", "matplotlib")
+    from prefixkit.engine_adapter import LoadParams, analyze, load_trace
     from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
-    from prefixkit.engine_adapter.replay.replay import LoadParams, analyze
-    from prefixkit.engine_adapter.replay.trace import load_trace
     from prefixkit.sdk import UsageError
     from rich.console import Console
     from rich.progress import Progress

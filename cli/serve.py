@@ -45,10 +45,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefixkit.engine_adapter.engine.config import EngineConfig
-    from prefixkit.engine_adapter.ray.settings import RaySettings
-    from prefixkit.engine_adapter.serving.deployment import Deployment
-    from prefixkit.engine_adapter.serving.gateway import Tenants
+    from prefixkit.engine_adapter import Deployment, EngineConfig, RaySettings, Tenants
     from rich.console import Console
     from rich.status import Status
 
@@ -213,8 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
-    from prefixkit.engine_adapter.errors import DeploymentConfigError, EngineConfigError
-    from prefixkit.engine_adapter.ray.launch import serve_on_ray
+    from prefixkit.engine_adapter import DeploymentConfigError, EngineConfigError, serve_on_ray
 
     if args.emit == "kuberay":
         return _emit_kuberay(args)
@@ -264,7 +260,7 @@ def _serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int
 
 
 def _ray_settings(args: argparse.Namespace, tenants_file: Path | None) -> RaySettings:
-    from prefixkit.engine_adapter.ray.settings import RaySettings
+    from prefixkit.engine_adapter import RaySettings
 
     return RaySettings(
         router=args.ray_router,
@@ -314,8 +310,7 @@ def _emit_kuberay(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
-    from prefixkit.engine_adapter.errors import EngineConfigError
-    from prefixkit.engine_adapter.serving.deployment import Topology, deploy
+    from prefixkit.engine_adapter import EngineConfigError, Topology, deploy
     from prefixkit.engine_adapter.serving.smg import smg_executable
 
     topology = Topology(
@@ -375,8 +370,7 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
 
 
 def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
-    from prefixkit.engine_adapter.engine.config import EngineConfig
-    from prefixkit.engine_adapter.engine.embedded import prepare_embedded
+    from prefixkit.engine_adapter import EngineConfig, prepare_embedded
 
     overrides = {
         key: value
@@ -404,7 +398,7 @@ def _base_config(args: argparse.Namespace, report: Any) -> EngineConfig:
 
 
 def _tenants(args: argparse.Namespace, run_dir: Path, console: Console) -> Tenants:
-    from prefixkit.engine_adapter.serving.gateway import Tenants
+    from prefixkit.engine_adapter import Tenants
 
     return Tenants.load(_tenants_file(args, run_dir, console))
 

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefixkit.engine_adapter.serving.gateway import Tenants
-    from prefixkit.engine_adapter.serving.warmup import WarmReport, WarmTarget
+    from prefixkit.engine_adapter import Tenants, WarmReport, WarmTarget
 
 __all__ = ["configure", "run"]
 
@@ -86,8 +85,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Warm the prompts; 0 when every probe found its whole prefix cached, else 1."""
+    from prefixkit.engine_adapter import registered_prompt, warm, warm_prefix
     from prefixkit.engine_adapter.engine.home import runs_dir
-    from prefixkit.engine_adapter.serving.warmup import registered_prompt, warm, warm_prefix
     from prefixkit.sdk import HFTokenizer, PromptRegistry, UsageError, require_extra
 
     require_extra("serve", "prefixkit warm", "httpx", "pydantic")
@@ -185,7 +184,7 @@ def _name_and_version(key: str) -> tuple[str, str | None]:
 
 def _tenants(path: Path | None, run_dir: Path) -> Tenants:
     """The tenants file given, else the environment, else the run dir's demo tenants."""
-    from prefixkit.engine_adapter.serving.gateway import Tenants
+    from prefixkit.engine_adapter import Tenants
 
     if path is None and not os.environ.get("PREFIXKIT_TENANT_KEYS"):
         demo = run_dir / "tenants.toml"
@@ -211,7 +210,7 @@ def _read_state(path: Path) -> dict[str, Any]:
 def _served_model(url: str, headers: dict[str, str]) -> tuple[str, str | None]:
     """The served model name and its folder (`root`), from the server's /v1/models."""
     import httpx
-    from prefixkit.engine_adapter.errors import WarmupError
+    from prefixkit.engine_adapter import WarmupError
 
     try:
         response = httpx.get(f"{url}/v1/models", headers=headers, timeout=10.0)

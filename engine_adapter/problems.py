@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-__all__ = ["Problem", "Problems", "validation_problems"]
+# `Problems` never leaves a model's validation (it becomes `EngineConfigError` or
+# `DeploymentConfigError`), so it is not among the public errors
+__all__ = ["Problem", "validation_problems"]
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import openai
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import Tenants, Topology, deploy
 from prefixkit.sdk import HFTokenizer, VLLMClient
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 

@@ -6,6 +6,8 @@
   realistic usage payloads and the providers' documented prompt caching.
 * `prefixkit.testing.fake_vllm`: a fake OpenAI-compatible vLLM replica, served on
   loopback, with a prefix cache of whole blocks, vLLM's block hashes and KV events.
+* `prefixkit.testing.ttft`: the time to first token and the cached tokens of a streamed
+  answer of vLLM (or the fake), read from its server-sent events.
 """
 
 from prefixkit.sdk import require_extra

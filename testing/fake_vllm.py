@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import Any
 
 import msgpack
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint
+from prefixkit.engine_adapter import ReplicaEndpoint
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.router import responses_chat_messages
 from prefixkit.sdk import HashAlgo, event_block_hashes

@@ -12,7 +12,7 @@ On the first `--requests` Mooncake requests, 8 replicas x `--capacity` blocks:
   used again: longest cached run minus the blocks with a future use that
   admitting the request would evict, among replicas whose assigned blocks stay
   within `--balance` x the mean (the imbalance budget);
-* ``segmented`` (online, the SLRU/2Q idea tried for issue 7): first turns
+* ``segmented`` (online, the SLRU/2Q idea applied to placement): first turns
   (nothing past the shared first block ever routed before) go to `P`
   "probation" replicas, continuations with no cached run to the other,
   "protected" ones, the rest by the precise rule, among replicas whose assigned

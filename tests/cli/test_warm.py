@@ -174,8 +174,7 @@ def test_a_ray_router_that_cannot_be_pinned_asks_for_via_router(
 def test_a_gateway_url_is_warmed_through_with_each_tenants_key(
     prompts: Path, tenants: Path, hf_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-    from prefixkit.engine_adapter.serving.gateway import Tenants
+    from prefixkit.engine_adapter import Tenants, Topology, deploy
     from prefixkit.sdk import tenant_salt
 
     with (

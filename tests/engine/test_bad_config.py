@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from prefixkit.cli.main import main
+from prefixkit.engine_adapter import EngineConfigError, PortInUseError, ReplicaStartError
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet
-from prefixkit.engine_adapter.errors import EngineConfigError, PortInUseError, ReplicaStartError
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine

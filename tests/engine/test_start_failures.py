@@ -9,10 +9,14 @@ import stat
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter import (
+    EngineConfig,
+    ModelPrepareError,
+    PortInUseError,
+    ReplicaStartError,
+)
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet
 from prefixkit.engine_adapter.engine.setup_steps import SetupStep, run_setup_steps
-from prefixkit.engine_adapter.errors import ModelPrepareError, PortInUseError, ReplicaStartError
 from prefixkit.testing.fake_vllm import free_port
 
 

@@ -13,9 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from prefixkit.engine_adapter import EngineConfig, ensure_engine
 from prefixkit.engine_adapter.engine import config as engine_config
-from prefixkit.engine_adapter.engine.config import EngineConfig
-from prefixkit.engine_adapter.engine.install import ensure_engine
 
 pytestmark = pytest.mark.engine
 

@@ -15,10 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-from prefixkit.engine_adapter.ray.launch import RayDeployment, serve_on_ray
-from prefixkit.engine_adapter.ray.settings import RaySettings
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import (
+    RayDeployment,
+    RaySettings,
+    Tenants,
+    prepare_embedded,
+    serve_on_ray,
+)
 
 RAY_HTTP_PORT = 18300
 SECRET = "ray-tests-secret-0123456789abcdef"

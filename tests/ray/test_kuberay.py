@@ -16,8 +16,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from prefixkit.engine_adapter.engine.config import EngineConfig
-from prefixkit.engine_adapter.errors import DeploymentConfigError
+from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig, RaySettings
 from prefixkit.engine_adapter.ray.kuberay import (
     TENANTS_DIR,
     KubeRayOptions,
@@ -25,7 +24,6 @@ from prefixkit.engine_adapter.ray.kuberay import (
     rayservice_yaml,
 )
 from prefixkit.engine_adapter.ray.launch import KV_AWARE_ENV
-from prefixkit.engine_adapter.ray.settings import RaySettings
 
 CRD_SCHEMA = Path(__file__).parents[1] / "data" / "kuberay" / "ray.io_rayservices.v1.schema.json"
 MODEL = Path("/models/SmolLM2-135M-Instruct")

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.ray.launch import RayDeployment
+from prefixkit.engine_adapter import RayDeployment
 from prefixkit.sdk import tenant_salt
 
 from ..engine_calls import cached_tokens

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.engine.config import EngineConfig
-from prefixkit.engine_adapter.errors import DeploymentConfigError
+from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig
 from prefixkit.engine_adapter.ray.settings import RaySettings, app_args
 
 ENGINE = EngineConfig(

@@ -12,7 +12,7 @@ from pathlib import Path
 import openai
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.engine_adapter.ray.launch import RayDeployment
+from prefixkit.engine_adapter import RayDeployment
 from prefixkit.sdk import HFTokenizer, Prompt, PromptRegistry, Segment, render_vllm, write_lock
 
 from tests.ray.conftest import KEYS

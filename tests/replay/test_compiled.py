@@ -12,12 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter import compiled
+from prefixkit.engine_adapter import StaleBuildError, compiled, load_trace
 from prefixkit.engine_adapter.compiled import MANIFEST, check_build, stale_modules
-from prefixkit.engine_adapter.errors import StaleBuildError
 from prefixkit.engine_adapter.replay import replay
 from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
-from prefixkit.engine_adapter.replay.trace import load_trace
 
 from tests.conftest import MOONCAKE_TRACE
 

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefixkit.engine_adapter.engine.config import EngineConfig
+from prefixkit.engine_adapter import EngineConfig, ReplicaEndpoint, Topology, deploy
 from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
 from prefixkit.engine_adapter.engine.smollm2 import ensure_smollm2
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
 
 # 40 blocks of 32 tokens per replica: two tenants fit, four do not
 KV_BLOCKS = 40

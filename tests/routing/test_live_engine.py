@@ -12,11 +12,10 @@ import httpx
 import openai
 import pytest
 import zmq
+from prefixkit.engine_adapter import Tenants, Topology, deploy
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.routing.router_state import parse_server_timing
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
 from prefixkit.sdk import event_block_hashes, tenant_salt
 
 from tests.routing.conftest import routed

@@ -4,8 +4,8 @@ real Mooncake trace."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prefixkit.engine_adapter import load_trace
 from prefixkit.engine_adapter.replay.replay import LoadParams, replay
-from prefixkit.engine_adapter.replay.trace import load_trace
 from prefixkit.engine_adapter.routing.reuse import ReuseModel, ReuseSettings
 
 from tests.conftest import MOONCAKE_TRACE
@@ -88,7 +88,7 @@ def test_settings_refuse_an_empty_fleet() -> None:
 
 
 def test_precise_beats_smg_like_by_a_tenth_on_the_mooncake_trace_at_small_caches() -> None:
-    # the issue's setting: 8 replicas x 500 blocks, first 3,000 requests, the load
+    # small caches: 8 replicas x 500 blocks, first 3,000 requests, the load
     # model of bench/route_replay.py, SMG-like as that bench checks it against real SMG
     trace = load_trace(MOONCAKE_TRACE, limit=3000)
     load = LoadParams(0.001, 0.0, 25.0)

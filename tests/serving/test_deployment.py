@@ -7,9 +7,14 @@ import socket
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.errors import DeploymentConfigError, PortInUseError
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import (
+    DeploymentConfigError,
+    PortInUseError,
+    ReplicaEndpoint,
+    Tenants,
+    Topology,
+    deploy,
+)
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
 

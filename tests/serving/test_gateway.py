@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import ReplicaEndpoint, Tenants, Topology, deploy
 from prefixkit.sdk import tenant_salt
 
 from tests.engine_calls import cached_tokens, complete

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from prefixkit.engine_adapter import Tenants
 from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
 from prefixkit.engine_adapter.serving.app import serving_app
-from prefixkit.engine_adapter.serving.gateway import Tenants
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.router import DirectRoute, PreciseRoute, Routing
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.serving.deployment import Deployment, Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import Deployment, Tenants, Topology, deploy
 from prefixkit.sdk import tenant_salt
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from prometheus_client.parser import text_string_to_metric_families

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prefixkit.engine_adapter import RouterStartError
 from prefixkit.engine_adapter.engine.metrics import CacheMetrics
-from prefixkit.engine_adapter.errors import RouterStartError
 from prefixkit.engine_adapter.serving.smg import (
     SmgSettings,
     launch_smg,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter.errors import GatewayConfigError
+from prefixkit.engine_adapter import GatewayConfigError
 from prefixkit.engine_adapter.serving.gateway import Tenants, load_secret, load_tenants
 from prefixkit.sdk import tenant_salt
 

@@ -12,9 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prefixkit.engine_adapter.errors import GatewayConfigError, WarmupError
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter.serving.gateway import Tenants
+from prefixkit.engine_adapter import GatewayConfigError, Tenants, Topology, WarmupError, deploy
 from prefixkit.engine_adapter.serving.warmup import (
     WarmPrefix,
     WarmTarget,
