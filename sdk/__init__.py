@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .alignment import align_static_prefix as align_static_prefix
     from .alignment import chat_messages as chat_messages
     from .anthropic_request import AnthropicRequest as AnthropicRequest
+    from .anthropic_request import AnthropicTTL as AnthropicTTL
     from .anthropic_request import PrefixBody as PrefixBody
     from .anthropic_request import cacheable_prefixes as cacheable_prefixes
     from .anthropic_request import render_anthropic as render_anthropic
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from .model_facts import known_models as known_models
     from .model_facts import model_info as model_info
     from .model_facts import provider_limits as provider_limits
+    from .openai_request import CacheMode as CacheMode
     from .openai_request import ChatRequest as ChatRequest
     from .openai_request import ResponsesRequest as ResponsesRequest
     from .openai_request import prompt_cache_key as prompt_cache_key
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
     from .registry import write_lock as write_lock
     from .salt import salt_secret as salt_secret
     from .salt import tenant_salt as tenant_salt
+    from .segment import Role as Role
     from .segment import Segment as Segment
     from .segment import Stability as Stability
     from .static_prefix_guard import GuardMode as GuardMode
@@ -128,6 +131,7 @@ _EXPORTS: dict[str, str] = {
     "AlignmentReport": "alignment",
     "AnthropicClient": "clients",
     "AnthropicRequest": "anthropic_request",
+    "AnthropicTTL": "anthropic_request",
     "AnthropicTokenCounter": "tokenizer",
     "AsyncAnthropicClient": "clients",
     "AsyncOpenAIClient": "clients",
@@ -135,6 +139,7 @@ _EXPORTS: dict[str, str] = {
     "BreakEven": "cache_payoff",
     "CacheStats": "cache_stats",
     "CanonicalError": "errors",
+    "CacheMode": "openai_request",
     "ChatRequest": "openai_request",
     "Document": "content",
     "Drift": "drift",
@@ -168,6 +173,7 @@ _EXPORTS: dict[str, str] = {
     "RenderError": "errors",
     "ResponsesRequest": "openai_request",
     "SaltError": "errors",
+    "Role": "segment",
     "Segment": "segment",
     "Stability": "segment",
     "StaticPrefixChangedError": "errors",

@@ -1,6 +1,10 @@
-"""Prompts of the provider tests: a support app with a tool, long instructions and a policy."""
+"""Prompts of the provider tests (a support app with a tool, long instructions and a policy),
+and the plain view of a rendered request that the tests read."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from prefixkit.sdk import Prompt, Segment
 
@@ -33,3 +37,9 @@ def support_prompt(question: str = "How much is 500 GB of egress?") -> Prompt:
         messages=[Segment.dynamic(question)],
         name="support",
     )
+
+
+def plain(request: Mapping[str, Any]) -> dict[str, Any]:
+    """A rendered request as a plain dict: the tests read any field of it by key, where the
+    request's own type says a field is text or blocks, present or not."""
+    return dict(request)

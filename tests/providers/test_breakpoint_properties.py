@@ -5,14 +5,17 @@ from __future__ import annotations
 import copy
 import json
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.sdk import (
+    CacheMode,
     PrefixkitWarning,
     Prompt,
     RenderError,
+    Role,
     Segment,
     render_anthropic,
     render_openai_chat,
@@ -56,13 +59,13 @@ def prompts(draw: st.DrawFn) -> Prompt:
     ]
     history: list[Any] = []
     for turn in range(draw(st.integers(0, 30))):
-        role = "user" if turn % 2 == 0 else "assistant"
+        role: Role = "user" if turn % 2 == 0 else "assistant"
         history.append(Segment.session(draw(words), role=role, cache_control=draw(markers)))
     question = Segment.dynamic(draw(words))
     return Prompt(tools=tools, system=system, context=context, messages=[*history, question])
 
 
-def anthropic_marks(kwargs: dict[str, Any]) -> list[str]:
+def anthropic_marks(kwargs: Mapping[str, Any]) -> list[str]:
     """TTL of every cache_control in wire order (tools, system, messages, then automatic)."""
     blocks = [*kwargs.get("tools", []), *kwargs.get("system", [])]
     blocks += [block for message in kwargs["messages"] for block in message["content"]]
@@ -102,14 +105,14 @@ def test_anthropic_never_exceeds_four_markers_and_keeps_ttl_order(
     assert ranks == sorted(ranks, reverse=True)
 
 
-def openai_marks(kwargs: dict[str, Any]) -> int:
+def openai_marks(kwargs: Mapping[str, Any]) -> int:
     return json.dumps(kwargs).count("prompt_cache_breakpoint")
 
 
 @settings(max_examples=100, deadline=None)
 @given(prompt=prompts(), mode=st.sampled_from(["explicit", "implicit"]), responses=st.booleans())
 def test_openai_never_exceeds_its_write_limit_and_keeps_caller_markers(
-    prompt: Prompt, mode: str, responses: bool
+    prompt: Prompt, mode: CacheMode, responses: bool
 ) -> None:
     render = render_openai_responses if responses else render_openai_chat
     before = copy.deepcopy(prompt)
@@ -117,7 +120,7 @@ def test_openai_never_exceeds_its_write_limit_and_keeps_caller_markers(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrefixkitWarning)
         try:
-            kwargs = render(prompt, model="gpt-5.6-sol", cache_mode=mode)  # type: ignore[arg-type]
+            kwargs = render(prompt, model="gpt-5.6-sol", cache_mode=mode)
         except RenderError as error:
             message = str(error)
             assert (

@@ -249,7 +249,8 @@ def test_totals_add_tokens_requests_and_savings() -> None:
     assert total.requests == 2
     assert total.cached_tokens == 4000 and total.written_tokens == 4000
     assert total.hit_ratio == pytest.approx(4000 / 8022)
-    assert total.savings_usd == pytest.approx(first.savings_usd + second.savings_usd)  # type: ignore[operator]
+    assert first.savings_usd is not None and second.savings_usd is not None
+    assert total.savings_usd == pytest.approx(first.savings_usd + second.savings_usd)
     assert (
         total.savings_usd is not None and total.savings_usd > 0
     )  # one write at 1.25x is repaid by one read at 0.1x

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anthropic
 import openai
 import pytest
@@ -138,7 +140,8 @@ async def test_async_vllm_client(api: MockProvider, hf_tokenizer: HFTokenizer) -
 def test_wrappers_build_their_own_official_client() -> None:
     assert isinstance(AnthropicClient(api_key="k").client, anthropic.Anthropic)
     assert isinstance(OpenAIClient(api_key="k").client, openai.OpenAI)
-    vllm = VLLMClient("http://127.0.0.1:8011/v1", tokenizer=None, block_size=32)  # type: ignore[arg-type]
+    no_tokenizer: Any = None  # building the client does not use the tokenizer
+    vllm = VLLMClient("http://127.0.0.1:8011/v1", tokenizer=no_tokenizer, block_size=32)
     assert str(vllm.client.base_url) == "http://127.0.0.1:8011/v1/"
 
 

@@ -26,7 +26,7 @@ from prefixkit.sdk import (
 )
 from prefixkit.testing.providers import MockProvider
 
-from .prompts import LONG_INSTRUCTIONS
+from .prompts import LONG_INSTRUCTIONS, plain
 
 CLAUDE = "claude-sonnet-5"
 GPT = "gpt-4o"
@@ -265,7 +265,7 @@ RESPONSES_ITEMS: list[dict[str, Any]] = [
 def test_responses_items_reach_the_wire_unaltered_with_builtin_tools(
     openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
-    tools = [
+    tools: list[dict[str, Any]] = [
         {"type": "web_search"},
         {"type": "file_search", "vector_store_ids": ["vs_1"]},
         {"type": "code_interpreter", "container": {"type": "auto"}},
@@ -373,9 +373,9 @@ def test_portable_blocks_render_as_responses_items(
 
 def test_anthropic_native_turns_render_for_chat_as_tool_calls_and_tool_messages() -> None:
     prompt = Prompt(system=LONG_INSTRUCTIONS, messages=copy.deepcopy(ANTHROPIC_TOOL_TURNS))
-    messages = render_openai_chat(prompt, model=GPT)["messages"]
+    messages = plain(render_openai_chat(prompt, model=GPT))["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool"]
-    assert [c["id"] for c in messages[2]["tool_calls"]] == ["toolu_01", "toolu_02"]  # type: ignore[typeddict-item]
+    assert [c["id"] for c in messages[2]["tool_calls"]] == ["toolu_01", "toolu_02"]
 
 
 # --- pairing --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from prefixkit.sdk import (
 )
 from prefixkit.testing.providers import MockProvider
 
-from .prompts import LONG_INSTRUCTIONS, support_prompt
+from .prompts import LONG_INSTRUCTIONS, plain, support_prompt
 
 MODEL = "claude-sonnet-5"
 
@@ -89,7 +89,7 @@ def test_reuse_less_often_than_hourly_leaves_the_static_tiers_unmarked_with_a_wa
             support_prompt(), model=MODEL, max_tokens=10, reuse_interval=3 * 3600
         )
     assert all("cache_control" not in block for block in kwargs["system"])
-    assert kwargs["messages"][0]["content"][0]["cache_control"]["ttl"] == "5m"
+    assert plain(kwargs)["messages"][0]["content"][0]["cache_control"]["ttl"] == "5m"
 
 
 def test_static_5m_ttl_on_a_prompt_without_versioned_tier_renders() -> None:
@@ -102,7 +102,7 @@ def test_a_1h_session_ttl_raises_the_unspecified_static_tier_to_1h() -> None:
     kwargs = render_anthropic(
         support_prompt(), model=MODEL, max_tokens=10, ttl={Stability.SESSION: "1h"}
     )
-    assert kwargs["system"][0]["cache_control"]["ttl"] == "1h"
+    assert plain(kwargs)["system"][0]["cache_control"]["ttl"] == "1h"
 
 
 def test_dynamic_question_is_never_marked(

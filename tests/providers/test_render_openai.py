@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 import openai
 import pytest
@@ -44,7 +45,7 @@ def responses(
     return api.body
 
 
-def breakpoints(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def breakpoints(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """(role, text head) of every content part with a prompt_cache_breakpoint."""
     return [
         (message["role"], part["text"][:20])
@@ -286,4 +287,4 @@ def test_renderers_do_not_mutate_the_prompt() -> None:
 
 def test_chat_rejects_the_responses_only_12h_ttl() -> None:
     with pytest.raises(RenderError, match="cache_ttl '12h' is not accepted by the chat API"):
-        render_openai_chat(support_prompt(), model=EXPLICIT, cache_ttl="12h")  # type: ignore[arg-type]
+        render_openai_chat(support_prompt(), model=EXPLICIT, cache_ttl=cast(Any, "12h"))

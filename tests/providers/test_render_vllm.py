@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
@@ -20,6 +19,8 @@ from prefixkit.sdk import (
     tenant_salt,
 )
 from prefixkit.testing.providers import MockProvider
+
+from .prompts import plain
 
 BLOCK = 32
 SECRET = "test-salt-secret"
@@ -150,7 +151,7 @@ def test_static_prefix_ends_on_a_block_boundary_of_the_templated_chat(
     hf_tokenizer: HFTokenizer,
 ) -> None:
     kwargs = render_vllm(prompt(), model="m", tokenizer=hf_tokenizer, block_size=BLOCK)
-    system = kwargs["messages"][0]["content"]
+    system = plain(kwargs)["messages"][0]["content"]
     assert system.startswith(INSTRUCTIONS.strip()) and system != INSTRUCTIONS.strip()
     text = hf_tokenizer.chat_text(kwargs["messages"])
     head = static_boundary_tokens(hf_tokenizer, text, system)
@@ -191,7 +192,7 @@ def test_alignment_uses_the_tool_shape_the_server_templates(tools_tokenizer: HFT
     ]
     # What vLLM renders: its own tool dicts, in its field order.
     text = tools_tokenizer.chat_text(kwargs["messages"], tools=kwargs["tools"])
-    head = static_boundary_tokens(tools_tokenizer, text, kwargs["messages"][0]["content"])
+    head = static_boundary_tokens(tools_tokenizer, text, plain(kwargs)["messages"][0]["content"])
     assert len(head) % BLOCK == 0
 
 
@@ -206,7 +207,7 @@ def test_align_false_sends_the_prompt_unpadded(hf_tokenizer: HFTokenizer) -> Non
 
 
 def test_extra_body_is_merged_with_the_salt(hf_tokenizer: HFTokenizer) -> None:
-    kwargs: dict[str, Any] = render_vllm(
+    kwargs = render_vllm(
         prompt(),
         model="m",
         tokenizer=hf_tokenizer,

@@ -22,7 +22,7 @@ from prefixkit.sdk import (
 )
 from prefixkit.testing.providers import MockProvider
 
-from .prompts import LONG_INSTRUCTIONS, support_prompt
+from .prompts import LONG_INSTRUCTIONS, plain, support_prompt
 
 CLAUDE = "claude-sonnet-5"
 GPT = "gpt-4o"
@@ -33,8 +33,8 @@ MARKDOWN = "Line one  \nline two (a hard break above)\n"
 
 
 def anthropic_texts(prompt: Prompt) -> list[str]:
-    kwargs = render_anthropic(prompt, model=CLAUDE, max_tokens=8)
-    return [block["text"] for m in kwargs["messages"] for block in m["content"]]  # type: ignore[typeddict-item]
+    kwargs = plain(render_anthropic(prompt, model=CLAUDE, max_tokens=8))
+    return [block["text"] for m in kwargs["messages"] for block in m["content"]]
 
 
 @pytest.mark.parametrize("text", [NFD, TSV, MARKDOWN], ids=["nfd", "tsv", "markdown"])
@@ -119,8 +119,8 @@ def test_empty_openai_text_parts_are_not_sent() -> None:
         messages=[{"role": "user", "content": ""}, Segment.dynamic("q")],
     )
     for render in (render_openai_chat, render_openai_responses):
-        kwargs = render(prompt, model=GPT)
-        items = kwargs.get("messages") or kwargs.get("input")  # type: ignore[attr-defined]
+        kwargs = plain(render(prompt, model=GPT))
+        items = kwargs["messages" if "messages" in kwargs else "input"]
         parts = [part for item in items for part in item["content"]]
         assert all(part["text"] for part in parts)
         assert len(items) == 2
@@ -128,12 +128,10 @@ def test_empty_openai_text_parts_are_not_sent() -> None:
 
 def test_chat_moving_breakpoint_never_lands_on_an_assistant_part() -> None:
     prompt = support_prompt().next_turn("It is $45.", "And 1 TB?")
-    messages = render_openai_chat(prompt, model=EXPLICIT)["messages"]
+    messages = plain(render_openai_chat(prompt, model=EXPLICIT))["messages"]
     assistant = [m for m in messages if m["role"] == "assistant"]
     assert assistant and all(
-        "prompt_cache_breakpoint" not in part
-        for m in assistant
-        for part in m["content"]  # type: ignore[union-attr]
+        "prompt_cache_breakpoint" not in part for m in assistant for part in m["content"]
     )
 
 
@@ -142,7 +140,7 @@ def test_tools_from_kwargs_pass_through_when_the_prompt_has_none() -> None:
     kwargs = render_openai_responses(
         Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")]), model=GPT, tools=tools
     )
-    assert kwargs["tools"] == tools  # type: ignore[comparison-overlap]
+    assert plain(kwargs)["tools"] == tools
 
 
 def test_tools_from_both_the_prompt_and_kwargs_are_refused() -> None:
@@ -152,7 +150,8 @@ def test_tools_from_both_the_prompt_and_kwargs_are_refused() -> None:
 
 def test_anthropic_tools_from_kwargs_pass_through_and_clash_with_prompt_tools() -> None:
     tools = [{"type": "web_search_20250305", "name": "web_search"}]
-    plain = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")])
-    assert render_anthropic(plain, model=CLAUDE, max_tokens=8, tools=tools)["tools"] == tools  # type: ignore[comparison-overlap]
+    plain_prompt = Prompt(system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")])
+    kwargs = render_anthropic(plain_prompt, model=CLAUDE, max_tokens=8, tools=tools)
+    assert plain(kwargs)["tools"] == tools
     with pytest.raises(RenderError, match="tools come from both the Prompt and tools="):
         render_anthropic(support_prompt(), model=CLAUDE, max_tokens=8, tools=tools)

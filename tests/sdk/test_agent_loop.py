@@ -44,7 +44,7 @@ class ScriptedClaude(AnthropicClient):
         self.replies = list(replies)
         self.prompts: list[Prompt] = []
 
-    def create(  # type: ignore[override]
+    def create(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
         self.prompts.append(prompt)

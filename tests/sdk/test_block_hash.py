@@ -5,11 +5,14 @@ The golden digests were produced by vLLM 0.32's own `hash_block_tokens` and
 live engine comparison is in test_live_engine.py.
 """
 
+from typing import cast
+
 import cbor2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.sdk import (
+    HashAlgo,
     PrefixHashMemo,
     block_hashes,
     event_block_hash,
@@ -52,7 +55,9 @@ GOLDEN = {
 
 
 @pytest.mark.parametrize(("algo", "seed", "salt"), list(GOLDEN))
-def test_block_hashes_match_vllm_golden_digests(algo, seed, salt) -> None:
+def test_block_hashes_match_vllm_golden_digests(
+    algo: HashAlgo, seed: str, salt: str | None
+) -> None:
     hashes = block_hashes(TOKENS, 32, algo=algo, cache_salt=salt, seed=seed)
     assert [h.hex() for h in hashes] == list(GOLDEN[(algo, seed, salt)])
 
@@ -80,7 +85,7 @@ def test_empty_salt_counts_as_no_salt() -> None:
 
 def test_unsupported_algorithm_is_refused_with_the_alternatives() -> None:
     with pytest.raises(ValueError, match="sha256_cbor"):
-        block_hashes(TOKENS, 32, algo="xxhash", seed="s")  # type: ignore[arg-type]
+        block_hashes(TOKENS, 32, algo=cast(HashAlgo, "xxhash"), seed="s")  # the mistake under test
 
 
 def test_non_positive_block_size_is_refused() -> None:
@@ -98,10 +103,10 @@ def test_only_full_blocks_are_hashed(tokens: list[int], block_size: int) -> None
 
 @given(tokens_st, tokens_st, st.sampled_from(["sha256", "sha256_cbor"]))
 def test_hash_of_a_prefix_is_a_prefix_of_the_hashes(
-    head: list[int], tail: list[int], algo: str
+    head: list[int], tail: list[int], algo: HashAlgo
 ) -> None:
-    short = block_hashes(head, 4, algo=algo, seed="s")  # type: ignore[arg-type]
-    long = block_hashes(head + tail, 4, algo=algo, seed="s")  # type: ignore[arg-type]
+    short = block_hashes(head, 4, algo=algo, seed="s")
+    long = block_hashes(head + tail, 4, algo=algo, seed="s")
     assert long[: len(short)] == short
 
 
@@ -171,7 +176,9 @@ _turns = st.lists(
 
 
 @given(_turns, st.sampled_from(["sha256", "sha256_cbor"]), st.integers(1, 6))
-def test_prefix_memo_gives_the_hashes_of_every_prompt(turns, algo, limit) -> None:
+def test_prefix_memo_gives_the_hashes_of_every_prompt(
+    turns: list[tuple[int, int, str | None]], algo: HashAlgo, limit: int
+) -> None:
     # prompts that repeat and extend each other, salted or not, through a memo
     # small enough to forget: every answer equals hashing from scratch
     memo = PrefixHashMemo(4, algo=algo, seed="s", limit=limit)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx2
@@ -46,9 +48,9 @@ def test_cl100k_base_loads_without_network(tmp_path: Path) -> None:
 
 
 def test_encoding_loads_from_a_local_tiktoken_file(cl100k: TiktokenTokenizer) -> None:
-    import tiktoken_ext
-
-    data = Path(next(iter(tiktoken_ext.__path__))) / "data" / "cl100k_base.tiktoken"
+    spec = importlib.util.find_spec("tiktoken_ext")
+    assert spec is not None and spec.submodule_search_locations
+    data = Path(spec.submodule_search_locations[0]) / "data" / "cl100k_base.tiktoken"
     from_file = TiktokenTokenizer("cl100k_base", path=data)
     text = "Prefix caching reuses the KV cache of a shared opening. <|endoftext|>"
     assert from_file.encode(text) == cl100k.encode(text)
@@ -138,7 +140,7 @@ def test_anthropic_has_no_token_ids() -> None:
         AnthropicTokenCounter("claude-sonnet-4-5").encode("hi")
 
 
-def _counted(api: MockProvider, body: dict[str, object]) -> int:
+def _counted(api: MockProvider, body: Mapping[str, object]) -> int:
     """What the (mock) count_tokens API answers for `body`."""
     request = httpx2.Request(
         "POST", "https://api.anthropic.com/v1/messages/count_tokens", json=body
