@@ -1,5 +1,9 @@
 """What the caller wrote is what is sent: SESSION and DYNAMIC text is never canonicalised,
-only the static tiers and tools are; and the smaller rules of issue 23, item 6."""
+only the static tiers and tools are. And the request-building rules around it: stream=True
+to a non-streaming client method names the streaming one, a per-call prompt_cache_key wins,
+a reserved parameter names the argument that sets it, no cache marker on a DYNAMIC segment,
+no empty OpenAI text parts, no moving breakpoint on an assistant part, and tools given once
+(in the Prompt or as tools=..., not both)."""
 
 from __future__ import annotations
 
