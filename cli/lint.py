@@ -194,5 +194,7 @@ def _texts(fmt: str, findings: Sequence[Finding]) -> dict[str, str]:
         texts[finding.filename] = text
         if finding.cell is not None:
             with contextlib.suppress(NotebookError):
-                texts.update(parse_notebook(text).cell_texts(finding.filename))
+                texts.update(
+                    parse_notebook(text, Path(finding.filename)).cell_texts(finding.filename)
+                )
     return texts

@@ -57,7 +57,23 @@ CONFIG_FILE_NAME = "prefixkit.toml"
 
 
 class LintConfigError(PrefixkitError, ValueError):
-    """`[tool.prefixkit.lint]` (or a command-line option) is invalid."""
+    """`[tool.prefixkit.lint]` (or `[lint]` in a prefixkit.toml) is invalid.
+
+    Attributes:
+        path: the config file.
+        key: the setting at fault (`select`, `per-file-ignores.tests/**`, the table
+            itself), or None when the file cannot be read or is not TOML.
+        value: the value at fault (for `select`, the one entry that matches no rule), or
+            None when the file cannot be read or is not TOML.
+    """
+
+    def __init__(
+        self, message: str, *, path: Path, key: str | None = None, value: object = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.key = key
+        self.value = value
 
 
 @dataclass(frozen=True)
@@ -210,18 +226,28 @@ class ConfigResolver:
         return self.for_folder(path if path.is_dir() else path.absolute().parent)
 
 
-def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+def _strings(value: Any, key: str, where: str, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise LintConfigError(f"{where}: `{key}` must be a list of strings, got {value!r}")
+        raise LintConfigError(
+            f"{where}: `{key}` must be a list of strings, got {value!r}",
+            path=path,
+            key=key,
+            value=value,
+        )
     return tuple(value)
 
 
-def _check_codes(codes: Iterable[str], known: frozenset[str], key: str, where: str) -> None:
+def _check_codes(
+    codes: Iterable[str], known: frozenset[str], key: str, where: str, path: Path
+) -> None:
     for selector in codes:
         if selector != "ALL" and not any(code.startswith(selector) for code in known):
             raise LintConfigError(
                 f"{where}: `{key}` entry {selector!r} matches no rule; "
-                f"known codes: {', '.join(sorted(known))}"
+                f"known codes: {', '.join(sorted(known))}",
+                path=path,
+                key=key,
+                value=selector,
             )
 
 
@@ -242,19 +268,20 @@ def load_config(
     if pyproject is None:
         return LintConfig(root=(root or Path.cwd()).absolute())
     own = pyproject.name == CONFIG_FILE_NAME
-    where = f"{pyproject} [lint]" if own else f"{pyproject} [tool.prefixkit.lint]"
+    table = "lint" if own else "tool.prefixkit.lint"
+    where = f"{pyproject} [{table}]"
     try:
         document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise LintConfigError(f"cannot read {pyproject}: {exc}") from None
+        raise LintConfigError(f"cannot read {pyproject}: {exc}", path=pyproject) from None
     except tomllib.TOMLDecodeError as exc:
-        raise LintConfigError(f"{pyproject} is not valid TOML: {exc}") from None
+        raise LintConfigError(f"{pyproject} is not valid TOML: {exc}", path=pyproject) from None
     if own:
         section = document.get("lint", {})
     else:
         section = document.get("tool", {}).get("prefixkit", {}).get("lint", {})
     if not isinstance(section, Mapping):
-        raise LintConfigError(f"{where} must be a table")
+        raise LintConfigError(f"{where} must be a table", path=pyproject, key=table, value=section)
     return _parse(section, where, known_codes, pyproject.parent.absolute(), pyproject)
 
 
@@ -269,40 +296,59 @@ def _parse(
     for key, value in section.items():
         if key not in _KEYS:
             raise LintConfigError(
-                f"{where}: unknown key `{key}`; known keys: {', '.join(sorted(_KEYS))}"
+                f"{where}: unknown key `{key}`; known keys: {', '.join(sorted(_KEYS))}",
+                path=source,
+                key=key,
+                value=value,
             )
         name = _KEYS[key]
         if key in ("select", "ignore"):
-            values[name] = _strings(value, key, where)
-            _check_codes(values[name], known, key, where)
+            values[name] = _strings(value, key, where, source)
+            _check_codes(values[name], known, key, where, source)
         elif key == "per-file-ignores":
             if not isinstance(value, Mapping):
                 raise LintConfigError(
-                    f'{where}: `{key}` must be a table like {{"tests/**" = ["PFX001"]}}'
+                    f'{where}: `{key}` must be a table like {{"tests/**" = ["PFX001"]}}',
+                    path=source,
+                    key=key,
+                    value=value,
                 )
             pairs = []
             for pattern, codes in value.items():
-                checked = _strings(codes, f"{key}.{pattern}", where)
-                _check_codes(checked, known, f"{key}.{pattern}", where)
+                checked = _strings(codes, f"{key}.{pattern}", where, source)
+                _check_codes(checked, known, f"{key}.{pattern}", where, source)
                 pairs.append((pattern, checked))
             values[name] = tuple(pairs)
         elif key in ("prompt-globs", "exclude", "extend-exclude"):
-            values[name] = _strings(value, key, where)
+            values[name] = _strings(value, key, where, source)
         elif key.startswith("extra-"):
-            values[name] = frozenset(_strings(value, key, where))
+            values[name] = frozenset(_strings(value, key, where, source))
         elif key == "prompt-root":
             if not isinstance(value, str) or not value:
-                raise LintConfigError(f"{where}: `{key}` must be a folder name, got {value!r}")
+                raise LintConfigError(
+                    f"{where}: `{key}` must be a folder name, got {value!r}",
+                    path=source,
+                    key=key,
+                    value=value,
+                )
             values[name] = value
         elif key == "max-file-size":
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise LintConfigError(
-                    f"{where}: `{key}` must be a positive number of bytes, got {value!r}"
+                    f"{where}: `{key}` must be a positive number of bytes, got {value!r}",
+                    path=source,
+                    key=key,
+                    value=value,
                 )
             values[name] = value
         elif key == "include-tests":
             if not isinstance(value, bool):
-                raise LintConfigError(f"{where}: `{key}` must be true or false, got {value!r}")
+                raise LintConfigError(
+                    f"{where}: `{key}` must be true or false, got {value!r}",
+                    path=source,
+                    key=key,
+                    value=value,
+                )
             values[name] = value
     names = {f.name for f in fields(LintConfig)}
     return LintConfig(**{k: v for k, v in values.items() if k in names})

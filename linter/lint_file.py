@@ -122,7 +122,7 @@ def lint_notebook(text: str, path: Path, config: LintConfig) -> list[Finding]:
     A notebook that cannot be read is one `PFX000` finding saying why.
     """
     try:
-        notebook = parse_notebook(text)
+        notebook = parse_notebook(text, path)
     except NotebookError as exc:
         return _unreadable_notebook(exc, path, config)
     return [notebook.map_finding(f) for f in _notebook_findings(notebook, path, config)]
@@ -260,7 +260,7 @@ def _fix_notebook(
     text: str, path: Path, config: LintConfig, unsafe: bool
 ) -> tuple[str, list[Finding], int]:
     try:
-        notebook: Notebook = parse_notebook(text)
+        notebook: Notebook = parse_notebook(text, path)
     except NotebookError as exc:
         return text, _unreadable_notebook(exc, path, config), 0
     fixed = 0

@@ -28,6 +28,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prefixkit.sdk.errors import PrefixkitError
@@ -53,7 +54,18 @@ _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 class NotebookError(PrefixkitError, ValueError):
-    """A `.ipynb` file that is not a notebook prefixkit can read."""
+    """A `.ipynb` file that is not a notebook prefixkit can read.
+
+    Attributes:
+        path: the notebook, or None when its text was read without one.
+        cell: the 1-based number (among all cells) of the cell at fault, or None when
+            the notebook as a whole cannot be read.
+    """
+
+    def __init__(self, message: str, *, path: Path | None, cell: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.cell = cell
 
 
 @dataclass(frozen=True)
@@ -178,6 +190,7 @@ class Notebook:
     text: str
     cells: tuple[_Cell, ...]
     python: tuple[int, int] | None = None  # the Python it declares (language_info.version)
+    path: Path | None = None  # the file it was read from
 
     def module(self, blank: frozenset[int] = frozenset()) -> str:
         """The code cells as one module (IPython syntax neutralised, rows kept); the
@@ -310,13 +323,17 @@ class Notebook:
             lines = tuple(source.splitlines(keepends=True))
             new_cells[position] = _Cell(cell.index, lines, cell.span, cell.raw_items)
             if cell.span is None:
-                raise NotebookError("cannot write back a cell whose source was not found")
+                raise NotebookError(
+                    "cannot write back a cell whose source was not found",
+                    path=self.path,
+                    cell=cell.index + 1,
+                )
             start, end = cell.span
             pieces += [self.text[cursor:start], _encode_source(self.text, cell, lines)]
             cursor = end
         pieces.append(self.text[cursor:])
         text = "".join(pieces)
-        return parse_notebook(text), applied
+        return parse_notebook(text, self.path), applied
 
 
 def _encode_source(text: str, cell: _Cell, lines: tuple[str, ...]) -> str:
@@ -349,13 +366,15 @@ def _encode_source(text: str, cell: _Cell, lines: tuple[str, ...]) -> str:
     return opening + separator.join(items) + closing
 
 
-def _source_lines(source: Any, where: str) -> tuple[str, ...]:
+def _source_lines(source: Any, path: Path | None, cell: int) -> tuple[str, ...]:
     if isinstance(source, str):
         return tuple(source.splitlines(keepends=True))
     if isinstance(source, list) and all(isinstance(line, str) for line in source):
         # nbformat keeps a newline at the end of every item but the last; join then split
         return tuple("".join(source).splitlines(keepends=True))
-    raise NotebookError(f"{where}: `source` must be a string or a list of strings")
+    raise NotebookError(
+        f"cell {cell}: `source` must be a string or a list of strings", path=path, cell=cell
+    )
 
 
 def _python_cell(cell: dict[str, Any]) -> bool:
@@ -399,40 +418,44 @@ def _language(document: dict[str, Any]) -> str:
     return "python"
 
 
-def parse_notebook(text: str) -> Notebook:
+def parse_notebook(text: str, path: Path | None = None) -> Notebook:
     """Read a notebook's JSON text (nbformat 4; a notebook in another language has no
-    code cells to lint). Raises `NotebookError` saying what is wrong."""
+    code cells to lint), from the file at `path` when known. Raises `NotebookError`
+    saying what is wrong."""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise NotebookError(
             f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "a notebook must be nbformat 4 JSON as Jupyter saves it"
+            "a notebook must be nbformat 4 JSON as Jupyter saves it",
+            path=path,
         ) from None
     if not isinstance(document, dict) or not isinstance(document.get("cells"), list):
         raise NotebookError(
-            "not a Jupyter notebook: no `cells` list at the top level (nbformat 4 is needed)"
+            "not a Jupyter notebook: no `cells` list at the top level (nbformat 4 is needed)",
+            path=path,
         )
     if document.get("nbformat", 4) != 4:
         raise NotebookError(
             f"nbformat {document.get('nbformat')} is not supported; "
-            "open and save it with Jupyter to upgrade it to nbformat 4"
+            "open and save it with Jupyter to upgrade it to nbformat 4",
+            path=path,
         )
     scanner = _Scanner(text)
     try:
         scanner.value(0, ())
     except (ValueError, IndexError) as exc:
-        raise NotebookError(f"cannot locate the cells' sources: {exc}") from None
+        raise NotebookError(f"cannot locate the cells' sources: {exc}", path=path) from None
     spans = iter(scanner.sources)
     cells = []
     python = _language(document) in ("python", "python3", "ipython", "ipython3")
     for index, cell in enumerate(document["cells"]):
         if not isinstance(cell, dict):
-            raise NotebookError(f"cell {index + 1} is not a JSON object")
+            raise NotebookError(f"cell {index + 1} is not a JSON object", path=path, cell=index + 1)
         span = next(spans, None) if "source" in cell else None
         if cell.get("cell_type") != "code" or not python or not _python_cell(cell):
             continue
-        lines = _source_lines(cell.get("source", ""), f"cell {index + 1}")
+        lines = _source_lines(cell.get("source", ""), path, index + 1)
         location = None if span is None else (span[0], span[1])
         cells.append(_Cell(index, lines, location, None if span is None else span[2]))
-    return Notebook(text, tuple(cells), _declared_python(document))
+    return Notebook(text, tuple(cells), _declared_python(document), path)

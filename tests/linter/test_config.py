@@ -107,3 +107,28 @@ def test_include_tests_must_be_a_boolean(tmp_path: Path) -> None:
     (tmp_path / "prefixkit.toml").write_text('[lint]\ninclude-tests = "yes"\n', encoding="utf-8")
     with pytest.raises(LintConfigError, match="`include-tests` must be true or false"):
         load_config(tmp_path / "prefixkit.toml", frozenset({"PFX001"}))
+
+
+def test_a_config_error_names_the_file_the_key_and_the_bad_value(tmp_path: Path) -> None:
+    config = write(tmp_path / "pyproject.toml", "[tool.prefixkit.lint]\nmax-file-size = -1\n")
+    with pytest.raises(LintConfigError) as caught:
+        load_config(config)
+    assert (caught.value.path, caught.value.key, caught.value.value) == (
+        config,
+        "max-file-size",
+        -1,
+    )
+
+
+def test_a_code_that_matches_no_rule_is_the_value_of_the_config_error(tmp_path: Path) -> None:
+    config = write(tmp_path / "prefixkit.toml", "[lint]\nignore = ['PFX001', 'PFX9']\n")
+    with pytest.raises(LintConfigError) as caught:
+        load_config(config)
+    assert (caught.value.key, caught.value.value) == ("ignore", "PFX9")
+
+
+def test_a_config_file_that_is_not_toml_is_named_without_a_key(tmp_path: Path) -> None:
+    config = write(tmp_path / "prefixkit.toml", "[lint\n")
+    with pytest.raises(LintConfigError) as caught:
+        load_config(config)
+    assert (caught.value.path, caught.value.key, caught.value.value) == (config, None, None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter import LintConfig, lint_source
+from prefixkit.linter import LintConfig, NotebookError, lint_source
 from prefixkit.linter.notebook import parse_notebook
 
 NOTEBOOKS = Path(__file__).parent / "notebooks"
@@ -204,6 +204,19 @@ def test_unreadable_notebook_is_a_finding_not_a_crash(
     assert expected in broken[0]["message"]
     assert {i["filename"] for i in items} >= {"magics.ipynb", "support_prompts.ipynb"}
     assert "Traceback" not in captured.err
+
+
+def test_a_notebook_error_names_the_notebook() -> None:
+    with pytest.raises(NotebookError) as caught:
+        parse_notebook('{"cells": [', Path("analysis.ipynb"))
+    assert (caught.value.path, caught.value.cell) == (Path("analysis.ipynb"), None)
+
+
+def test_a_notebook_error_in_one_cell_names_the_cell() -> None:
+    text = json.dumps({"cells": [{"cell_type": "markdown", "source": ""}, ["x = 1"]]})
+    with pytest.raises(NotebookError) as caught:
+        parse_notebook(text, Path("analysis.ipynb"))
+    assert (caught.value.path, caught.value.cell) == (Path("analysis.ipynb"), 2)
 
 
 def test_a_notebook_in_another_language_has_nothing_to_lint(project: Path) -> None:
