@@ -170,7 +170,7 @@ class VolatilePlaceholderInPrompt(PromptRule):
         ),
         # files outside the prompt globs are not prompt files
         Valid("Today is {{ now }}.\n", path="docs/notes.md"),
-        # a per-request task template: the thread comes after the issue, already per request
+        # a per-request task template: the thread comes after the reported problem, already per request
         Valid(
             "Decide whether the feedback was addressed.\n\nIssue descriptions:\n"
             "{{ issue_context }}\n\nPR thread comments:\n{{ thread_context }}\n",
