@@ -30,6 +30,7 @@ from chats import filler_text
 from prefixkit.engine_adapter import Tenants, Topology, deploy, prepare_embedded
 from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
 from prefixkit.testing.ttft import StreamReading
+from progress import report
 
 SECRET = "bench-secret-0123456789abcdef"
 TENANT_KEYS = {"key-acme": "acme", "key-globex": "globex", "key-initech": "initech"}
@@ -133,10 +134,6 @@ def main() -> int:
     parser.add_argument("--engine-port", type=int, default=18050)
     parser.add_argument("--gateway-port", type=int, default=18051)
     args = parser.parse_args()
-
-    def report(message: str) -> None:
-        if " s)" not in message:
-            print(f"  {message}", file=sys.stderr, flush=True)
 
     with ExitStack() as stack:
         base = prepare_embedded(report)

@@ -39,6 +39,7 @@ from chats import Conversation, conversations
 from prefixkit.engine_adapter import RayDeployment, RaySettings, prepare_embedded, serve_on_ray
 from prefixkit.sdk import tenant_salt
 from prefixkit.testing.ttft import StreamReading
+from progress import report
 from samples import percentile
 
 TENANTS = 6
@@ -145,10 +146,6 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=18310)
     parser.add_argument("--routers", nargs="+", choices=ROUTERS, default=list(ROUTERS))
     args = parser.parse_args()
-
-    def report(message: str) -> None:
-        if " s)" not in message:
-            print(f"  {message}", file=sys.stderr, flush=True)
 
     base = prepare_embedded(report, num_gpu_blocks_override=args.kv_blocks, max_model_len=1024)
     phases = []

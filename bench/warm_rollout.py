@@ -39,6 +39,7 @@ from prefixkit.engine_adapter import (
 )
 from prefixkit.sdk import HFTokenizer, Prompt, Segment, render_vllm
 from prefixkit.testing.ttft import StreamReading
+from progress import report
 
 SECRET = "bench-warm-rollout-secret-0123456789"
 TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET)
@@ -69,10 +70,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--prefix-words", type=int, default=1500)
     args = parser.parse_args()
-
-    def report(message: str) -> None:
-        if " s)" not in message:
-            print(f"  {message}", file=sys.stderr, flush=True)
 
     rows: list[dict[str, Any]] = []
     with ExitStack() as stack:

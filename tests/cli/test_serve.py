@@ -29,7 +29,7 @@ def _run(argv: list[str]) -> int:
 def test_several_replicas_behind_smg_without_the_smg_command_name_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(smg.shutil, "which", lambda name: None)
+    monkeypatch.setattr(f"{smg.__name__}.shutil.which", lambda name: None)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
     code = _run(["--model", str(tmp_path), "--replicas", "2", "--run-dir", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())

@@ -78,14 +78,19 @@ def test_a_marker_for_other_versions_triggers_verification(
         ensure_engine(venv=venv, base_python=base)
 
 
-def test_a_failing_install_step_names_the_step_and_shows_the_log_tail(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _failed_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EngineInstallError:
+    """The error of an install whose first step (creating the virtualenv) fails."""
     monkeypatch.setenv("PREFIXKIT_HOME", str(tmp_path / "home"))
     base = _script(tmp_path / "base-python", "echo 'cannot create venv: disk full'; exit 3")
     with pytest.raises(EngineInstallError) as caught:
         ensure_engine(venv=tmp_path / "engine", base_python=base)
-    message = str(caught.value)
+    return caught.value
+
+
+def test_a_failing_install_step_names_the_step_and_shows_the_log_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = str(_failed_install(tmp_path, monkeypatch))
     assert "[1/5] creating the engine virtualenv failed (exit code 3)" in message
     assert "cannot create venv: disk full" in message
     assert str(tmp_path / "home" / "logs" / "engine-install.log") in message
@@ -94,11 +99,7 @@ def test_a_failing_install_step_names_the_step_and_shows_the_log_tail(
 def test_a_failing_install_step_carries_the_venv_the_step_and_its_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PREFIXKIT_HOME", str(tmp_path / "home"))
-    base = _script(tmp_path / "base-python", "echo 'cannot create venv: disk full'; exit 3")
-    with pytest.raises(EngineInstallError) as caught:
-        ensure_engine(venv=tmp_path / "engine", base_python=base)
-    error = caught.value
+    error = _failed_install(tmp_path, monkeypatch)
     assert (error.venv, error.step) == (tmp_path / "engine", "[1/5] creating the engine virtualenv")
     assert error.output_tail.splitlines()[-1] == "cannot create venv: disk full"
 

@@ -124,6 +124,8 @@ def test_every_flag_in_the_adapter_is_covered_by_these_configs() -> None:
 
 
 def test_every_vllm_variable_in_the_environment_is_known_to_vllm(parsed: dict[str, object]) -> None:
-    known = set(parsed["env"])  # type: ignore[arg-type]
+    env = parsed["env"]
+    assert isinstance(env, list)
+    known = set(env)
     ours = {name for name in CPU.env() | GPU.env() if name.startswith("VLLM_")}
     assert ours <= known, ours - known

@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from prefixkit.engine_adapter import StaleBuildError, compiled, load_trace
@@ -43,7 +45,7 @@ def test_the_installed_decision_and_replay_are_compiled_and_current() -> None:
 
 
 @pytest.fixture
-def python_sources(tmp_path: Path) -> object:
+def python_sources(tmp_path: Path) -> Iterator[ModuleType]:
     """The replay module from the engine adapter's .py files alone."""
     module = compiled.python_replay(tmp_path)
     assert not compiled.is_compiled(module.__file__)
@@ -56,12 +58,12 @@ def python_sources(tmp_path: Path) -> object:
 
 @pytest.mark.parametrize("capacity", [500, None])
 def test_compiled_replay_decides_exactly_like_the_python_sources(
-    python_sources: object, capacity: int | None
+    python_sources: ModuleType, capacity: int | None
 ) -> None:
     trace = load_trace(MOONCAKE_TRACE).head(2000)
     for policy in POLICY_NAMES:
         fast = replay.replay(trace, policy, 8, capacity, LOAD, max_tree_blocks=2000)
-        slow = python_sources.replay(  # type: ignore[attr-defined]
+        slow = python_sources.replay(
             trace, policy, 8, capacity, python_sources.LoadParams(0.002, 0.03), max_tree_blocks=2000
         )
         assert fast.assignments == slow.assignments, policy

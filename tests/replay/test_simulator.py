@@ -59,7 +59,9 @@ def test_lru_evicts_a_prompts_tail_before_its_head() -> None:
 
 @given(prompts, st.integers(1, 4), st.one_of(st.none(), st.integers(1, 30)))
 @settings(max_examples=60, deadline=None)
-def test_holders_index_always_matches_the_lrus(blocks, replicas, capacity) -> None:
+def test_holders_index_always_matches_the_lrus(
+    blocks: list[list[int]], replicas: int, capacity: int | None
+) -> None:
     caches = ReplicaCaches(replicas, capacity)
     for i, b in enumerate(blocks):
         caches.admit(b, i % replicas, i)
@@ -131,7 +133,9 @@ def _assert_same_as_reference(
     st.sampled_from([None, 1, 3, 8]),
 )
 @settings(max_examples=150, deadline=None)
-def test_caches_equal_a_plain_lru_touched_tail_to_head(requests, capacity) -> None:
+def test_caches_equal_a_plain_lru_touched_tail_to_head(
+    requests: list[tuple[int, list[int], bool]], capacity: int | None
+) -> None:
     # any block lists: repeated blocks within a request, shared ones across replicas, restarts
     caches = ReplicaCaches(3, capacity)
     reference: list[OrderedDict[int, int]] = [OrderedDict() for _ in range(3)]
@@ -177,7 +181,9 @@ def test_newest_evicted_after_admits_that_evict_or_reuse_the_oldest_blocks() -> 
     st.integers(0, 100),
 )
 @settings(max_examples=60, deadline=None)
-def test_newest_evicted_follows_the_lru_order_after_every_admit(requests, capacity, ask) -> None:
+def test_newest_evicted_follows_the_lru_order_after_every_admit(
+    requests: list[tuple[int, int]], capacity: int, ask: int
+) -> None:
     caches = ReplicaCaches(2, capacity)
     for i, (conversation, length) in enumerate(requests):
         caches.admit([conversation * 1000 + k for k in range(length)], i % 2, i)
@@ -192,7 +198,7 @@ def test_newest_evicted_follows_the_lru_order_after_every_admit(requests, capaci
 
 @given(prompts, st.integers(1, 4))
 @settings(max_examples=60, deadline=None)
-def test_cached_runs_equal_per_replica_walks(blocks, replicas) -> None:
+def test_cached_runs_equal_per_replica_walks(blocks: list[list[int]], replicas: int) -> None:
     caches = ReplicaCaches(replicas, 12)
     for i, b in enumerate(blocks):
         caches.admit(b, i % replicas)
@@ -204,7 +210,7 @@ def test_cached_runs_equal_per_replica_walks(blocks, replicas) -> None:
 
 @given(prompts, st.sampled_from(["round_robin", "consistent_hash", "smg_like", "precise"]))
 @settings(max_examples=30, deadline=None)
-def test_no_policy_beats_the_infinite_oracle(blocks, policy) -> None:
+def test_no_policy_beats_the_infinite_oracle(blocks: list[list[int]], policy: str) -> None:
     trace = _trace(blocks)
     infinite = sum(oracle_hits(blocks, None))
     result = replay(trace, policy, 3, 10, LOAD)
@@ -214,7 +220,7 @@ def test_no_policy_beats_the_infinite_oracle(blocks, policy) -> None:
 
 @given(prompts)
 @settings(max_examples=30, deadline=None)
-def test_one_replica_with_room_hits_the_infinite_oracle(blocks) -> None:
+def test_one_replica_with_room_hits_the_infinite_oracle(blocks: list[list[int]]) -> None:
     trace = _trace(blocks)
     result = replay(trace, "precise", 1, None, LOAD)
     assert result.prefill_tokens_saved == sum(oracle_hits(blocks, None)) * trace.block_size
@@ -390,7 +396,9 @@ def test_analyze_reports_oracles_and_every_policy() -> None:
     assert analysis.oracle_capacity <= analysis.oracle_infinite
 
 
-def test_analyze_command_json_lists_policy_results(tmp_path: Path, capsys) -> None:
+def test_analyze_command_json_lists_policy_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "t.jsonl"
     lines = [
         json.dumps(
@@ -422,7 +430,9 @@ def test_analyze_command_json_lists_policy_results(tmp_path: Path, capsys) -> No
     assert plot.stat().st_size > 0
 
 
-def test_analyze_command_table_ends_with_a_recommendation(tmp_path: Path, capsys) -> None:
+def test_analyze_command_table_ends_with_a_recommendation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(
         "\n".join(
@@ -460,7 +470,9 @@ def test_smg_like_evicts_the_least_recently_used_leaf() -> None:
 
 @given(prompts, st.integers(1, 3), st.integers(1, 8))
 @settings(max_examples=60, deadline=None)
-def test_smg_like_eviction_keeps_every_replicas_paths_whole(blocks, replicas, limit) -> None:
+def test_smg_like_eviction_keeps_every_replicas_paths_whole(
+    blocks: list[list[int]], replicas: int, limit: int
+) -> None:
     smg = SmgLike(replicas, ReplicaLoad(replicas, 0.0, 0.0), max_tree_blocks=limit)
     for i, b in enumerate(blocks):
         smg.choose(b, 30.0 * i)  # an eviction round every other request

@@ -147,7 +147,9 @@ _operations = st.lists(
 
 @given(_operations)
 @settings(max_examples=200, deadline=None)
-def test_blocks_coming_and_not_held_stay_counted_through_any_events(operations) -> None:
+def test_blocks_coming_and_not_held_stay_counted_through_any_events(
+    operations: list[tuple[str, list[int]]],
+) -> None:
     index = BlockIndex(1, [64])
     held: set[int] = set()
     in_flight: list[list[int]] = []  # the blocks of each request still open

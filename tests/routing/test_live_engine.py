@@ -13,7 +13,11 @@ import openai
 import pytest
 import zmq
 from prefixkit.engine_adapter import Tenants, Topology, deploy
-from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics, fleet_interval
+from prefixkit.engine_adapter.engine.metrics import (
+    CacheMetrics,
+    fetch_cache_metrics,
+    fleet_interval,
+)
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.routing.router_state import parse_server_timing
 from prefixkit.sdk import event_block_hashes, tenant_salt
@@ -29,7 +33,7 @@ pytestmark = pytest.mark.engine
 ROUTER_PORT = 18150
 
 
-def _stored_hashes(socket: zmq.Socket, seconds: float) -> list[int]:
+def _stored_hashes(socket: zmq.Socket[bytes], seconds: float) -> list[int]:
     hashes: list[int] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -95,7 +99,7 @@ def _workload(policy: str) -> list[tuple[int, list[dict[str, str]], str]]:
     return requests
 
 
-def _hit_rate(replicas: LiveReplicas, before: list) -> float:
+def _hit_rate(replicas: LiveReplicas, before: list[CacheMetrics]) -> float:
     after = [fetch_cache_metrics(url) for url in replicas.urls]
     return fleet_interval(before, after).hit_rate
 
@@ -231,7 +235,7 @@ def test_responses_stream_through_the_gateway_and_stay_within_their_tenant(
             max_output_tokens=4,
             stream=True,
         )
-        kinds = [event.type for event in stream]
+        kinds: list[str] = [event.type for event in stream]
         return kinds, kinds.count("response.output_text.delta")
 
     with deploy(live_replicas.endpoints, topology, tenants=tenants, run_dir=tmp_path) as running:

@@ -73,7 +73,7 @@ def test_eviction_cost_is_the_evicted_blocks_times_their_prompts_value() -> None
     )
 )
 @settings(max_examples=60, deadline=None)
-def test_every_value_is_a_probability(requests) -> None:
+def test_every_value_is_a_probability(requests: list[tuple[int, int, float]]) -> None:
     model = ReuseModel(ReuseSettings.for_capacity(12))
     clock = 0.0
     for prompt, (conversation, turns, step) in enumerate(requests, start=1):

@@ -19,7 +19,7 @@ SECRET = "routes-test-secret-0123456789"
 TENANTS = Tenants({"key-acme": "acme"}, SECRET)
 KEY = {"Authorization": "Bearer key-acme"}
 PROMPT = "Nimbus Storage keeps your buckets in three regions. " * 20
-GENERATION = {
+GENERATION: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"messages": [{"role": "user", "content": PROMPT}]},
     "/v1/completions": {"prompt": PROMPT},
     "/v1/responses": {"instructions": "Answer briefly.", "input": PROMPT},

@@ -14,6 +14,7 @@ import msgpack
 import openai
 import pytest
 import zmq
+from openai.types.chat import ChatCompletionMessageParam
 from prefixkit.engine_adapter.engine.metrics import parse_cache_metrics
 from prefixkit.sdk import event_block_hashes
 from prefixkit.testing.fake_vllm import FakeVLLM, PrefixCache
@@ -114,11 +115,11 @@ def test_metrics_give_the_capacity_and_counters_prefixkit_reads(replica: FakeVLL
 
 def test_the_official_client_reads_its_streams_and_usage(replica: FakeVLLM) -> None:
     client = openai.OpenAI(base_url=f"{replica.url}/v1", api_key="none", max_retries=0)
-    messages = [{"role": "user", "content": "Hello there " * 40}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello there " * 40}]
     chunks = list(
         client.chat.completions.create(
             model="fake-model",
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             stream=True,
             stream_options={"include_usage": True},
         )

@@ -198,13 +198,15 @@ def test_anthropic_read_looks_back_at_most_20_blocks(blocks_after: int, read: bo
     mock = MockProvider()
     with mock.anthropic_client() as client:
         ask_claude(client, LONG, "q")  # writes the entry ending with the system block
-        turns = [{"type": "text", "text": f"note {n}"} for n in range(blocks_after)]
-        turns[-1]["cache_control"] = {"type": "ephemeral"}  # type: ignore[assignment]
+        turns: list[anthropic.types.TextBlockParam] = [
+            {"type": "text", "text": f"note {n}"} for n in range(blocks_after)
+        ]
+        turns[-1]["cache_control"] = {"type": "ephemeral"}
         usage = client.messages.create(
             model=SONNET,
             max_tokens=8,
             system=LONG,
-            messages=[{"role": "user", "content": turns}],  # type: ignore[typeddict-item]
+            messages=[{"role": "user", "content": turns}],
         ).usage
     assert usage.cache_read_input_tokens == (CL100K.count(LONG) if read else 0)
 
@@ -240,19 +242,27 @@ def test_openai_other_prompt_cache_key_misses(gpt: openai.OpenAI) -> None:
 
 def test_openai_explicit_breakpoint_is_written_then_read(gpt: openai.OpenAI) -> None:
     def send(question: str) -> Any:
-        system = {
-            "type": "input_text",
-            "text": LONG,
-            "prompt_cache_breakpoint": {"mode": "explicit"},
-        }
-        return gpt.responses.create(
+        # the breakpoint is a field the client's types do not have yet: the items as JSON
+        items: list[Any] = [
+            {
+                "role": "system",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": LONG,
+                        "prompt_cache_breakpoint": {"mode": "explicit"},
+                    }
+                ],
+            },
+            {"role": "user", "content": [{"type": "input_text", "text": question}]},
+        ]
+        usage = gpt.responses.create(
             model="gpt-5.6-sol",
-            input=[
-                {"role": "system", "content": [system]},
-                {"role": "user", "content": [{"type": "input_text", "text": question}]},
-            ],
+            input=items,
             extra_body={"prompt_cache_options": {"mode": "explicit", "ttl": "12h"}},
-        ).usage.input_tokens_details
+        ).usage
+        assert usage is not None
+        return usage.input_tokens_details
 
     first, second = send("q1"), send("q2")
     written = first.cache_write_tokens
@@ -276,15 +286,14 @@ def test_unreadable_body_answers_400_in_anthropic_error_shape(
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.post("/v1/messages", content=b"{not json", cast_to=anthropic.types.Message)
     assert caught.value.status_code == 400
-    assert caught.value.body == {
+    body = caught.value.body
+    assert isinstance(body, dict)
+    assert body == {
         "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": caught.value.body["error"]["message"],
-        },
+        "error": {"type": "invalid_request_error", "message": body["error"]["message"]},
         "request_id": "req_mock0001",
     }
-    assert "not valid JSON" in caught.value.body["error"]["message"]
+    assert "not valid JSON" in body["error"]["message"]
     assert mock.requests[0].body is None and mock.requests[0].content == b"{not json"
 
 
@@ -297,12 +306,9 @@ def test_unreadable_body_answers_400_in_openai_error_shape(gpt: openai.OpenAI) -
 
 
 def test_a_field_of_the_wrong_shape_answers_400_naming_it(claude: anthropic.Anthropic) -> None:
+    wrong_shape: Any = [{"role": "user", "content": [42]}]  # sent as it is, on purpose
     with pytest.raises(anthropic.BadRequestError, match=r"messages\.0\.content\.0"):
-        claude.messages.create(
-            model=SONNET,
-            max_tokens=8,
-            messages=[{"role": "user", "content": [42]}],  # type: ignore[list-item]
-        )
+        claude.messages.create(model=SONNET, max_tokens=8, messages=wrong_shape)
 
 
 SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4)
@@ -314,7 +320,7 @@ JSON = SCALARS | st.recursive(
     ),
     max_leaves=10,
 )
-VALID = {
+VALID: dict[str, dict[str, Any]] = {
     "/v1/messages": {
         "model": SONNET,
         "max_tokens": 8,
