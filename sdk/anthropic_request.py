@@ -48,6 +48,7 @@ from .errors import PrefixkitWarning, RenderError, UncachedPrefixWarning, Unknow
 from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted
+from .request_checks import check_request
 from .segment import Segment, Stability
 from .tokenizer import AnthropicTokenCounter, Tokenizer
 from .tool_schema import anthropic_tool
@@ -136,31 +137,16 @@ def render_anthropic(
     `messages.stream`, or `AnthropicClient.stream`), or for an empty prompt.
     Never mutates `prompt`.
     """
-    clash = sorted(set(request) & set(_ARGUMENTS))
-    if clash:
-        raise RenderError(
-            "render_anthropic sets "
-            + "; ".join(f"{key} (give it as {_ARGUMENTS[key]})" for key in clash)
-            + ", not as an extra request parameter",
-            provider="anthropic",
-            model=model,
-        )
-    if prompt.tools and "tools" in request:
-        raise RenderError(
-            "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
-            provider="anthropic",
-            model=model,
-        )
+    check_request(
+        prompt,
+        request,
+        renderer="render_anthropic",
+        reserved=_ARGUMENTS,
+        provider="anthropic",
+        model=model,
+    )
     limits = provider_limits("anthropic")
     located = _locate(prompt)
-    if not any(part == "messages" or part == "context" for part, _ in located):
-        raise RenderError(
-            "the prompt has no messages: Anthropic needs at least one user message; "
-            "add Segment.dynamic(question) to Prompt(messages=...)",
-            provider="anthropic",
-            model=model,
-        )
     check_tool_pairs(
         [(s.role, s.blocks) for p, s in located if p == "messages"], "Anthropic Messages"
     )

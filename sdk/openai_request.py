@@ -54,6 +54,7 @@ from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownM
 from .model_facts import ModelInfo, ProviderLimits, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted
+from .request_checks import check_request
 from .salt import tenant_salt
 from .segment import Segment
 from .tokenizer import TiktokenTokenizer, Tokenizer
@@ -229,28 +230,14 @@ def _render(
     tokenizer: Tokenizer | None,
     request: dict[str, Any],
 ) -> dict[str, Any]:
-    clash = sorted(set(request) & set(_RESERVED[api]))
-    if clash:
-        raise RenderError(
-            f"render_openai_{api} sets "
-            + "; ".join(f"{name} (give it as {_ARGUMENTS[name]})" for name in clash)
-            + ", not as an extra request parameter",
-            provider=api,
-            model=model,
-        )
-    if prompt.tools and "tools" in request:
-        raise RenderError(
-            "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
-            provider=api,
-            model=model,
-        )
-    if not prompt.messages and not prompt.context:
-        raise RenderError(
-            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)",
-            provider=api,
-            model=model,
-        )
+    check_request(
+        prompt,
+        request,
+        renderer=f"render_openai_{api}",
+        reserved={name: _ARGUMENTS[name] for name in _RESERVED[api]},
+        provider=api,
+        model=model,
+    )
     allowed = _limits().api_ttls.get(api, ())
     if cache_ttl is not None and cache_ttl not in allowed:
         raise RenderError(

@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast, overload
 
 from .alignment import align_static_prefix, chat_messages, template_messages
-from .errors import PrefixkitWarning, RenderError, UncachedPrefixWarning
+from .errors import PrefixkitWarning, UncachedPrefixWarning
 from .prompt import Prompt
 from .provider_blocks import check_tool_pairs
+from .request_checks import check_request
 from .salt import tenant_salt
 from .tokenizer import HFTokenizer
 from .tool_schema import openai_chat_tool
@@ -40,7 +41,11 @@ if TYPE_CHECKING:
 
 __all__ = ["VLLMChatRequest", "VLLMCompletionRequest", "render_vllm", "vllm_tool"]
 
-_RESERVED = ("model", "messages", "prompt")
+_RESERVED = {
+    "model": "the model= argument",
+    "messages": "Prompt(system=..., context=..., messages=...)",
+    "prompt": "Prompt(system=..., context=..., messages=...)",
+}
 
 
 class VLLMChatRequest(TypedDict):
@@ -144,27 +149,9 @@ def render_vllm(
     empty one), and
     `RenderError` for a prompt without messages. Never mutates `prompt`.
     """
-    clash = sorted(set(request) & set(_RESERVED))
-    if clash:
-        raise RenderError(
-            f"render_vllm sets {', '.join(clash)} itself: give the model as model=..., the "
-            "conversation through the Prompt",
-            provider="vllm",
-            model=model,
-        )
-    if prompt.tools and "tools" in request:
-        raise RenderError(
-            "tools come from both the Prompt and tools=...: give them in one place "
-            "(Prompt(tools=...) keeps them in a stable order, part of the cached prefix)",
-            provider="vllm",
-            model=model,
-        )
-    if not prompt.messages and not prompt.context:
-        raise RenderError(
-            "the prompt has no messages: add Segment.dynamic(question) to Prompt(messages=...)",
-            provider="vllm",
-            model=model,
-        )
+    check_request(
+        prompt, request, renderer="render_vllm", reserved=_RESERVED, provider="vllm", model=model
+    )
     salt = None if tenant is None else tenant_salt(tenant, salt_secret)
     check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")
     given_tools = request.pop("tools", None)

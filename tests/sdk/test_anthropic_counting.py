@@ -15,6 +15,7 @@ import json
 import threading
 from typing import Any
 
+import anthropic
 import httpx2
 import pytest
 from prefixkit.sdk import (
@@ -33,6 +34,24 @@ MODEL = "claude-sonnet-4-5"
 SENT_MODEL = "claude-sonnet-5"  # a model the API still serves, with the same 1024-token minimum
 COUNT_PATH = "/v1/messages/count_tokens"
 POLICY = "You answer billing questions for Example Cloud. Refunds take five days. " * 40
+
+
+def _thread_recording_client(
+    api: MockProvider, threads: list[str], only: str | None = None
+) -> anthropic.Anthropic:
+    """A sync official client on `api` that appends to `threads` the name of the thread each
+    request (to the path `only`, when given) is sent from."""
+
+    def recording(request: httpx2.Request) -> httpx2.Response:
+        if only is None or request.url.path == only:
+            threads.append(threading.current_thread().name)
+        return api.handle(request)
+
+    return anthropic.Anthropic(
+        api_key="sk-ant-test",
+        max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
+    )
 
 
 def _counted(body: dict[str, Any]) -> int:
@@ -113,19 +132,7 @@ async def test_a_sync_client_is_awaited_in_a_worker_thread() -> None:
     api = MockProvider()
     threads: list[str] = []
     loop_thread = threading.current_thread().name
-
-    def recording(request: httpx2.Request) -> httpx2.Response:
-        threads.append(threading.current_thread().name)
-        return api.handle(request)
-
-    import anthropic
-
-    client = anthropic.Anthropic(
-        api_key="sk-ant-test",
-        max_retries=0,
-        http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
-    )
-    counter = AnthropicTokenCounter(MODEL, client=client)
+    counter = AnthropicTokenCounter(MODEL, client=_thread_recording_client(api, threads))
     ticks = 0
 
     async def tick() -> None:
@@ -190,19 +197,7 @@ async def test_the_async_client_counts_the_prefix_before_rendering_without_block
 async def test_the_async_client_runs_a_sync_counter_off_the_event_loop() -> None:
     api = MockProvider()
     threads: list[str] = []
-
-    def recording(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == COUNT_PATH:
-            threads.append(threading.current_thread().name)
-        return api.handle(request)
-
-    import anthropic
-
-    sync_client = anthropic.Anthropic(
-        api_key="sk-ant-test",
-        max_retries=0,
-        http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(recording)),
-    )
+    sync_client = _thread_recording_client(api, threads, only=COUNT_PATH)
     counter = AnthropicTokenCounter(SENT_MODEL, client=sync_client)
     result = await AsyncAnthropicClient(api.async_anthropic_client()).stream(
         _support_prompt("render I", "Why?"), model=SENT_MODEL, max_tokens=64, tokenizer=counter
