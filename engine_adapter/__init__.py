@@ -22,7 +22,7 @@ One subpackage per subsystem, every module in them internal (import from this pa
 
 * `engine`: install the vLLM engine, prepare the embedded model, configure, launch and
   supervise replicas, read their cache metrics;
-* `serving`: the serving app (the gateway stage, then a router stage) and the HTTP relay,
+* `serving`: the serving app (the gateway stage, then a routing stage) and the HTTP relay,
   SMG, warm-up, and `deploy`, which assembles replicas -> router -> gateway;
 * `routing`: which replica holds which block (KV events), the precise routing decision
   and its live state;

@@ -1,4 +1,4 @@
-"""The serving app: one ASGI app in front of the replicas, the gateway stage then a router
+"""The serving app: one ASGI app in front of the replicas, the gateway stage then a routing
 stage, relayed to the engines.
 
     app = serving_app(PreciseRoute(RouterState(settings)), Tenants.load(path))
@@ -9,7 +9,7 @@ The gateway stage (`gateway`, when `tenants` is given): every request except
 the generation endpoints (``/v1/completions``, ``/v1/chat/completions``,
 ``/v1/responses``) the tenant's own is set. The API key is never forwarded.
 
-The router stage (`router`) says where each request goes; the relay (`relay`) sends
+The routing stage (`router`) says where each request goes; the relay (`relay`) sends
 it there and streams the answer back. Routes, the same through every routing stage:
 
 * ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``: placed by the
