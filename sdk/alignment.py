@@ -66,7 +66,7 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
     System segments are joined by a blank line into a single system message
     (templates accept one); context and message text segments become one
     message each, with the segment's role and the text as a string.
-    Structured segments become OpenAI Chat messages (`render_openai`'s
+    Structured segments become OpenAI Chat messages (`render_openai_chat`'s
     shape: assistant `tool_calls`, role "tool" results, image parts), with
     text-only part lists sent as one string. Tools go to the template
     separately.

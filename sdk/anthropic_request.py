@@ -20,7 +20,7 @@ dropped), then the end of the STATIC tier, the rolling end of the SESSION tier
 (the latest turn), the end of the VERSIONED tier, and lookback checkpoints.
 TTLs come per tier (default 5m everywhere: a 1h write costs 2x input against
 1.25x, so it pays only when the prefix is reused less often than every five
-minutes; give `reuse_interval` to let `break_even.choose_ttl` pick, or `ttl`),
+minutes; give `reuse_interval` to let `choose_ttl` pick, or `ttl`),
 1h always before 5m. `automatic=True` adds Anthropic's top-level `cache_control` (it
 takes one of the 4 slots and replaces the rolling breakpoint).
 
@@ -122,7 +122,7 @@ def render_anthropic(
       one. Only the tiers the prompt has are checked.
     - `reuse_interval`: seconds between requests that reuse the static
       prefix (across conversations); the STATIC and VERSIONED TTL is then
-      chosen by `break_even.choose_ttl` (5m, 1h, or no marker at all when
+      chosen by `choose_ttl` (5m, 1h, or no marker at all when
       even 1h expires between reuses, with a warning). Not with `ttl`.
     - `automatic`: use Anthropic's automatic caching for the moving end of the
       conversation (top-level `cache_control` with `automatic_ttl`).

@@ -174,8 +174,9 @@ class Prompt:
       may be text (kept as given) or blocks in any provider's documented
       shape, and whole provider messages (Chat `tool_calls` and role "tool"
       messages, Responses `function_call` / `function_call_output` items)
-      are accepted and sent unaltered to their own API (see
-      `prefixkit.sdk.content`).
+      are accepted and sent unaltered to their own API (the portable blocks
+      are `Text`, `Image`, `Document`, `ToolCall`, `ToolResult`; `Native`
+      holds a provider's own).
     - `name`: identifies the prompt for the static-prefix guard (`StaticPrefixGuard`).
 
     Raises `LayoutError` if a segment is more stable than one before it.

@@ -194,7 +194,7 @@ def converted(block: ContentBlock, dialect: Dialect) -> tuple[ContentBlock, ...]
         raise RenderError(
             f"{_API_NAMES[block.dialect]} block {block.kind!r} has no {_API_NAMES[dialect]} "
             f"equivalent: render this prompt for {_API_NAMES[block.dialect]}, or give the "
-            "content as prefixkit.sdk.content blocks (Text, Image, Document, ToolCall, "
+            "content as prefixkit.sdk blocks (Text, Image, Document, ToolCall, "
             "ToolResult), which render for every provider",
             provider=dialect,
             segment=block.kind,

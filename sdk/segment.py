@@ -64,9 +64,9 @@ class Segment:
 
     Create segments with the constructors (`Segment.static`, `.versioned`,
     `.session`, `.dynamic`). Content is text, a JSON value (dicts and lists of
-    data are serialised with sorted keys), or a list of content blocks
-    (`prefixkit.sdk.content` blocks, provider block dicts, official SDK
-    objects), kept in `blocks`. STATIC and VERSIONED text is canonicalised
+    data are serialised with sorted keys), or a list of content blocks (`Text`,
+    `Image`, `Document`, `ToolCall`, `ToolResult`, `Native`, provider block dicts,
+    official SDK objects), kept in `blocks`. STATIC and VERSIONED text is canonicalised
     (see `canonical`); SESSION and DYNAMIC text is kept as given. `role`
     matters for segments in `Prompt.messages`. `cache_control` is a caller's
     own Anthropic-style marker (`{"type": "ephemeral", "ttl": "5m"}`);

@@ -1,4 +1,5 @@
-"""prefixkit.sdk.block_hash reproduces vLLM's prefix-cache block hashes bit for bit.
+"""prefixkit.sdk's block hashes (`block_hashes` and the rest) are vLLM's prefix-cache block
+hashes bit for bit.
 
 The golden digests were produced by vLLM 0.32's own `hash_block_tokens` and
 `init_none_hash` (engine virtualenv) for tokens 100..169 and block size 32; the
