@@ -1,0 +1,52 @@
+"""The Ray backend's gateway middleware applies the serving app's gateway stage (no Ray
+needed: the middleware runs here in front of an app that echoes what reached it)."""
+
+from __future__ import annotations
+
+import json
+
+from prefixkit.engine_adapter import Tenants
+from prefixkit.engine_adapter.ray.gateway import PIN_FIELD, TenantGateway
+from prefixkit.engine_adapter.serving.gateway import PIN_HEADER
+from prefixkit.sdk import tenant_salt
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+SECRET = "ray-gateway-test-secret-0123"
+ACME = {"Authorization": "Bearer key-acme"}
+
+
+async def echo(request: Request) -> JSONResponse:
+    return JSONResponse(json.loads(await request.body() or b"null"))
+
+
+def client() -> TestClient:
+    app = Starlette(routes=[Route("/{path:path}", echo, methods=["GET", "POST"])])
+    tenants = Tenants({"key-acme": "acme"}, SECRET)
+    return TestClient(TenantGateway(app, lambda: tenants))
+
+
+def test_a_request_without_a_known_key_gets_401_in_openais_shape() -> None:
+    response = client().post("/v1/completions", json={"prompt": "hi"})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_generation_request_reaches_the_engine_with_its_tenants_salt() -> None:
+    body = {"prompt": "hi", "cache_salt": "forged"}
+    response = client().post("/v1/completions", json=body, headers=ACME)
+    assert response.json()["cache_salt"] == tenant_salt("acme", SECRET)
+
+
+def test_another_path_reaches_the_engine_without_a_salt() -> None:
+    response = client().post("/tokenize", json={"prompt": "hi", "cache_salt": "x"}, headers=ACME)
+    assert response.json() == {"prompt": "hi"}
+
+
+def test_the_pin_header_travels_in_the_body_of_a_generation_request() -> None:
+    headers = {**ACME, PIN_HEADER: "1"}
+    response = client().post("/v1/chat/completions", json={"messages": []}, headers=headers)
+    assert response.json()[PIN_FIELD] == 1
