@@ -3,11 +3,10 @@ a one-token completion, its cached tokens, a streamed time to first token, a tok
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import httpx
+from prefixkit.testing.ttft import StreamReading
 
 
 def complete(
@@ -46,25 +45,15 @@ def stream_ttft(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    started = time.perf_counter()
-    first: float | None = None
-    cached = 0
+    reading = StreamReading()
     with httpx.stream(
         "POST", f"{base_url}/v1/completions", json=body, headers=headers or {}, timeout=300
     ) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            event = json.loads(line[len("data: ") :])
-            if first is None and event.get("choices"):
-                first = time.perf_counter() - started
-            if event.get("usage"):
-                cached = int(
-                    (event["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-                )
-    assert first is not None, "no generated text in the stream"
-    return first, cached
+            reading.feed(line)
+    answer = reading.answer()
+    return answer.ttft_s, answer.cached_tokens
 
 
 def token_count(base_url: str, model: str, prompt: str) -> int:

@@ -18,10 +18,10 @@ from tests.conftest import MOONCAKE_TRACE
     ("error", "code"),
     [
         (UsageError("x"), 2),
-        (TraceError("x"), 2),
+        (TraceError("x", path=Path("trace.jsonl")), 2),
         (PromptNotFoundError("x"), 2),
         (MissingExtraError("x"), 2),
-        (ReplicaStartError("x"), 3),
+        (ReplicaStartError("x", replica=0, url="http://127.0.0.1:8100"), 3),
     ],
 )
 def test_an_error_maps_to_its_exit_code(error: Exception, code: int) -> None:

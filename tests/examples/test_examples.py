@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-from prefixkit.engine_adapter.serving.tenants import Tenants
+from prefixkit.engine_adapter import Tenants
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
