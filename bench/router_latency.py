@@ -28,21 +28,17 @@ engine's own work).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import cbor2
 from prefixkit.engine_adapter import load_trace
 from prefixkit.engine_adapter.routing.router_state import Placement, RouterSettings, RouterState
-from prefixkit.sdk.block_hash import (
-    PrefixHashMemo,
-    event_block_hash,
-    event_block_hashes,
-    none_hash,
-    sha256_cbor,
-)
+from prefixkit.sdk import PrefixHashMemo, event_block_hash, event_block_hashes, none_hash
 from prefixkit.testing.fake_vllm import PrefixCache
 from samples import percentile
 from traces import MOONCAKE_TRACE
@@ -90,7 +86,8 @@ def hashes_via_cbor2(token_ids: Sequence[int], block_size: int, cache_salt: str)
     extra: object = (("cache_salt", cache_salt),)
     hashes = []
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = sha256_cbor((parent, tuple(token_ids[start : start + block_size]), extra))
+        block = (parent, tuple(token_ids[start : start + block_size]), extra)
+        parent = hashlib.sha256(cbor2.dumps(block, canonical=True)).digest()
         hashes.append(event_block_hash(parent))
         extra = None
     return hashes

@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the lock, or with --check compare the prompt files with it."""
-    from prefixkit.sdk.registry import check_prompt_files, default_lock_path, write_lock
+    from prefixkit.sdk import check_prompt_files, default_lock_path, write_lock
 
     root: Path = args.root
     lock_path: Path = default_lock_path(root) if args.lock is None else args.lock

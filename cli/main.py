@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 __all__ = ["COMMANDS", "EXIT_CONFIG", "EXIT_RUNTIME", "exit_code", "main"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import exit_code, main
-from prefixkit.engine_adapter.errors import ReplicaStartError, TraceError
-from prefixkit.sdk.errors import MissingExtraError, PromptNotFoundError, UsageError
+from prefixkit.engine_adapter import ReplicaStartError, TraceError
+from prefixkit.sdk import MissingExtraError, PromptNotFoundError, UsageError
 
 from tests.conftest import MOONCAKE_TRACE
 
@@ -19,7 +19,7 @@ from tests.conftest import MOONCAKE_TRACE
     [
         (UsageError("x"), 2),
         (TraceError("x", path=Path("trace.jsonl")), 2),
-        (PromptNotFoundError("x"), 2),
+        (PromptNotFoundError("x", root=Path("prompts")), 2),
         (MissingExtraError("x"), 2),
         (ReplicaStartError("x", replica=0, url="http://127.0.0.1:8100"), 3),
     ],
