@@ -46,12 +46,17 @@ def type_checking_imports(door: Path) -> dict[str, str]:
 
 
 def documented(package: str) -> list[str]:
-    """The names of `package` the API reference documents (`::: package.Name`), with repeats."""
+    """The names of `package` the API reference documents (`::: package.Name`), with repeats;
+    a page documenting an internal module (`::: package.module`) is not counted."""
     pattern = re.compile(rf"^::: {re.escape(package)}\.(\w+)\s*$", re.MULTILINE)
+    modules = {
+        info.name for info in pkgutil.iter_modules(importlib.import_module(package).__path__)
+    }
     return [
         name
         for page in sorted((ROOT / "docs" / "api").glob("*.md"))
         for name in pattern.findall(page.read_text())
+        if name not in modules
     ]
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# mypy --strict on a program outside the checkout, the official clients included
+pytestmark = pytest.mark.slow
+
 IMPORTS_ONLY = """\
 from prefixkit.sdk import CacheStats
 

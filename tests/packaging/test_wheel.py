@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# builds the wheel and installs it into a fresh virtualenv
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parents[2]
 
 RENDER = textwrap.dedent(

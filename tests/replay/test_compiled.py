@@ -110,6 +110,7 @@ def test_a_stale_build_carries_the_stale_modules_and_their_sources(tmp_path: Pat
     assert caught.value.sources == (package / "cache_sim.py",)
 
 
+@pytest.mark.slow  # a Cython build of every compiled module
 def test_a_failed_compile_leaves_the_python_sources_in_charge(tmp_path: Path) -> None:
     # a compiler that builds some modules, then fails on routing/reuse: the wheel
     # still builds, with no compiled module at all (they cimport each other)
