@@ -226,14 +226,16 @@ class ConfigResolver:
         return self.for_folder(path if path.is_dir() else path.absolute().parent)
 
 
+def _wrong(where: str, path: Path, key: str, value: object, expected: str) -> LintConfigError:
+    """The error for a `key` whose `value` is not what the key takes (`expected`)."""
+    return LintConfigError(
+        f"{where}: `{key}` must be {expected}, got {value!r}", path=path, key=key, value=value
+    )
+
+
 def _strings(value: Any, key: str, where: str, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise LintConfigError(
-            f"{where}: `{key}` must be a list of strings, got {value!r}",
-            path=path,
-            key=key,
-            value=value,
-        )
+        raise _wrong(where, path, key, value, "a list of strings")
     return tuple(value)
 
 
@@ -325,30 +327,15 @@ def _parse(
             values[name] = frozenset(_strings(value, key, where, source))
         elif key == "prompt-root":
             if not isinstance(value, str) or not value:
-                raise LintConfigError(
-                    f"{where}: `{key}` must be a folder name, got {value!r}",
-                    path=source,
-                    key=key,
-                    value=value,
-                )
+                raise _wrong(where, source, key, value, "a folder name")
             values[name] = value
         elif key == "max-file-size":
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise LintConfigError(
-                    f"{where}: `{key}` must be a positive number of bytes, got {value!r}",
-                    path=source,
-                    key=key,
-                    value=value,
-                )
+                raise _wrong(where, source, key, value, "a positive number of bytes")
             values[name] = value
         elif key == "include-tests":
             if not isinstance(value, bool):
-                raise LintConfigError(
-                    f"{where}: `{key}` must be true or false, got {value!r}",
-                    path=source,
-                    key=key,
-                    value=value,
-                )
+                raise _wrong(where, source, key, value, "true or false")
             values[name] = value
     names = {f.name for f in fields(LintConfig)}
     return LintConfig(**{k: v for k, v in values.items() if k in names})

@@ -12,13 +12,8 @@ from prefixkit.cli import lint as command
 from prefixkit.cli.main import main
 from prefixkit.linter.formats import FORMATS
 
-BAD = (
-    "from datetime import datetime as dt\n"
-    "TOOL_NAMES = {'search', 'refund'}\n"
-    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Tools: {\", \".join(TOOL_NAMES)}'\n"
-    "def ask(client, q):\n"
-    "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-)
+from tests.linter.conftest import DAY_AND_SET_IN_SYSTEM
+
 UNSAFE = (
     "import json\n"
     "def ask(client, q, overrides):\n"
@@ -26,13 +21,6 @@ UNSAFE = (
     "    return client.messages.create(system=policy, messages=[q])\n"
 )
 GOOD = "SYSTEM = 'You are helpful.'\ndef ask(client, q):\n    return client.messages.create(system=SYSTEM, messages=[q])\n"
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def lint(*argv: str) -> int:
@@ -46,13 +34,13 @@ def test_clean_project_exits_zero(project: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_findings_exit_one_and_exit_zero_overrides(project: Path) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     assert lint() == 1
     assert lint("--exit-zero") == 0
 
 
 def test_json_output_has_ruff_shape(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     lint("--format", "json")
     items = json.loads(capsys.readouterr().out)
     assert [item["code"] for item in items] == ["PFX001", "PFX004"]
@@ -68,7 +56,7 @@ def test_json_output_has_ruff_shape(project: Path, capsys: pytest.CaptureFixture
 
 
 def test_sarif_output_is_sarif_2_1_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     lint("--format", "sarif")
     log = json.loads(capsys.readouterr().out)
     assert log["version"] == "2.1.0"
@@ -88,7 +76,7 @@ def test_sarif_output_is_sarif_2_1_0(project: Path, capsys: pytest.CaptureFixtur
 def test_github_output_is_one_annotation_per_finding(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     lint("--format", "github")
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
@@ -98,7 +86,7 @@ def test_github_output_is_one_annotation_per_finding(
 def test_full_output_shows_the_source_line(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     lint("--format", "full")
     out = capsys.readouterr().out
     assert "3 | SYSTEM = f'Today" in out
@@ -108,9 +96,9 @@ def test_full_output_shows_the_source_line(
 
 def test_fix_applies_safe_fixes_only_and_keeps_formatting(project: Path) -> None:
     path = project / "bad.py"
-    path.write_text(BAD, encoding="utf-8")
+    path.write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     assert lint("--fix") == 1  # the clock has no safe fix
-    assert path.read_text(encoding="utf-8") == BAD.replace(
+    assert path.read_text(encoding="utf-8") == DAY_AND_SET_IN_SYSTEM.replace(
         ".join(TOOL_NAMES)", ".join(sorted(TOOL_NAMES))"
     )
     fixed_once = path.read_text(encoding="utf-8")
@@ -135,24 +123,24 @@ def test_unsafe_fixes_are_applied_only_when_asked(
 
 
 def test_noqa_comment_silences_one_line(project: Path) -> None:
-    source = BAD.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX001")
+    source = DAY_AND_SET_IN_SYSTEM.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX001")
     (project / "bad.py").write_text(source, encoding="utf-8")
     assert lint() == 0
 
 
 def test_noqa_for_another_code_does_not_silence(project: Path) -> None:
-    source = BAD.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX002")
+    source = DAY_AND_SET_IN_SYSTEM.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX002")
     (project / "bad.py").write_text(source, encoding="utf-8")
     assert lint() == 1
 
 
 def test_file_level_noqa_silences_the_file(project: Path) -> None:
-    (project / "bad.py").write_text("# prefixkit: noqa\n" + BAD, encoding="utf-8")
+    (project / "bad.py").write_text("# prefixkit: noqa\n" + DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     assert lint() == 0
 
 
 def test_config_ignore_and_per_file_ignores(project: Path) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     (project / "pyproject.toml").write_text(
         "[tool.prefixkit.lint]\nignore = ['PFX004']\nper-file-ignores = {'bad.py' = ['PFX001']}\n",
         encoding="utf-8",
@@ -211,7 +199,7 @@ def test_syntax_error_is_a_finding_and_other_files_are_linted(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "broken.py").write_text("def f(:\n", encoding="utf-8")
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     assert lint("--format", "json") == 1
     codes = {(i["filename"], i["code"]) for i in json.loads(capsys.readouterr().out)}
     assert ("broken.py", "PFX000") in codes
@@ -238,7 +226,7 @@ def test_default_excludes_and_gitignore_are_honoured(project: Path) -> None:
     for folder in (".venv/lib", "build", "generated", "src"):
         (project / folder).mkdir(parents=True)
     for folder in (".venv/lib", "build", "generated"):
-        (project / folder / "bad.py").write_text(BAD, encoding="utf-8")
+        (project / folder / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     (project / ".gitignore").write_text("generated/\n", encoding="utf-8")
     (project / "src" / "good.py").write_text(GOOD, encoding="utf-8")
     assert lint() == 0
@@ -247,7 +235,7 @@ def test_default_excludes_and_gitignore_are_honoured(project: Path) -> None:
 
 def test_jobs_gives_the_same_findings(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for n in range(4):
-        (project / f"bad{n}.py").write_text(BAD, encoding="utf-8")
+        (project / f"bad{n}.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     lint("--format", "json")
     single = capsys.readouterr().out
     lint("--format", "json", "--jobs", "2")
@@ -300,7 +288,7 @@ def test_malformed_lock_is_an_error_not_a_traceback(
 
 
 def test_explicit_config_file_is_used(project: Path, tmp_path: Path) -> None:
-    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     other = tmp_path / "lint.toml"
     other.write_text("[tool.prefixkit.lint]\nselect = ['PFX101']\n", encoding="utf-8")
     assert lint("--config", str(other)) == 0

@@ -10,19 +10,9 @@ from prefixkit.linter import LintConfig, LintConfigError, load_config
 from prefixkit.linter.config import ConfigResolver
 from prefixkit.linter.rules import ALL_RULES
 
-BAD = (
-    "from datetime import datetime\n"
-    "SYSTEM = f'Today is {datetime.now()}'\n"
-    "def ask(client, q):\n"
-    "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-)
+from tests.linter.conftest import NOW_IN_SYSTEM, write
+
 KNOWN = frozenset(rule.code for rule in ALL_RULES)
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -38,7 +28,7 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_config_is_found_from_the_linted_path_not_the_current_folder(
     tmp_path: Path, elsewhere: Path
 ) -> None:
-    write(tmp_path / "project" / "app" / "bad.py", BAD)
+    write(tmp_path / "project" / "app" / "bad.py", NOW_IN_SYSTEM)
     assert main(["lint", "--no-cache", str(tmp_path / "project")]) == 1
     # the project's own config, not the current folder's, decides
     write(tmp_path / "project" / "pyproject.toml", "[tool.prefixkit.lint]\nignore = ['PFX001']\n")
@@ -46,7 +36,7 @@ def test_config_is_found_from_the_linted_path_not_the_current_folder(
 
 
 def test_paths_in_the_config_are_relative_to_its_folder(tmp_path: Path, elsewhere: Path) -> None:
-    write(tmp_path / "project" / "app" / "bad.py", BAD)
+    write(tmp_path / "project" / "app" / "bad.py", NOW_IN_SYSTEM)
     write(
         tmp_path / "project" / "pyproject.toml",
         "[tool.prefixkit.lint]\nper-file-ignores = {'app/*.py' = ['PFX001']}\n",
@@ -56,9 +46,9 @@ def test_paths_in_the_config_are_relative_to_its_folder(tmp_path: Path, elsewher
 
 def test_a_sub_project_uses_its_own_config(tmp_path: Path, elsewhere: Path) -> None:
     write(tmp_path / "mono" / "pyproject.toml", "[tool.prefixkit.lint]\nignore = ['PFX001']\n")
-    write(tmp_path / "mono" / "root.py", BAD)
+    write(tmp_path / "mono" / "root.py", NOW_IN_SYSTEM)
     write(tmp_path / "mono" / "strict" / "prefixkit.toml", "[lint]\nselect = ['PFX']\n")
-    write(tmp_path / "mono" / "strict" / "bad.py", BAD)
+    write(tmp_path / "mono" / "strict" / "bad.py", NOW_IN_SYSTEM)
     resolver = ConfigResolver(KNOWN)
     assert resolver.for_path(tmp_path / "mono" / "root.py").ignore == ("PFX001",)
     strict = resolver.for_path(tmp_path / "mono" / "strict" / "bad.py")
@@ -69,13 +59,17 @@ def test_a_sub_project_uses_its_own_config(tmp_path: Path, elsewhere: Path) -> N
 def test_a_pyproject_without_the_table_is_passed_over(tmp_path: Path, elsewhere: Path) -> None:
     write(tmp_path / "mono" / "pyproject.toml", "[tool.prefixkit.lint]\nignore = ['PFX001']\n")
     write(tmp_path / "mono" / "pkg" / "pyproject.toml", "[project]\nname = 'pkg'\n")
-    config = ConfigResolver(KNOWN).for_path(write(tmp_path / "mono" / "pkg" / "a.py", BAD))
+    config = ConfigResolver(KNOWN).for_path(
+        write(tmp_path / "mono" / "pkg" / "a.py", NOW_IN_SYSTEM)
+    )
     assert config.ignore == ("PFX001",) and config.root == tmp_path / "mono"
 
 
 def test_without_any_config_the_project_root_is_the_nearest_pyproject(tmp_path: Path) -> None:
     write(tmp_path / "project" / "pyproject.toml", "[project]\nname = 'p'\n")
-    config = ConfigResolver(KNOWN).for_path(write(tmp_path / "project" / "src" / "a.py", BAD))
+    config = ConfigResolver(KNOWN).for_path(
+        write(tmp_path / "project" / "src" / "a.py", NOW_IN_SYSTEM)
+    )
     assert config == LintConfig(root=tmp_path / "project")
 
 
@@ -83,14 +77,14 @@ def test_prefixkit_toml_errors_name_its_lint_table(
     tmp_path: Path, elsewhere: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write(tmp_path / "project" / "prefixkit.toml", "[lint]\ncolour = 'red'\n")
-    write(tmp_path / "project" / "a.py", BAD)
+    write(tmp_path / "project" / "a.py", NOW_IN_SYSTEM)
     assert main(["lint", str(tmp_path / "project")]) == 2
     assert "prefixkit.toml [lint]: unknown key `colour`" in capsys.readouterr().err
 
 
 def test_config_option_applies_to_every_path(tmp_path: Path, elsewhere: Path) -> None:
     write(tmp_path / "project" / "pyproject.toml", "[tool.prefixkit.lint]\nignore = ['PFX001']\n")
-    write(tmp_path / "project" / "a.py", BAD)
+    write(tmp_path / "project" / "a.py", NOW_IN_SYSTEM)
     other = write(tmp_path / "strict.toml", "[tool.prefixkit.lint]\nselect = ['PFX001']\n")
     assert main(["lint", "--no-cache", "--config", str(other), str(tmp_path / "project")]) == 1
 

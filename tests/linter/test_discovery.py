@@ -8,27 +8,10 @@ from pathlib import Path
 import pytest
 from prefixkit.cli.main import main
 
-BAD = (
-    "from datetime import datetime\n"
-    "SYSTEM = f'Today is {datetime.now()}'\n"
-    "def ask(client, q):\n"
-    "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-)
+from tests.linter.conftest import NOW_IN_SYSTEM, write
+
 GOOD = "SYSTEM = 'You are helpful.'\n"
 NOTEBOOK = Path(__file__).parent / "notebooks" / "magics.ipynb"
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    write(tmp_path / "pyproject.toml", "[project]\nname = 'demo'\n")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def linted(*argv: str, capsys: pytest.CaptureFixture[str]) -> set[str]:
@@ -41,9 +24,9 @@ def linted(*argv: str, capsys: pytest.CaptureFixture[str]) -> set[str]:
 def test_exclude_matches_the_folder_at_any_depth(
     project: Path, capsys: pytest.CaptureFixture[str], pattern: str
 ) -> None:
-    write(project / "vendor" / "a.py", BAD)
-    write(project / "lib" / "vendor" / "b.py", BAD)
-    write(project / "vendors" / "c.py", BAD)
+    write(project / "vendor" / "a.py", NOW_IN_SYSTEM)
+    write(project / "lib" / "vendor" / "b.py", NOW_IN_SYSTEM)
+    write(project / "vendors" / "c.py", NOW_IN_SYSTEM)
     write(project / "pyproject.toml", f"[tool.prefixkit.lint]\nexclude = [{pattern!r}]\n")
     assert linted(capsys=capsys) == {"vendors/c.py"}
 
@@ -52,15 +35,15 @@ def test_exclude_matches_the_folder_at_any_depth(
 def test_a_pattern_with_an_inner_or_leading_slash_matches_only_at_the_root(
     project: Path, capsys: pytest.CaptureFixture[str], pattern: str
 ) -> None:
-    write(project / "vendor" / "a.py", BAD)
-    write(project / "lib" / "vendor" / "b.py", BAD)
+    write(project / "vendor" / "a.py", NOW_IN_SYSTEM)
+    write(project / "lib" / "vendor" / "b.py", NOW_IN_SYSTEM)
     write(project / "pyproject.toml", f"[tool.prefixkit.lint]\nextend-exclude = [{pattern!r}]\n")
     assert linted(capsys=capsys) == {"lib/vendor/b.py"}
 
 
 def test_exclude_flag_adds_patterns(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write(project / "generated" / "a.py", BAD)
-    write(project / "b.py", BAD)
+    write(project / "generated" / "a.py", NOW_IN_SYSTEM)
+    write(project / "b.py", NOW_IN_SYSTEM)
     assert linted("--exclude", "generated", "--exclude", "*.pyi", capsys=capsys) == {"b.py"}
 
 
@@ -79,7 +62,7 @@ def test_a_pattern_that_matches_nothing_is_a_warning(
 def test_named_files_are_linted_even_when_excluded_unless_forced(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write(project / "vendor" / "a.py", BAD)
+    write(project / "vendor" / "a.py", NOW_IN_SYSTEM)
     write(project / "pyproject.toml", "[tool.prefixkit.lint]\nexclude = ['vendor']\n")
     assert linted("vendor/a.py", capsys=capsys) == {"vendor/a.py"}
     assert linted("--force-exclude", "vendor/a.py", capsys=capsys) == set()
@@ -112,9 +95,9 @@ def test_prompt_folders_at_any_depth_are_prompt_files(
 def test_tool_folders_are_never_walked(
     project: Path, capsys: pytest.CaptureFixture[str], folder: str
 ) -> None:
-    write(project / folder / "lib" / "a.py", BAD)
+    write(project / folder / "lib" / "a.py", NOW_IN_SYSTEM)
     write(project / folder / "prompts" / "p.md", "{{ now }}\n")
-    write(project / "b.py", BAD)
+    write(project / "b.py", NOW_IN_SYSTEM)
     assert linted(capsys=capsys) == {"b.py"}
 
 
@@ -123,8 +106,8 @@ def test_a_parent_gitignore_applies_to_a_linted_sub_folder(
 ) -> None:
     (project / ".git").mkdir()
     write(project / ".gitignore", "generated/\n")
-    write(project / "src" / "generated" / "a.py", BAD)
-    write(project / "src" / "b.py", BAD)
+    write(project / "src" / "generated" / "a.py", NOW_IN_SYSTEM)
+    write(project / "src" / "b.py", NOW_IN_SYSTEM)
     assert linted("src", capsys=capsys) == {"src/b.py"}
 
 
@@ -177,9 +160,9 @@ def test_a_clean_run_still_says_what_it_checked(
 def test_test_code_is_skipped_and_counted_unless_included(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write(project / "app.py", BAD)
+    write(project / "app.py", NOW_IN_SYSTEM)
     for name in ("tests/helpers.py", "pkg/test_api.py", "pkg/api_test.py", "conftest.py"):
-        write(project / name, BAD)
+        write(project / name, NOW_IN_SYSTEM)
     assert linted(capsys=capsys) == {"app.py"}
     main(["lint", "--no-cache"])
     assert capsys.readouterr().err.splitlines()[-1].endswith("skipped 4 (4 test code)")
@@ -192,7 +175,7 @@ def test_test_code_is_skipped_and_counted_unless_included(
 def test_named_test_files_and_test_folders_are_linted_unless_forced(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write(project / "tests" / "test_agent.py", BAD)
+    write(project / "tests" / "test_agent.py", NOW_IN_SYSTEM)
     assert linted("tests/test_agent.py", capsys=capsys) == {"tests/test_agent.py"}
     assert linted("tests", capsys=capsys) == {"tests/test_agent.py"}
     assert linted("--force-exclude", "tests/test_agent.py", capsys=capsys) == set()

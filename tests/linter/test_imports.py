@@ -52,15 +52,13 @@ def system_call(expression: str, imports: str) -> str:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(project: Path) -> Path:
     """A src/ layout: src/app/{__init__,dates}.py, the linted modules beside them."""
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
-    package = tmp_path / "src" / "app"
+    package = project / "src" / "app"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "dates.py").write_text(DATES, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return project
 
 
 def write(project: Path, source: str, name: str = "main.py") -> Path:

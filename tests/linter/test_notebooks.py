@@ -20,12 +20,11 @@ NOTEBOOKS = Path(__file__).parent / "notebooks"
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+def project(project: Path) -> Path:
+    """The project, holding the notebooks of tests/linter/notebooks/."""
     for notebook in NOTEBOOKS.glob("*.ipynb"):
-        shutil.copy(notebook, tmp_path / notebook.name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+        shutil.copy(notebook, project / notebook.name)
+    return project
 
 
 def lint(*argv: str) -> int:

@@ -19,15 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.linter.conftest import DAY_AND_SET_IN_SYSTEM
+
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
-BAD = (
-    "from datetime import datetime as dt\n"
-    "TOOL_NAMES = {'search', 'refund'}\n"
-    "SYSTEM = f'Today {dt.now():%Y-%m-%d}. Tools: {\", \".join(TOOL_NAMES)}'\n"
-    "def ask(client, q):\n"
-    "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-)
 GOOD = "SYSTEM = 'You are helpful.'\n"
 NOTEBOOK = Path(__file__).parent / "notebooks" / "support_prompts.ipynb"
 README = "# Demo\n\nThe prompt says `Today is {{ date }}`.\n"
@@ -70,7 +65,7 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_hooks_fail_on_the_bad_files_fix_them_and_leave_the_good_ones(
     hook_repo: Path, tmp_path: Path
 ) -> None:
-    (tmp_path / "bad.py").write_text(BAD, encoding="utf-8")
+    (tmp_path / "bad.py").write_text(DAY_AND_SET_IN_SYSTEM, encoding="utf-8")
     (tmp_path / "good.py").write_text(GOOD, encoding="utf-8")
     (tmp_path / "analysis.ipynb").write_bytes(NOTEBOOK.read_bytes())
     (tmp_path / "README.md").write_text(README, encoding="utf-8")  # not a prompt file

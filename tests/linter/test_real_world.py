@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prefixkit.linter import LintConfig, lint_source
 
 CLEAN_APP = '''
@@ -122,13 +123,6 @@ def responses_call(client, question: str, request_id: str):
 '''
 
 
-def test_clean_real_world_app_is_silent(tmp_path: Path) -> None:
-    path = tmp_path / "app" / "assistant.py"
-    path.parent.mkdir()
-    findings = lint_source(CLEAN_APP, path, LintConfig(root=tmp_path))
-    assert findings == [], "\n".join(f"{f.code} {f.start} {f.message}" for f in findings)
-
-
 def test_breaking_the_clean_app_is_caught_at_the_right_places(tmp_path: Path) -> None:
     broken = (
         CLEAN_APP.replace("for name in sorted(ENABLED_TOOLS)", "for name in ENABLED_TOOLS")
@@ -222,10 +216,13 @@ async def ask(question: str, user_name: str):
 '''
 
 
-def test_framework_app_is_silent(tmp_path: Path) -> None:
-    path = tmp_path / "app" / "frameworks.py"
+@pytest.mark.parametrize(
+    ("source", "name"), [(CLEAN_APP, "assistant.py"), (FRAMEWORK_APP, "frameworks.py")]
+)
+def test_a_cache_safe_app_is_silent(tmp_path: Path, source: str, name: str) -> None:
+    path = tmp_path / "app" / name
     path.parent.mkdir()
-    findings = lint_source(FRAMEWORK_APP, path, LintConfig(root=tmp_path))
+    findings = lint_source(source, path, LintConfig(root=tmp_path))
     assert findings == [], "\n".join(f"{f.code} {f.start} {f.message}" for f in findings)
 
 

@@ -28,13 +28,12 @@ NOTEBOOK = Path(__file__).parent / "notebooks" / "support_prompts.ipynb"
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
-    (tmp_path / "bad.py").write_text(BAD, encoding="utf-8")
-    (tmp_path / "good.py").write_text(GOOD, encoding="utf-8")
-    (tmp_path / "nb.ipynb").write_bytes(NOTEBOOK.read_bytes())
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(project: Path) -> Path:
+    """The project, holding bad.py, good.py and nb.ipynb."""
+    (project / "bad.py").write_text(BAD, encoding="utf-8")
+    (project / "good.py").write_text(GOOD, encoding="utf-8")
+    (project / "nb.ipynb").write_bytes(NOTEBOOK.read_bytes())
+    return project
 
 
 def run(project: Path, config: LintConfig | None = None) -> list[FileOutcome]:
