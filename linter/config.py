@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 from .globs import glob_matches
 from .rule_codes import RULE_CODES

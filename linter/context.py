@@ -180,7 +180,7 @@ class ProjectState:
         Raises `LockfileError` (from prefixkit.sdk) when the lock is malformed.
         """
         if "lock" not in self._lock:
-            from prefixkit.sdk.registry import default_lock_path, read_lock
+            from prefixkit.sdk import default_lock_path, read_lock
 
             path = default_lock_path(self.prompt_root)
             self._lock["lock"] = read_lock(path) if path.is_file() else None

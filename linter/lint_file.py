@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import libcst as cst
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 from .catalog import TRIGGER_WORDS
 from .config import LintConfig
@@ -193,7 +193,7 @@ def lint_text(
         findings = lint_python(text, filename, config, enabled)
     elif kind == "prompt":
         project = project or ProjectState(config)
-        from prefixkit.sdk.registry import default_lock_path
+        from prefixkit.sdk import default_lock_path
 
         record_dependency(default_lock_path(project.prompt_root))
         findings = lint_prompt(text, path, filename, project, enabled)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefixkit.sdk.errors import PrefixkitError
+from prefixkit.sdk import PrefixkitError
 
 from .finding import Edit, Finding, Position, apply_edits
 

@@ -6,8 +6,7 @@ import json
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from prefixkit.sdk.canonical import sha256_hex
-from prefixkit.sdk.registry import PROMPT_SUFFIXES, Lock
+from prefixkit.sdk import PROMPT_SUFFIXES, Lock, sha256_hex
 
 from ..context import PromptContext
 from ..finding import Finding
