@@ -14,11 +14,12 @@ change without notice.
     >>> [(finding.code, finding.location) for finding in lint_source(source, "app.py")]
     [('PFX001', 'app.py:4:39')]
 
-`lint_source` lints one file's text; `lint_paths` lints files on disk (with `fix`,
-`jobs` and the re-lint cache) and gives a `FileOutcome` per file, whose `findings` are
-`Finding`s. `load_config` reads the settings (`find_config` finds the file that applies
-to a folder) into a `LintConfig`, raising `LintConfigError`; a notebook that cannot be
-read is a `NotebookError`. `RULE_CODES` are the codes of every rule.
+`lint_source` lints one file's text; `lint_paths` lints files on disk (each with the
+settings above it, or one `LintConfig`; with `fix`, `jobs` and the re-lint cache) and
+gives a `FileOutcome` per file, whose `findings` are `Finding`s. `load_config` reads the
+settings (`find_config` finds the file that applies to a folder) into a `LintConfig`,
+raising `LintConfigError`; a notebook that cannot be read is a `NotebookError`.
+`RULE_CODES` are the codes of every rule.
 
 Each name is imported on first use, so `from prefixkit.linter import LintConfig` does
 not import libcst or the rules. Importing the package raises `MissingExtraError` when

@@ -14,9 +14,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import LintConfig
+from .config import ConfigResolver, LintConfig
 from .discovery import Target, file_kind
 from .outcome import FileOutcome
+from .rule_codes import RULE_CODES
 
 if TYPE_CHECKING:
     from .result_cache import ResultCache
@@ -86,14 +87,23 @@ def _lint_many(
 
 def lint_paths(
     paths: Iterable[Path],
-    config: LintConfig,
+    config: LintConfig | None = None,
     fix: bool = False,
     jobs: int = 1,
     cache: Callable[[LintConfig], ResultCache | None] | None = None,
     unsafe_fixes: bool = False,
 ) -> list[FileOutcome]:
-    """Lint files with one config, `jobs` processes at a time, in input order."""
-    targets = [
-        Target(path, config, file_kind(path, config, named=True) or "other") for path in paths
-    ]
+    """Lint files, `jobs` processes at a time (1: in this process), one outcome per file
+    in input order.
+
+    Each file is linted with `config`, or without one with the settings that apply to
+    it (the nearest config file above it, as `prefixkit lint` finds them). With `fix`
+    the safe fixes are written to the files (with `unsafe_fixes` the unsafe ones too).
+    `cache` gives the re-lint cache for a config (None: every file is linted).
+    """
+    resolver = ConfigResolver(frozenset(RULE_CODES))
+    targets = []
+    for path in paths:
+        settings = config or resolver.for_path(path)
+        targets.append(Target(path, settings, file_kind(path, settings, named=True) or "other"))
     return lint_targets(targets, fix, jobs, cache, unsafe_fixes)

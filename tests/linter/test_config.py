@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.cli.main import main
-from prefixkit.linter import LintConfig, LintConfigError, load_config
+from prefixkit.linter import LintConfig, LintConfigError, lint_paths, load_config
 from prefixkit.linter.config import ConfigResolver
 from prefixkit.linter.rules import ALL_RULES
 
@@ -126,3 +126,14 @@ def test_a_config_file_that_is_not_toml_is_named_without_a_key(tmp_path: Path) -
     with pytest.raises(LintConfigError) as caught:
         load_config(config)
     assert (caught.value.path, caught.value.key, caught.value.value) == (config, None, None)
+
+
+def test_lint_paths_without_a_config_lints_each_file_with_the_settings_above_it(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "mono" / "pyproject.toml", "[tool.prefixkit.lint]\nselect = ['PFX001']\n")
+    strict = write(tmp_path / "mono" / "a.py", NOW_IN_SYSTEM)
+    write(tmp_path / "mono" / "lax" / "prefixkit.toml", "[lint]\nignore = ['PFX001']\n")
+    lax = write(tmp_path / "mono" / "lax" / "b.py", NOW_IN_SYSTEM)
+    outcomes = lint_paths([strict, lax])
+    assert [[f.code for f in outcome.findings] for outcome in outcomes] == [["PFX001"], []]
