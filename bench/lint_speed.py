@@ -33,9 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from prefixkit.linter.config import LintConfig
+from prefixkit.linter import LintConfig, lint_paths
 from prefixkit.linter.discovery import CACHE_DIR_NAME
-from prefixkit.linter.engine import lint_paths
 from prefixkit.linter.result_cache import ResultCache, linter_fingerprint
 
 FIXIT_RULES = (

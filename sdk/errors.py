@@ -16,11 +16,11 @@
     │                                           non-streaming method)
     ├── MissingExtraError (ImportError)         a part used without its extra           2
     │                                           (pip install 'prefixkit[lint]', ...)
-    ├── LintConfigError (ValueError)            prefixkit.linter.config: bad
+    ├── LintConfigError (ValueError)            prefixkit.linter: bad
     │                                           [tool.prefixkit.lint] settings         2
-    ├── NotebookError (ValueError)              prefixkit.linter.notebook: a .ipynb
+    ├── NotebookError (ValueError)              prefixkit.linter: a .ipynb
     │                                           that is not a readable notebook         2
-    └── prefixkit.engine_adapter.errors:
+    └── prefixkit.engine_adapter:
         ├── EngineConfigError (ValueError)      an engine configuration vLLM would
         │                                       reject (odd CPU block size, ...)       2
         ├── DeploymentConfigError (ValueError)  deployment parts that do not fit
