@@ -3,8 +3,10 @@
 The public API is this package, the names in its `__all__`:
 
 * the engine: `EngineConfig` (one vLLM replica's settings, `PrefixCachingHashAlgo` its hash
-  choices), `ensure_engine` (the embedded CPU engine's virtualenv) and `prepare_embedded`
-  (that engine with its small model, as an `EngineConfig`);
+  choices), `ensure_engine` (the embedded CPU engine's virtualenv), `prepare_embedded`
+  (that engine with its small model, as an `EngineConfig`), `replica_configs` and
+  `ReplicaSet` (replicas started and supervised), `fetch_cache_metrics` (a replica's
+  prefix-cache counters, as `CacheMetrics`);
 * a deployment: `deploy` (replicas -> router -> gateway) with its `Topology`, replicas
   already running as `ReplicaEndpoint`s, the running `Deployment`, and `Tenants` (the
   gateway's API keys and salt secret);
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
     from .engine.config import PrefixCachingHashAlgo as PrefixCachingHashAlgo
     from .engine.embedded import prepare_embedded as prepare_embedded
     from .engine.install import ensure_engine as ensure_engine
+    from .engine.metrics import CacheMetrics as CacheMetrics
+    from .engine.metrics import fetch_cache_metrics as fetch_cache_metrics
+    from .engine.replicas import ReplicaSet as ReplicaSet
+    from .engine.replicas import replica_configs as replica_configs
     from .errors import DeploymentConfigError as DeploymentConfigError
     from .errors import EngineConfigError as EngineConfigError
     from .errors import EngineInstallError as EngineInstallError
@@ -82,6 +88,10 @@ _EXPORTS = {
     "PrefixCachingHashAlgo": "engine.config",
     "ensure_engine": "engine.install",
     "prepare_embedded": "engine.embedded",
+    "ReplicaSet": "engine.replicas",
+    "replica_configs": "engine.replicas",
+    "CacheMetrics": "engine.metrics",
+    "fetch_cache_metrics": "engine.metrics",
     # a deployment
     "deploy": "serving.deployment",
     "Deployment": "serving.deployment",

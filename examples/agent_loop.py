@@ -237,8 +237,7 @@ def embedded_engine(port: int) -> Iterator[Any]:
     choice is decoded with structured output (the parser itself never runs). `pythonic` needs no special tokens, so SmolLM2's
     tokenizer passes vLLM's start-up check.
     """
-    from prefixkit.engine_adapter import prepare_embedded
-    from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+    from prefixkit.engine_adapter import ReplicaSet, prepare_embedded, replica_configs
 
     def progress(message: str) -> None:
         if " s)" not in message:

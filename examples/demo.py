@@ -28,10 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
-from prefixkit.engine_adapter.serving.deployment import Topology, deploy
-from prefixkit.engine_adapter import Tenants
+from prefixkit.engine_adapter import (
+    Tenants,
+    Topology,
+    deploy,
+    fetch_cache_metrics,
+    prepare_embedded,
+)
 from prefixkit.sdk import HFTokenizer, Prompt, VLLMClient, render_vllm
 from rich.console import Console
 from rich.table import Table

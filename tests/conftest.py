@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from prefixkit.engine_adapter.engine.config import EngineConfig
-from prefixkit.engine_adapter.engine.embedded import prepare_embedded
-from prefixkit.engine_adapter.engine.replicas import ReplicaSet, replica_configs
+from prefixkit.engine_adapter import EngineConfig, ReplicaSet, prepare_embedded, replica_configs
 from prefixkit.sdk import HFTokenizer
 
 # The fixtures that start real engines, and the marker a test using them must carry:

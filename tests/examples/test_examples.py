@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prefixkit.engine_adapter.serving.deployment import ReplicaEndpoint, Topology, deploy
-from prefixkit.engine_adapter import Tenants
+from prefixkit.engine_adapter import ReplicaEndpoint, Tenants, Topology, deploy
 
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
