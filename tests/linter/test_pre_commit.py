@@ -61,6 +61,7 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _snapshot(tmp_path_factory.mktemp("hook-repo"))
 
 
+@pytest.mark.slow  # pre-commit builds the hooks' virtualenv and installs prefixkit into it
 @pytest.mark.timeout(600)
 def test_hooks_fail_on_the_bad_files_fix_them_and_leave_the_good_ones(
     hook_repo: Path, tmp_path: Path
