@@ -10,6 +10,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PYTEST_WORKERS ?= 2
+# Python's default: compiled modules are cached in __pycache__ (the suite starts prefixkit
+# in many subprocesses); some shells turn it off
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test check format lint typecheck docs pytest pytest-quick clean
 
@@ -51,7 +55,7 @@ pytest: $(BIN)/.installed
 
 # The tests that start neither vLLM nor Ray nor a slow build, on both cores.
 pytest-quick: $(BIN)/.installed
-	$(BIN)/pytest -q -m "not engine and not ray and not slow" -n 2
+	$(BIN)/pytest -q -m "not engine and not ray and not slow" -n $(PYTEST_WORKERS)
 
 format: $(BIN)/.installed
 	$(BIN)/ruff check --fix .

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.example_run import run_example
+
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\s+(\d+)  (\S.*?)\s+(\d+)\s+(\d+)\s+(?:-|([\d.]+)%)$", re.M)
 
@@ -31,7 +33,7 @@ def turns(out: str) -> list[tuple[int, str, int, int]]:
 
 
 def test_dry_run_asks_two_tools_then_answers_reading_each_previous_turn_from_cache() -> None:
-    result = run("--dry-run", timeout=300)
+    result = run_example(ROOT / "examples" / "agent_loop.py", "--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
     sections = [s for s in result.stdout.split("\n\n") if "turns, stopped" in s]
     assert len(sections) == 3  # Anthropic, Responses, Chat

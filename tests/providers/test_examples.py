@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.example_run import ExampleRun, run_example
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-def run(
-    name: str, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+def run(name: str, *args: str, env: dict[str, str] | None = None) -> ExampleRun:
+    return run_example(EXAMPLES / name, *args, environ=env)
 
 
 def total_cached(stdout: str) -> int:
