@@ -451,7 +451,7 @@ def _write_serve_state(run_dir: Path, deployment: Deployment) -> None:
 
 def _status(run_dir: Path, interval: float, console: Console) -> int:
     import httpx
-    from prefixkit.engine_adapter.engine.metrics import fetch_cache_metrics
+    from prefixkit.engine_adapter import fetch_cache_metrics
     from prefixkit.engine_adapter.engine.replicas import STATE_FILE
     from rich.table import Table
 

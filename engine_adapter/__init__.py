@@ -31,8 +31,8 @@ One subpackage per subsystem, every module in them internal (import from this pa
 * `replay`: traces, simulated caches and policies, and the replay behind
   `prefixkit analyze`;
 * `ray`: the same replicas, gateway and routing policy on Ray Serve LLM (`serve_on_ray`,
-  KubeRay manifests); its modules other than `settings`, `install` and `launch` run inside
-  the Ray cluster.
+  KubeRay manifests); its modules other than `settings`, `install`, `launch` and `kuberay`
+  run inside the Ray cluster.
 
 The modules at the top: `errors`, `problems` (configuration problems from pydantic's
 errors) and `compiled` (the guard against stale compiled modules).
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .engine.config import PrefixCachingHashAlgo as PrefixCachingHashAlgo
     from .engine.embedded import prepare_embedded as prepare_embedded
     from .engine.install import ensure_engine as ensure_engine
+    from .engine.metrics import CacheInterval as CacheInterval
     from .engine.metrics import CacheMetrics as CacheMetrics
     from .engine.metrics import fetch_cache_metrics as fetch_cache_metrics
     from .engine.replicas import ReplicaSet as ReplicaSet
@@ -67,15 +68,19 @@ if TYPE_CHECKING:
     from .ray.launch import RayDeployment as RayDeployment
     from .ray.launch import serve_on_ray as serve_on_ray
     from .ray.settings import RaySettings as RaySettings
+    from .replay.replay import Analysis as Analysis
     from .replay.replay import LoadParams as LoadParams
     from .replay.replay import analyze as analyze
+    from .replay.trace import Trace as Trace
     from .replay.trace import load_trace as load_trace
     from .serving.deployment import Deployment as Deployment
     from .serving.deployment import ReplicaEndpoint as ReplicaEndpoint
     from .serving.deployment import Topology as Topology
     from .serving.deployment import deploy as deploy
     from .serving.gateway import Tenants as Tenants
+    from .serving.warmup import WarmPrefix as WarmPrefix
     from .serving.warmup import WarmReport as WarmReport
+    from .serving.warmup import WarmResult as WarmResult
     from .serving.warmup import WarmTarget as WarmTarget
     from .serving.warmup import registered_prompt as registered_prompt
     from .serving.warmup import replica_targets as replica_targets
@@ -91,6 +96,7 @@ _EXPORTS = {
     "ReplicaSet": "engine.replicas",
     "replica_configs": "engine.replicas",
     "CacheMetrics": "engine.metrics",
+    "CacheInterval": "engine.metrics",
     "fetch_cache_metrics": "engine.metrics",
     # a deployment
     "deploy": "serving.deployment",
@@ -103,7 +109,9 @@ _EXPORTS = {
     "warm_prefix": "serving.warmup",
     "replica_targets": "serving.warmup",
     "registered_prompt": "serving.warmup",
+    "WarmPrefix": "serving.warmup",
     "WarmReport": "serving.warmup",
+    "WarmResult": "serving.warmup",
     "WarmTarget": "serving.warmup",
     # Ray
     "serve_on_ray": "ray.launch",
@@ -112,6 +120,8 @@ _EXPORTS = {
     # replay
     "analyze": "replay.replay",
     "load_trace": "replay.trace",
+    "Trace": "replay.trace",
+    "Analysis": "replay.replay",
     "LoadParams": "replay.replay",
     # errors
     "DeploymentConfigError": "errors",

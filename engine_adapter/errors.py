@@ -11,7 +11,6 @@ error also carries that data as keyword-only attributes, so a program can act on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from prefixkit.sdk import PrefixkitError
 
@@ -30,19 +29,6 @@ __all__ = [
 ]
 
 
-def _reduce(error: BaseException) -> tuple[Any, ...]:
-    # pickled with its attributes (Ray sends errors between processes): the default
-    # would call the class with the message alone, without its keyword-only data
-    return (_rebuilt, (type(error), error.args, vars(error)))
-
-
-def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    error = kind.__new__(kind, *args)
-    error.args = args
-    vars(error).update(state)
-    return error
-
-
 class EngineConfigError(PrefixkitError, ValueError):
     """An engine configuration that would fail at launch, caught before launching (odd
     CPU block size, GPU-only option on CPU, missing model or interpreter).
@@ -55,8 +41,6 @@ class EngineConfigError(PrefixkitError, ValueError):
         super().__init__(message)
         self.field = field
         self.value = value
-
-    __reduce__ = _reduce
 
 
 class DeploymentConfigError(PrefixkitError, ValueError):
@@ -71,8 +55,6 @@ class DeploymentConfigError(PrefixkitError, ValueError):
         super().__init__(message)
         self.parts = parts
         self.port = port
-
-    __reduce__ = _reduce
 
 
 class GatewayConfigError(PrefixkitError, ValueError):
@@ -96,8 +78,6 @@ class GatewayConfigError(PrefixkitError, ValueError):
         self.tenant = tenant
         self.path = path
 
-    __reduce__ = _reduce
-
 
 class TraceError(PrefixkitError, ValueError):
     """A trace file cannot be read: wrong shape, missing field, or no tokenizer.
@@ -110,11 +90,10 @@ class TraceError(PrefixkitError, ValueError):
         self.path = path
         self.line = line
 
-    __reduce__ = _reduce
-
 
 class EngineInstallError(PrefixkitError, RuntimeError):
-    """The embedded vLLM engine could not be installed or does not pass verification.
+    """The embedded vLLM engine, or the Ray engine, could not be installed or does not pass
+    verification.
 
     `venv`: the engine's virtualenv; `step`: the step that failed (e.g. ``"[3/5]
     installing torch==2.13.0 (CPU)"``, ``"verifying"``); `output_tail`: the last lines of
@@ -125,8 +104,6 @@ class EngineInstallError(PrefixkitError, RuntimeError):
         self.venv = venv
         self.step = step
         self.output_tail = output_tail
-
-    __reduce__ = _reduce
 
 
 class ModelPrepareError(PrefixkitError, RuntimeError):
@@ -139,8 +116,6 @@ class ModelPrepareError(PrefixkitError, RuntimeError):
         super().__init__(message)
         self.step = step
         self.output_tail = output_tail
-
-    __reduce__ = _reduce
 
 
 class ReplicaStartError(PrefixkitError, RuntimeError):
@@ -155,8 +130,6 @@ class ReplicaStartError(PrefixkitError, RuntimeError):
         self.url = url
         self.log_tail = log_tail
 
-    __reduce__ = _reduce
-
 
 class PortInUseError(PrefixkitError, RuntimeError):
     """A port the deployment needs is taken by another process.
@@ -167,8 +140,6 @@ class PortInUseError(PrefixkitError, RuntimeError):
         super().__init__(message)
         self.port = port
         self.host = host
-
-    __reduce__ = _reduce
 
 
 class RouterStartError(PrefixkitError, RuntimeError):
@@ -183,8 +154,6 @@ class RouterStartError(PrefixkitError, RuntimeError):
         self.url = url
         self.log_tail = log_tail
 
-    __reduce__ = _reduce
-
 
 class StaleBuildError(PrefixkitError, ImportError):
     """A compiled module was built from a source that has changed since: rebuild.
@@ -197,8 +166,6 @@ class StaleBuildError(PrefixkitError, ImportError):
         super().__init__(message)
         self.modules = modules
         self.sources = sources
-
-    __reduce__ = _reduce
 
 
 class WarmupError(PrefixkitError, RuntimeError):
@@ -221,5 +188,3 @@ class WarmupError(PrefixkitError, RuntimeError):
         self.url = url
         self.status = status
         self.prompt = prompt
-
-    __reduce__ = _reduce

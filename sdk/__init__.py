@@ -4,10 +4,9 @@ The public surface of the SDK is this package: the names in its `__all__`. Every
 module in it (`prefixkit.sdk.prompt`, `prefixkit.sdk.vllm_request`, ...) is internal
 and may change without notice; application code and the other parts of prefixkit
 (`prefixkit.linter`, `prefixkit.engine_adapter`, `prefixkit.cli`, `prefixkit.testing`)
-import from `prefixkit.sdk` alone. The one exception is the two mechanisms every part's
-door is built with, `prefixkit.sdk.exports` (`lazy_exports`) and
-`prefixkit.sdk.deprecation` (`renamed_names`), which the other parts' `__init__`
-modules import directly.
+import from `prefixkit.sdk` alone. The one exception is the two mechanisms the parts build
+their doors and renamed names with, `prefixkit.sdk.exports` (`lazy_exports`) and
+`prefixkit.sdk.deprecation` (`renamed_names`), which the other parts import directly.
 
 Each name is imported on first use (`from prefixkit.sdk import Prompt` imports the
 modules `Prompt` needs, not the whole SDK; see `exports.py`), so importing the

@@ -37,10 +37,6 @@ _API_NAMES: Mapping[Dialect, str] = {
 }
 
 
-def _data_url(media_type: str, data: str) -> str:
-    return f"data:{media_type};base64,{data}"
-
-
 def _split_data_url(url: str) -> tuple[str, str] | None:
     """(media type, base64 data) of a `data:` URL, else None."""
     if not url.startswith("data:") or ";base64," not in url:

@@ -53,7 +53,6 @@ from .segment import Segment
 __all__ = [
     "LOCK_FILE_NAME",
     "PROMPT_SUFFIXES",
-    "Drift",
     "Lock",
     "LockEntry",
     "LockUpdate",

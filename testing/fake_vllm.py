@@ -12,7 +12,7 @@ What it does as vLLM does: ``/health``, ``/version``, ``/v1/models``, ``/tokeniz
 ``/v1/chat/completions``, ``/v1/responses``, streamed or not, with ``usage`` carrying
 the cached prompt tokens. Its prefix cache is an LRU of whole blocks (`PrefixCache`:
 a request's blocks are most recent head first, so its tail leaves first), keyed by
-vLLM's own block hashes (`prefixkit.sdk.block_hash`, ``cache_salt`` in the first
+vLLM's own block hashes (`prefixkit.sdk.block_hashes`, ``cache_salt`` in the first
 block): a repeated prefix hits in whole blocks, the last block of a prompt is never
 served from cache, another salt never hits. With `kv_events` (True: on an ipc socket
 of its own; or the ZMQ endpoint to bind, e.g. ``"ipc:///tmp/r0.ipc"``), it publishes the blocks

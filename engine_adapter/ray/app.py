@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import DeploymentConfigError
-from .gateway import TenantGateway, load_tenants
+from .gateway import TenantGateway, tenants_loader
 
 __all__ = ["build_app", "router_class"]
 
@@ -88,7 +88,7 @@ def build_app(args: dict[str, Any]) -> Any:
     if router == "kv-aware":
         return build_openai_app({"llm_configs": [llm_config]})
     fastapi_app = openai_fastapi_app()
-    fastapi_app.add_middleware(TenantGateway, tenants=load_tenants(args.get("tenants_file")))
+    fastapi_app.add_middleware(TenantGateway, tenants=tenants_loader(args.get("tenants_file")))
     ingress = make_fastapi_ingress(OpenAiIngress, app=fastapi_app)
     options = OpenAiIngress.get_deployment_options([llm_config])
     return serve.deployment(ingress, **options).bind(

@@ -1,6 +1,6 @@
 """Block hashes as the Ray engine's vLLM computes them, in the int form of its KV events.
 
-vLLM 0.29 (the version Ray 2.60 pins) chains blocks as `prefixkit.sdk.block_hash` does,
+vLLM 0.29 (the version Ray 2.60 pins) chains blocks as `prefixkit.sdk.block_hashes` does,
 but puts a salted first block's extra keys as ``(salt,)`` where vLLM 0.32 writes
 ``(("cache_salt", salt),)``; unsalted blocks hash the same in both.
 """

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..serving.gateway import PIN_HEADER, SALTED_PATHS, Tenants, unauthorized
 
-__all__ = ["PIN_FIELD", "RETRIES", "TenantGateway", "load_tenants"]
+__all__ = ["PIN_FIELD", "RETRIES", "TenantGateway", "tenants_loader"]
 
 PIN_FIELD = "prefixkit_replica"
 RETRIES = 5
@@ -121,7 +121,7 @@ async def _answer(
     return bool(held)
 
 
-def load_tenants(
+def tenants_loader(
     path: str | None, environ: Mapping[str, str] | None = None
 ) -> Callable[[], Tenants]:
     """A loader of the tenants file `path` (and the environment), for `TenantGateway`."""

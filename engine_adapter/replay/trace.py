@@ -9,7 +9,7 @@ Three inputs are read:
 
 * Mooncake (FAST'25) JSONL: ``timestamp`` (ms), ``input_length``,
   ``output_length``, ``hash_ids`` (already block ids, ``block_size`` given);
-* request logs with ``token_ids``: hashed with `prefixkit.sdk.block_hash`
+* request logs with ``token_ids``: hashed with `prefixkit.sdk.block_hashes`
   (the engine's own hash, salt-aware through an optional ``cache_salt``);
 * request logs with ``prompt`` (text) or ``messages`` (chat): tokenised with a
   local Hugging Face tokenizer directory (chat template applied to messages).
@@ -31,7 +31,7 @@ from prefixkit.sdk import HashAlgo, event_block_hashes, require_extra
 
 from ..errors import TraceError
 
-__all__ = ["Trace", "TraceError", "load_trace", "trace_from_token_ids"]
+__all__ = ["Trace", "load_trace", "trace_from_token_ids"]
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Which replica holds which KV block, as the engines report it (the precise router's state).
 
-Blocks are the 8-byte ints of KV events (`prefixkit.sdk.block_hash.event_block_hash`).
+Blocks are the 8-byte ints of KV events (`prefixkit.sdk.event_block_hash`).
 `stored` / `removed` / `drop_replica` follow the events. `sent` / `finished`
 bracket a request in flight: an engine reports a block only once its prefill
 has computed it, so until the request ends its blocks count as *coming* to its

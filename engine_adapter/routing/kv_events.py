@@ -5,7 +5,7 @@ vLLM (``--kv-events-config``, ZMQ publisher) sends multipart messages
 ``[timestamp, events, data_parallel_rank]`` where each event is a map tagged by
 ``type``: ``BlockStored`` (``block_hashes``, ``parent_block_hash``, ...),
 ``BlockRemoved`` (``block_hashes``) or ``AllBlocksCleared``. Hashes are the
-8-byte int form (`prefixkit.sdk.block_hash.event_block_hash`); raw digests
+8-byte int form (`prefixkit.sdk.event_block_hash`); raw digests
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``) are converted to it.
 
 `decode_batch` is pure. `KvEventFollower` is the I/O edge: one ZMQ SUB socket

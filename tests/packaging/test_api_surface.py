@@ -72,6 +72,14 @@ def test_type_checkers_see_every_export_from_its_module(package: str) -> None:
 
 
 @pytest.mark.parametrize("package", DOORS)
+def test_no_module_of_a_part_is_named_like_one_of_its_exports(package: str) -> None:
+    """Importing such a module would bind it on the package over the exported name."""
+    root = importlib.import_module(package)
+    modules = {info.name.rpartition(".")[2] for info in pkgutil.walk_packages(root.__path__)}
+    assert modules & set(exports(package)) == set()
+
+
+@pytest.mark.parametrize("package", DOORS)
 def test_every_export_resolves_without_a_warning(package: str) -> None:
     module = importlib.import_module(package)
     with warnings.catch_warnings():

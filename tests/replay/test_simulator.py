@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.cli import analyze as analyze_command
+from prefixkit.engine_adapter import TraceError
 from prefixkit.engine_adapter.replay.cache_sim import ReplicaCaches, oracle_hits
 from prefixkit.engine_adapter.replay.policies import SmgLike
 from prefixkit.engine_adapter.replay.replay import LoadParams, analyze, replay
 from prefixkit.engine_adapter.replay.replica_load import ReplicaLoad
 from prefixkit.engine_adapter.replay.trace import (
     Trace,
-    TraceError,
     load_trace,
     trace_from_token_ids,
 )
