@@ -11,9 +11,9 @@ import pkgutil
 import typing
 from pathlib import Path
 
-import prefixkit.sdk.errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prefixkit.sdk import errors
 from prefixkit.sdk.errors import PrefixkitError, PrefixkitWarning
 
 PACKAGES = ("sdk", "linter", "engine_adapter", "cli", "testing")
@@ -48,7 +48,7 @@ def test_every_public_exception_derives_from_the_root() -> None:
 
 
 def test_the_drawn_tree_names_every_error() -> None:
-    tree = prefixkit.sdk.errors.__doc__ or ""
+    tree = errors.__doc__ or ""
     missing = [
         name
         for name, kind in _public_exceptions().items()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import prefixkit.sdk
+import importlib
+
 import pytest
 from prefixkit.sdk import (
     PrefixkitDeprecationWarning,
@@ -95,6 +96,6 @@ def test_building_prompts_never_consults_the_default_guard() -> None:
 
 def test_the_old_name_drift_guard_warns_at_the_callers_line() -> None:
     with pytest.warns(PrefixkitDeprecationWarning) as record:
-        old = prefixkit.sdk.DriftGuard
+        old = importlib.import_module("prefixkit.sdk").DriftGuard
     assert old is StaticPrefixGuard
     assert record[0].filename == __file__
