@@ -15,6 +15,10 @@ connection before its server does, so:
 * our clients of the engines drop an idle connection after `UPSTREAM_IDLE_S`
   (2 s), well before the engines' 5 s.
 
+A connection still sending its request is not idle: each request head (request line and
+headers) must arrive within `HEADER_TIMEOUT_S` of the connection opening or of the
+request's first byte, and be at most `MAX_HEAD_BYTES` long (`http_server`).
+
 `served` is the uvicorn server every one of our servers runs as; `served_in_thread`
 runs one in a background thread for the length of a ``with`` block.
 """
@@ -34,28 +38,61 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp
 
-__all__ = ["SERVED_IDLE_S", "UPSTREAM_IDLE_S", "served", "served_in_thread"]
+__all__ = [
+    "HEADER_TIMEOUT_S",
+    "MAX_HEAD_BYTES",
+    "SERVED_IDLE_S",
+    "UPSTREAM_IDLE_S",
+    "served",
+    "served_in_thread",
+]
 
 SERVED_IDLE_S = 75
 UPSTREAM_IDLE_S = 2.0
+HEADER_TIMEOUT_S = 10.0
+MAX_HEAD_BYTES = 64 * 1024
 
 
-def served(app: ASGIApp, host: str, port: int) -> uvicorn.Server:
+def served(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    header_timeout_s: float = HEADER_TIMEOUT_S,
+    max_head_bytes: int = MAX_HEAD_BYTES,
+) -> uvicorn.Server:
     """A uvicorn server for `app` on `host`:`port` as prefixkit runs its HTTP hops:
-    idle client connections kept `SERVED_IDLE_S`, warnings and errors logged.
-    `.run()` it, or run it in a thread and set `should_exit` to stop it."""
+    idle client connections kept `SERVED_IDLE_S`; each request head given
+    `header_timeout_s` to arrive (else 408) and `max_head_bytes` at most (else 431);
+    warnings and errors logged. `.run()` it, or run it in a thread and set `should_exit`
+    to stop it."""
     import uvicorn
+
+    from .http_server import bounded_h11_protocol
 
     return uvicorn.Server(
         uvicorn.Config(
-            app, host=host, port=port, log_level="warning", timeout_keep_alive=SERVED_IDLE_S
+            app,
+            host=host,
+            port=port,
+            http=bounded_h11_protocol(header_timeout_s, max_head_bytes),
+            h11_max_incomplete_event_size=max_head_bytes,
+            log_level="warning",
+            timeout_keep_alive=SERVED_IDLE_S,
         )
     )
 
 
 @contextlib.contextmanager
 def served_in_thread(
-    app: ASGIApp, host: str, port: int, name: str = "prefixkit-server", timeout: float = 60.0
+    app: ASGIApp,
+    host: str,
+    port: int,
+    name: str = "prefixkit-server",
+    timeout: float = 60.0,
+    *,
+    header_timeout_s: float = HEADER_TIMEOUT_S,
+    max_head_bytes: int = MAX_HEAD_BYTES,
 ) -> Iterator[str]:
     """Serve `app` (`served`) in a background thread until the block ends; yields its base
     URL once it accepts connections (its lifespan has started). Raises `PortInUseError`
@@ -67,7 +104,9 @@ def served_in_thread(
             port=port,
             host=host,
         )
-    server = served(app, host, port)
+    server = served(
+        app, host, port, header_timeout_s=header_timeout_s, max_head_bytes=max_head_bytes
+    )
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
