@@ -8,8 +8,9 @@ The public API is this package, the names in its `__all__`:
   `ReplicaSet` (replicas started and supervised), `fetch_cache_metrics` (a replica's
   prefix-cache counters, as `CacheMetrics`);
 * a deployment: `deploy` (replicas -> router -> gateway) with its `Topology`, replicas
-  already running as `ReplicaEndpoint`s, the running `Deployment`, and `Tenants` (the
-  gateway's API keys and salt secret);
+  already running as `ReplicaEndpoint`s, the running `Deployment`, `Tenants` (the
+  gateway's tenant and operator API keys and salt secret) and `Limits` (the serving
+  app's bounds);
 * warm-up: `warm` a prompt version's prefix (`warm_prefix`, of a `registered_prompt` or any
   prompt) on every replica (`replica_targets`, or `WarmTarget`s), answered by a `WarmReport`;
 * Ray: `serve_on_ray` with its `RaySettings`, the running `RayDeployment`;
@@ -77,7 +78,8 @@ if TYPE_CHECKING:
     from .serving.deployment import ReplicaEndpoint as ReplicaEndpoint
     from .serving.deployment import Topology as Topology
     from .serving.deployment import deploy as deploy
-    from .serving.gateway import Tenants as Tenants
+    from .serving.limits import Limits as Limits
+    from .serving.tenants import Tenants as Tenants
     from .serving.warmup import WarmPrefix as WarmPrefix
     from .serving.warmup import WarmReport as WarmReport
     from .serving.warmup import WarmResult as WarmResult
@@ -103,7 +105,8 @@ _EXPORTS = {
     "Deployment": "serving.deployment",
     "ReplicaEndpoint": "serving.deployment",
     "Topology": "serving.deployment",
-    "Tenants": "serving.gateway",
+    "Tenants": "serving.tenants",
+    "Limits": "serving.limits",
     # warm-up
     "warm": "serving.warmup",
     "warm_prefix": "serving.warmup",

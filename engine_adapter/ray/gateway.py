@@ -1,124 +1,172 @@
 """The gateway as ASGI middleware, in front of Ray Serve LLM's OpenAI ingress.
 
-The checks are the serving app's gateway stage (`prefixkit.engine_adapter.serving.gateway`),
-through the same `Tenants` object: every request except ``GET /health`` needs a known key,
-else 401 in OpenAI's error shape; a client's ``cache_salt`` is removed from every JSON
-object body and, on the generation endpoints (`SALTED_PATHS`), replaced by the tenant's
-own (`Tenants.forwarded`, the HMAC of the tenant id under the deployment's secret).
+Every request passes the same choke point as on the local backend
+(`prefixkit.engine_adapter.serving.gateway.admit`, with the same `Tenants`): ``GET
+/health`` is public, any other request needs a known key (401), a canonical request
+target (400) and, for a tenant, a route of the tenant table (404); a body is admitted by
+`serving.bodies.admit_body` (a JSON object, the tenant's salt on generation routes, a
+client's ``cache_salt`` and pin field removed). A tenant's ``GET /metrics`` is its own
+numbers; an operator's is every tenant's (the engines' metrics are Ray's, on its own
+metrics port). Bodies are bounded by `Limits` as on the local backend.
 
-A generation request whose replica failed before answering (its actor died: Serve
-answers 500 before any byte) is sent again, up to `RETRIES` times, after `RETRY_DELAY_S`:
-nothing reached the client, and Serve places it on a live replica. With the prefixkit
-router, the header ``x-prefixkit-replica: I`` (`PIN_HEADER`) pins a request to the I-th
-replica (for warm-up); it travels in the body as ``prefixkit_replica`` (`PIN_FIELD`).
+With the prefixkit router, an operator's ``x-prefixkit-replica: I`` (`PIN_HEADER`) pins a
+request to the I-th replica (warm-up); it travels in the body as ``prefixkit_replica``
+(`PIN_FIELD`), which the gateway removes from every body before it sets it.
+
+Nothing is sent again: Ray Serve itself retries a request whose replica never accepted
+it (unavailable, rejected); a replica that dies with a request it accepted answers 500,
+and that request is never sent on to another engine (it may be what killed the first).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..serving.gateway import PIN_HEADER, SALTED_PATHS, Tenants, unauthorized
+from ..serving.bodies import BodyRefused, BodyWorkers
+from ..serving.gateway import PIN_FIELD, Admitted, Refused, admit
+from ..serving.limits import Limits
+from ..serving.relay import openai_error
+from ..serving.routes import RouteUse
+from ..serving.tenant_usage import TenantUsage, usage_of
+from ..serving.tenants import Tenants
 
-__all__ = ["PIN_FIELD", "RETRIES", "TenantGateway", "tenants_loader"]
+__all__ = ["TenantGateway", "tenants_loader"]
 
-PIN_FIELD = "prefixkit_replica"
-RETRIES = 5
-RETRY_DELAY_S = 2.0
+_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+_KEPT_BYTES = 16384
 
 
 class TenantGateway:
-    """ASGI middleware: authenticate, salt, and send again what a dead replica dropped.
-    `tenants` is called once, where the app runs (the ingress replica), to load them."""
+    """ASGI middleware: admit, salt, count. `tenants` is called once, where the app runs
+    (the ingress replica), to load them."""
 
-    def __init__(self, app: ASGIApp, tenants: Callable[[], Tenants]) -> None:
+    def __init__(
+        self, app: ASGIApp, tenants: Callable[[], Tenants], limits: Limits | None = None
+    ) -> None:
         self.app = app
         self.tenants = tenants()
+        self.limits = limits or Limits()
+        self.bodies = BodyWorkers(self.limits.body_workers)
+        self.usage = TenantUsage()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["path"] == "/health" and scope["method"] == "GET"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        tenant = self.tenants.tenant_of_request(headers)
-        if tenant is None:
-            await unauthorized()(scope, receive, send)
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        decision = admit(scope["method"], raw_path, headers, self.tenants)
+        if isinstance(decision, Refused):
+            await decision.response()(scope, receive, send)
             return
-        if scope["method"] != "POST":
-            await self.app(scope, receive, send)
+        if decision.use is RouteUse.GATEWAY and decision.path != "/health":
+            await self._metrics(decision)(scope, receive, send)
             return
-        body = self.tenants.forwarded("POST", scope["path"], await _read_body(receive), tenant)
-        generation = scope["path"] in SALTED_PATHS
-        pin = headers.get(PIN_HEADER)
-        if body and pin is not None and generation:
-            body = _pinned(body, pin)
-        scope = _with_length(scope, len(body))
-        for attempt in range(RETRIES + 1):
-            retry = attempt < RETRIES and generation
-            if not await _answer(self.app, scope, body, receive, send, hold_failure=retry):
-                return
-            await asyncio.sleep(RETRY_DELAY_S)
+        if scope["method"] != "POST" or not decision.gated:
+            await self.app(_exact(scope, decision, None), receive, send)
+            return
+        try:
+            raw = await _read_body(receive, self.limits.max_body_bytes)
+            admitted = await self.bodies.admit(
+                raw,
+                content_type=headers.get("content-type", ""),
+                content_encoding=headers.get("content-encoding", ""),
+                salt=decision.salt,
+                strip=("cache_salt", PIN_FIELD),
+                max_depth=self.limits.max_json_depth,
+            )
+        except BodyRefused as refused:
+            error = openai_error(refused.status, refused.message, refused.code, refused.param)
+            await error(scope, receive, send)
+            return
+        body = admitted.body if decision.pin is None else _pinned(admitted.body, decision.pin)
+        kept = bytearray()
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                kept.extend(message.get("body", b""))
+                del kept[:-_KEPT_BYTES]
+            await send(message)
+
+        await self.app(_exact(scope, decision, len(body)), _replay(body, receive), counted)
+        if decision.tenant is not None and decision.use is RouteUse.SALTED:
+            self.usage.record(decision.tenant, usage_of(bytes(kept)))
+
+    def _metrics(self, decision: Admitted) -> Response:
+        caller = decision.caller
+        if decision.path != "/metrics":
+            return openai_error(404, "this deployment has no precise router state", "not_found")
+        shown = [caller.name] if caller is not None and not caller.operator else None
+        text = self.usage.exposition(shown if shown is not None else self.tenants.tenant_ids)
+        return Response(text, media_type=_PROMETHEUS)
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes:
     chunks = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
+            raise BodyRefused(400, "the client left before its body", "client_gone")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyRefused(
+                413,
+                f"request body is larger than {limit} bytes, the most this deployment accepts",
+                "request_too_large",
+            )
+        chunks.append(chunk)
         if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+            return b"".join(chunks)
 
 
-def _pinned(body: bytes, pin: str) -> bytes:
-    try:
-        payload = json.loads(body)
-        index = int(pin)
-    except ValueError:
-        return body
-    if not isinstance(payload, dict):
-        return body
-    payload[PIN_FIELD] = index
-    return json.dumps(payload, ensure_ascii=False).encode()
-
-
-def _with_length(scope: Scope, length: int) -> Scope:
-    headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-    headers.append((b"content-length", str(length).encode()))
-    return {**scope, "headers": headers}
-
-
-async def _answer(
-    app: ASGIApp, scope: Scope, body: bytes, client: Receive, send: Send, hold_failure: bool
-) -> bool:
-    """Run `app` on `body`; True when it failed with a 5xx before anything reached the
-    client and `hold_failure` asked to keep such an answer back (to try again)."""
+def _replay(body: bytes, client: Receive) -> Receive:
+    """A receive that gives `body` once, then the client's own messages (its disconnect)."""
     sent = False
-    held: list[Message] = []
 
     async def receive() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await client()  # the client's own disconnect
+        return await client()
 
-    async def relay(message: Message) -> None:
-        if held or (
-            hold_failure and message["type"] == "http.response.start" and message["status"] >= 500
-        ):
-            held.append(message)
-            return
-        await send(message)
+    return receive
 
-    await app(scope, receive, relay)
-    return bool(held)
+
+def _pinned(body: bytes, pin: int) -> bytes:
+    payload = json.loads(body)
+    payload[PIN_FIELD] = pin
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _exact(scope: Scope, decision: Admitted, length: int | None) -> Scope:
+    """`scope` with the admitted path only (no query for a gated request), the gateway's
+    headers and the client's key removed, and the body's new length."""
+    dropped = {b"authorization", b"x-api-key"} | (
+        {b"content-length"} if length is not None else set()
+    )
+    headers = [
+        (k, v)
+        for k, v in scope["headers"]
+        if k.lower() not in dropped and not k.lower().startswith(b"x-prefixkit-")
+    ]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    query = b"" if decision.gated else scope.get("query_string", b"")
+    return {
+        **scope,
+        "path": decision.path,
+        "raw_path": decision.path.encode(),
+        "query_string": query,
+        "headers": headers,
+    }
 
 
 def tenants_loader(

@@ -31,7 +31,7 @@ from typing import Any
 from ..engine.config import EngineConfig
 from ..engine.setup_steps import Report, log_tail
 from ..errors import ReplicaStartError
-from ..serving.gateway import Tenants
+from ..serving.tenants import Tenants
 from .install import ensure_ray_engine
 from .settings import RaySettings, app_args
 

@@ -15,7 +15,7 @@ removes them): each running replica holds a slot of the state; a replica that le
 frees its slot and its blocks are dropped, and only running replicas are candidates, so
 nothing is sent to a replica while it is down. A request in flight ends with
 `on_request_completed`. A request whose body carries ``prefixkit_replica: I``
-(`gateway.PIN_FIELD`) goes to the I-th running replica in replica-id order (warm-up),
+(`serving.gateway.PIN_FIELD`) goes to the I-th running replica in replica-id order (warm-up),
 and waits (Serve backs off and asks again) while fewer than I + 1 replicas run.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
+from ..serving.gateway import PIN_FIELD
 from .block_hashes import ray_engine_block_hashes
-from .gateway import PIN_FIELD
 from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 # `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's

@@ -184,15 +184,23 @@ class RouterState:
             None if within is None else [within[r] for r in alive],
         )
         replica = alive[pick]
-        run = runs[pick]
         if self.decision_sink is not None:
             self.decision_sink(self._decision(request, length, alive, runs_all, within, replica))
-        index.touch(replica, hashes, request)
-        index.sent(replica, hashes)
-        self.shares.record(replica, length, run)
+        return self._placed_on(replica, hashes, runs[pick], request)
+
+    def pin(self, replica: int, hashes: Sequence[int]) -> Placement:
+        """Place a request on `replica`, whatever the policy would choose (an operator's
+        warm-up), with the same bookkeeping as `route`."""
+        self.turn += 1
+        return self._placed_on(replica, hashes, self.index.runs(hashes)[replica], self.turn)
+
+    def _placed_on(self, replica: int, hashes: Sequence[int], run: int, request: int) -> Placement:
+        self.index.touch(replica, hashes, request)
+        self.index.sent(replica, hashes)
+        self.shares.record(replica, len(hashes), run)
         self.routed[replica] += 1
         self.inflight[replica] += 1
-        self.queued_blocks[replica] += length - run
+        self.queued_blocks[replica] += len(hashes) - run
         return Placement(hashes, replica, run, request)
 
     def _decision(

@@ -1,28 +1,27 @@
-"""The serving app: one ASGI app in front of the replicas, the gateway stage then a routing
-stage, relayed to the engines.
+"""The serving app: one ASGI app in front of the replicas. Every request passes the gateway
+(`gateway.admit`, the one choke point), then a routing stage, then the relay.
 
     app = serving_app(PreciseRoute(RouterState(settings)), Tenants.load(path))
     served(app, "127.0.0.1", 8000).run()        # from prefixkit.engine_adapter.serving.keepalive
 
-The gateway stage (`gateway`, when `tenants` is given): every request except
-``GET /health`` needs a known key, else 401; a client's ``cache_salt`` is removed, and on
-the generation endpoints (``/v1/completions``, ``/v1/chat/completions``,
-``/v1/responses``) the tenant's own is set. The API key is never forwarded.
+What the app does with an admitted request:
 
-The routing stage (`router`) says where each request goes; the relay (`relay`) sends
-it there and streams the answer back. Routes, the same through every routing stage:
-
-* ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``: placed by the
-  routing stage, streamed back as they are generated;
-* ``GET /v1/models``, ``POST /tokenize``, any other path: relayed to a replica (or SMG);
 * ``GET /health``: the routing stage's answer (the precise router's replica health) or
-  its upstream's;
-* ``GET /metrics``: every replica's Prometheus metrics in one exposition, each sample
-  labelled with its ``replica`` (`merge_replica_metrics`);
-* ``GET /router/state``: the precise router's routed counts, requests in flight, held
-  and coming blocks, health (404 without that router).
+  its upstream's; no key needed.
+* ``GET /metrics``: a tenant's own numbers (`tenant_usage`); for an operator (or without
+  tenants) every replica's Prometheus metrics in one exposition, each sample labelled
+  with its ``replica`` (`merge_replica_metrics`), and every tenant's numbers.
+* ``GET /router/state`` (operators): the precise router's routed counts, requests in
+  flight, held and coming blocks, health (404 without that router).
+* a generation route (salted): the body admitted (`bodies`), placed by the routing stage,
+  relayed and streamed back as it is generated;
+* any other forwarded route: relayed to a replica (or SMG) the routing stage chooses.
 
-Errors the app answers itself are in OpenAI's error shape.
+Bounds (`limits.Limits`): a body is read whole within ``body_timeout_s`` and at most
+``max_body_bytes``; a tenant has at most ``max_inflight_per_tenant`` requests in flight.
+A client that hangs up, before or after the answer starts, streaming or not, cancels its
+request: the connection to the engine is closed, and vLLM aborts a request whose client
+is gone. Errors the app answers itself are in OpenAI's error shape.
 """
 
 from __future__ import annotations
@@ -30,128 +29,266 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+import anyio
 import httpx
-from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from ..engine.metrics import merge_replica_metrics
-from .gateway import SALTED_PATHS, Tenants, unauthorized
-from .relay import Relayed, Upstreams, forwarded_headers, openai_error
+from .bodies import AdmittedBody, BodyRefused, BodyWorkers
+from .gateway import PIN_FIELD, Admitted, Refused, admit
+from .limits import Limits
+from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
 from .router import Refusal, Routing, Target
+from .routes import RouteUse
+from .tenant_usage import TenantUsage, Usage, usage_of
+from .tenants import Tenants
 
-__all__ = ["GENERATION_PATHS", "serving_app"]
+__all__ = ["ServingApp", "serving_app"]
 
 log = logging.getLogger(__name__)
 
-GENERATION_PATHS = tuple(sorted(SALTED_PATHS))
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+_T = TypeVar("_T")
 
 
 def serving_app(
-    routing: Routing,
-    tenants: Tenants | None = None,
-    *,
-    connect_timeout: float = 10.0,
-    read_timeout: float = 600.0,
-) -> Starlette:
+    routing: Routing, tenants: Tenants | None = None, limits: Limits | None = None
+) -> ServingApp:
     """The ASGI app (see the module docstring); its lifespan starts the routing stage."""
-    upstreams = Upstreams(connect_timeout=connect_timeout, read_timeout=read_timeout)
+    return ServingApp(routing, tenants, limits or Limits())
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+
+class ServingApp:
+    """The serving app as an ASGI callable (module docstring)."""
+
+    def __init__(self, routing: Routing, tenants: Tenants | None, limits: Limits) -> None:
+        self.routing = routing
+        self.tenants = tenants
+        self.limits = limits
+        self.usage = TenantUsage()
+        self.inflight: Counter[str] = Counter()
+        self.upstreams = Upstreams(
+            connect_timeout=limits.upstream_connect_timeout_s,
+            read_timeout=limits.upstream_read_timeout_s,
+        )
+        self.bodies = BodyWorkers(limits.body_workers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
         try:
-            await routing.start(upstreams)
-            yield
+            await self.routing.start(self.upstreams)
+        except Exception as error:
+            await send({"type": "lifespan.startup.failed", "message": repr(error)})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        try:
+            await self.routing.stop()
+            await self.upstreams.aclose()
+            await asyncio.to_thread(self.bodies.close)
         finally:
-            await routing.stop()
-            await upstreams.aclose()
+            await send({"type": "lifespan.shutdown.complete"})
 
-    def refused(request: Request) -> Response | None:
-        """401 unless the request carries a known key (when there is a gateway stage)."""
-        if tenants is None or tenants.tenant_of_request(request.headers) is not None:
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope=scope)
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        decision = admit(scope["method"], raw_path, headers, self.tenants)
+        if isinstance(decision, Refused):
+            await decision.response()(scope, receive, send)
+            return
+        if decision.use is RouteUse.GATEWAY:
+            await (await self._answer(decision))(scope, receive, send)
+            return
+        tenant = None if decision.caller is None or decision.caller.operator else decision.tenant
+        if tenant is not None and self.inflight[tenant] >= self.limits.max_inflight_per_tenant:
+            await openai_error(
+                429,
+                f"tenant {tenant!r} has {self.limits.max_inflight_per_tenant} requests in "
+                "flight, the most this deployment allows: wait for one to end",
+                "rate_limit_exceeded",
+            )(scope, receive, send)
+            return
+        if tenant is not None:
+            self.inflight[tenant] += 1
+        try:
+            await self._forward(decision, headers, scope, receive, send)
+        finally:
+            if tenant is not None:
+                self.inflight[tenant] -= 1
+
+    async def _forward(
+        self, decision: Admitted, headers: Headers, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        try:
+            raw = await self._body(headers, receive)
+            admitted = await self._admitted(decision, headers, raw)
+        except BodyRefused as refused:
+            await openai_error(refused.status, refused.message, refused.code, refused.param)(
+                scope, receive, send
+            )
+            return
+        answer = await until_disconnected(
+            receive, lambda: self._relay(decision, headers, admitted, scope, send)
+        )
+        if answer is not None and decision.tenant is not None and decision.caller is not None:
+            self.usage.record(decision.tenant, answer)
+
+    async def _body(self, headers: Headers, receive: Receive) -> bytes:
+        """The request body, read whole within the time and size limits."""
+        limit = self.limits.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with anyio.fail_after(self.limits.body_timeout_s):
+                more = True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise BodyRefused(400, "the client left before its body", "client_gone")
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        raise _too_large(limit)
+                    chunks.append(chunk)
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            raise BodyRefused(
+                408,
+                f"the request body did not arrive within {self.limits.body_timeout_s} s",
+                "request_timeout",
+            ) from None
+        return b"".join(chunks)
+
+    async def _admitted(self, decision: Admitted, headers: Headers, raw: bytes) -> AdmittedBody:
+        """The body to forward and the routing stage's view of it."""
+        if decision.method == "GET" or decision.method == "HEAD":
+            return AdmittedBody(b"", {})
+        parsed = decision.use in (RouteUse.SALTED, RouteUse.READ_ONLY)
+        if not parsed:
+            return AdmittedBody(raw, {})
+        admitted = await self.bodies.admit(
+            raw,
+            content_type=headers.get("content-type", ""),
+            content_encoding=headers.get("content-encoding", ""),
+            salt=decision.salt,
+            strip=("cache_salt", PIN_FIELD) if decision.caller is not None else (),
+            max_depth=self.limits.max_json_depth,
+        )
+        return admitted
+
+    async def _relay(
+        self,
+        decision: Admitted,
+        headers: Headers,
+        admitted: AdmittedBody,
+        scope: Scope,
+        send: Send,
+    ) -> Usage | None:
+        """Place the request, send it, stream the answer back; its usage, if it said."""
+        try:
+            if decision.use is RouteUse.SALTED:
+                target = await self.routing.place(decision.path, admitted.view, decision.pin)
+            else:
+                target = self.routing.utility(decision.path, decision.pin)
+        except Refusal as refusal:
+            await _send_response(refusal.response, scope, send)
             return None
-        return unauthorized()
-
-    async def body_of(request: Request) -> bytes:
-        """The body to forward (the gateway's, for a request `refused` let through)."""
-        raw = await request.body()
-        tenant = None if tenants is None else tenants.tenant_of_request(request.headers)
-        if tenants is None or tenant is None:
-            return raw
-        return tenants.forwarded(request.method, request.url.path, raw, tenant)
-
-    async def forward(request: Request, body: bytes, target: Target) -> Response:
+        gated = decision.gated
         while True:
             try:
-                upstream = await upstreams.send(
+                upstream = await self.upstreams.send(
                     target.url,
-                    request.method,
-                    request.url.path,
-                    query=request.url.query,
-                    headers=forwarded_headers(request.headers.items()),
-                    body=body,
+                    decision.method,
+                    decision.path,
+                    query="" if gated else scope.get("query_string", b"").decode("latin-1"),
+                    headers=forwarded_headers(headers.items(), gated=gated),
+                    body=admitted.body,
                 )
                 break
             except httpx.ConnectError as exc:  # nothing reached the upstream
-                replacement = routing.replace(target)
+                replacement = self.routing.replace(target)
                 if replacement is None:
                     target.ended()
-                    return openai_error(
-                        502,
-                        f"{target.name}: {exc}; no healthy replica left",
-                        "upstream_unreachable",
+                    await _send_response(
+                        openai_error(
+                            502,
+                            f"{target.name}: {exc}; no healthy replica left",
+                            "upstream_unreachable",
+                        ),
+                        scope,
+                        send,
                     )
+                    return None
                 target = replacement
             except httpx.HTTPError as exc:
                 target.ended()
-                return openai_error(502, f"{target.name}: {exc!r}", "upstream_error")
-        return Relayed(upstream, started=target.started, ended=target.ended, headers=target.headers)
+                await _send_response(
+                    openai_error(502, f"{target.name}: {exc!r}", "upstream_error"), scope, send
+                )
+                return None
+        ends = await relay_answer(
+            upstream, send, started=target.started, ended=target.ended, headers=target.headers
+        )
+        return usage_of(ends) if upstream.status_code == 200 else None
 
-    async def generation(request: Request) -> Response:
-        if (answer := refused(request)) is not None:
-            return answer
-        body = await body_of(request)
+    async def _answer(self, decision: Admitted) -> Response:
+        """The gateway routes' answers: health, metrics, router state."""
+        if decision.path == "/health":
+            answer = self.routing.health()
+            if answer is not None:
+                return answer
+            return await self._upstream_health(self.routing.utility("/health", None))
+        if decision.path == "/metrics":
+            return await self._metrics(decision)
+        return self._router_state()
+
+    async def _upstream_health(self, target: Target) -> Response:
         try:
-            target = await routing.place(request.url.path, body)
-        except Refusal as refusal:
-            return refusal.response
-        return await forward(request, body, target)
+            response = await self.upstreams.client(target.url).get("/health", timeout=5.0)
+        except httpx.HTTPError as exc:
+            return openai_error(503, f"{target.name}: {exc!r}", "upstream_unreachable")
+        return Response(response.content, response.status_code)
 
-    async def health(request: Request) -> Response:
-        answer = routing.health()
-        if answer is not None:
-            return answer
-        return await forward(request, b"", routing.utility("/health"))
-
-    async def metrics(request: Request) -> Response:
-        if (answer := refused(request)) is not None:
-            return answer
+    async def _metrics(self, decision: Admitted) -> Response:
+        caller = decision.caller
+        if caller is not None and not caller.operator:
+            return Response(self.usage.exposition([caller.name]), media_type=_PROMETHEUS)
 
         async def scrape(url: str) -> str | None:
             try:
-                response = await upstreams.client(url).get("/metrics", timeout=5.0)
+                response = await self.upstreams.client(url).get("/metrics", timeout=5.0)
                 response.raise_for_status()
             except httpx.HTTPError as exc:
                 log.warning("no metrics from %s: %r", url, exc)
                 return None
             return response.text
 
-        texts = await asyncio.gather(*(scrape(url) for url in routing.replica_urls))
+        texts = await asyncio.gather(*(scrape(url) for url in self.routing.replica_urls))
+        tenants = [] if self.tenants is None else self.tenants.tenant_ids
         return Response(
-            merge_replica_metrics(texts), media_type="text/plain; version=0.0.4; charset=utf-8"
+            merge_replica_metrics(texts) + self.usage.exposition(tenants), media_type=_PROMETHEUS
         )
 
-    async def router_state(request: Request) -> Response:
-        if (answer := refused(request)) is not None:
-            return answer
-        state = routing.state()
+    def _router_state(self) -> Response:
+        state = self.routing.state()
         if state is None:
             return openai_error(404, "this deployment has no precise router", "not_found")
-        replicas = range(len(routing.replica_urls))
+        replicas = range(len(self.routing.replica_urls))
         return JSONResponse(
             {
                 "routed": state.routed,
@@ -162,21 +299,35 @@ def serving_app(
             }
         )
 
-    async def other(request: Request) -> Response:
-        if (answer := refused(request)) is not None:
-            return answer
-        body = await body_of(request)
-        return await forward(request, body, routing.utility(request.url.path))
 
-    app = Starlette(
-        routes=[
-            Route("/health", health, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/router/state", router_state, methods=["GET"]),
-            *(Route(path, generation, methods=["POST"]) for path in GENERATION_PATHS),
-            Route("/{path:path}", other, methods=_METHODS),
-        ],
-        lifespan=lifespan,
+async def until_disconnected(receive: Receive, work: Callable[[], Awaitable[_T]]) -> _T | None:
+    """`work()`, cancelled when the client hangs up (None then). The request body must be
+    read already: the next message a server sends is the client's disconnect."""
+    result: _T | None = None
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        result = await work()
+        group.cancel_scope.cancel()
+    return result
+
+
+async def _send_response(response: Response, scope: Scope, send: Send) -> None:
+    async def nothing() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    with contextlib.suppress(OSError):
+        await response(scope, nothing, send)
+
+
+def _too_large(limit: int) -> BodyRefused:
+    return BodyRefused(
+        413,
+        f"request body is larger than {limit} bytes, the most this deployment accepts",
+        "request_too_large",
     )
-    app.state.router = routing.state()
-    return app

@@ -45,8 +45,8 @@ from ..engine.setup_steps import Report
 from ..errors import DeploymentConfigError, PortInUseError
 from ..routing.router_state import RouterSettings, RouterState
 from .app import serving_app
-from .gateway import Tenants
 from .keepalive import served_in_thread
+from .limits import Limits
 from .router import DirectRoute, PreciseRoute, Routing, SmgRoute
 from .smg import (
     CHARS_PER_TOKEN,
@@ -57,6 +57,7 @@ from .smg import (
     stop_smg,
     wait_until_ready,
 )
+from .tenants import Tenants
 
 __all__ = ["ROUTERS", "Deployment", "ReplicaEndpoint", "RouterName", "Topology", "deploy"]
 
@@ -207,6 +208,7 @@ def deploy(
     topology: Topology = Topology(),
     *,
     tenants: Tenants | None = None,
+    limits: Limits | None = None,
     run_dir: Path | None = None,
     kv_events: bool = True,
     start_timeout: float = 600.0,
@@ -218,8 +220,11 @@ def deploy(
     `engines`: an `EngineConfig` to launch ``topology.replicas`` replicas from (with
     `kv_events`, each publishes KV events), or the endpoints of replicas already
     running (their count is the topology's replica count). `tenants`: the gateway
-    stage's keys and secret (None: no gateway). `run_dir`: logs, sockets, decision
-    log (a temporary folder when None)."""
+    stage's keys and secret (None: no gateway). `limits`: the serving app's bounds
+    (body size and time, header time, requests in flight per tenant, upstream timeouts;
+    `Limits()` when None). `run_dir`: logs, sockets, decision log (a temporary folder
+    when None)."""
+    limits = limits or Limits()
     launching = isinstance(engines, EngineConfig)
     app = topology.routed or tenants is not None
     topology.check_free(launching, app)
@@ -267,7 +272,11 @@ def deploy(
                 routing = SmgRoute(router_url, precise)
         url = stack.enter_context(
             served_in_thread(
-                serving_app(routing, tenants), topology.host, topology.port, "prefixkit-serving"
+                serving_app(routing, tenants, limits),
+                topology.host,
+                topology.port,
+                "prefixkit-serving",
+                header_timeout_s=limits.header_timeout_s,
             )
         )
         yield Deployment(url, urls, topology, replica_set, router_url, routing.state())

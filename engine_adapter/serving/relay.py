@@ -6,16 +6,17 @@ or SMG in front of them) and its answer streamed back as it comes.
   milliseconds of CPU per request under load (encode/httpcore#1035).
 * Idle upstream connections are dropped after `UPSTREAM_IDLE_S`, before the engines'
   own 5 s (see `keepalive`).
-* `send` forwards method, path, query, body and the end-to-end headers (never the
-  client's API key, never hop-by-hop headers). A refused connection raises
+* `send` forwards method, path (exactly as given: the gateway admitted it in canonical
+  form), query, body and the headers `forwarded_headers` keeps (never the client's API
+  key, never hop-by-hop headers). A refused connection raises
   `httpx.ConnectError` to the caller, who may place the request elsewhere (nothing
   reached the engine); any other failure on the way answers 502 in OpenAI's error
   shape, naming the upstream and the reason.
-* `Relayed` streams the answer chunk by chunk, never buffered whole. However the relay
-  ends (answered, broken off by the engine, the client hung up before or after the
-  first chunk, under ASGI 2.4 too), its `ended` callback runs once and the upstream
-  response is closed, so the engine stops generating for nobody. A stream the engine
-  breaks off reaches the client broken, never as a clean, shorter answer.
+* `relay_answer` streams the answer chunk by chunk, never buffered whole. However the
+  relay ends (answered, broken off by the engine, cancelled because the client hung up),
+  its `ended` callback runs once and the upstream response is closed, so the engine
+  stops generating for nobody. A stream the engine breaks off reaches the client
+  broken, never as a clean, shorter answer.
 
 Every error the serving app answers itself is `openai_error`: ``{"error": {"message",
 "type", "code", "param"}}``, the shape the official clients parse.
@@ -23,16 +24,16 @@ Every error the serving app answers itself is `openai_error`: ``{"error": {"mess
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import anyio
 import httpx
-from starlette.responses import JSONResponse, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import Send
 
 from .keepalive import UPSTREAM_IDLE_S
 
-__all__ = ["Relayed", "Upstreams", "forwarded_headers", "openai_error", "relayed_headers"]
+__all__ = ["Upstreams", "forwarded_headers", "openai_error", "relay_answer", "relayed_headers"]
 
 _HOP_BY_HOP = frozenset(
     {
@@ -47,6 +48,21 @@ _HOP_BY_HOP = frozenset(
     }
 )
 _NOT_FORWARDED = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-length"}
+# what a tenant's request may tell the engine besides its body
+_GATED_HEADERS = frozenset(
+    {
+        "content-type",
+        "accept",
+        "user-agent",
+        "x-request-id",
+        "anthropic-version",
+        "anthropic-beta",
+        "traceparent",
+        "tracestate",
+    }
+)
+_HEAD_BYTES = 4096
+_TAIL_BYTES = 16384
 
 
 def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
@@ -57,9 +73,20 @@ def openai_error(status: int, message: str, code: str, param: str | None = None)
     )
 
 
-def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The request headers an upstream gets: end-to-end ones, without the client's key."""
-    return [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED]
+def forwarded_headers(
+    headers: Iterable[tuple[str, str]], *, gated: bool = True
+) -> list[tuple[str, str]]:
+    """The request headers an upstream gets. A gated request (a tenant's, or an operator's
+    on a route of the gateway's table): only `_GATED_HEADERS`, and answers uncompressed.
+    Otherwise the end-to-end headers. Never the client's key, never the gateway's own."""
+    if gated:
+        kept = [(k, v) for k, v in headers if k.lower() in _GATED_HEADERS]
+        return [*kept, ("accept-encoding", "identity")]
+    return [
+        (k, v)
+        for k, v in headers
+        if k.lower() not in _NOT_FORWARDED and not k.lower().startswith("x-prefixkit-")
+    ]
 
 
 def relayed_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -113,40 +140,42 @@ def _nothing() -> None:
     return None
 
 
-class Relayed(StreamingResponse):
-    """An upstream answer passed through as it comes. `started` runs at its first chunk,
-    `ended` once however the relay ends, and the upstream response is always closed.
-    (A background task would not do: Starlette skips it when the stream raises, and
-    under ASGI 2.4 when the client is gone before the response starts.)"""
-
-    def __init__(
-        self,
-        upstream: httpx.Response,
-        *,
-        started: Callable[[], None] = _nothing,
-        ended: Callable[[], None] = _nothing,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        async def chunks() -> AsyncIterator[bytes]:
-            first = True
-            async for chunk in upstream.aiter_raw():
-                if first:
-                    first = False
-                    started()
-                yield chunk
-
-        super().__init__(
-            chunks(),
-            status_code=upstream.status_code,
-            headers={**relayed_headers(upstream.headers.items()), **(headers or {})},
+async def relay_answer(
+    upstream: httpx.Response,
+    send: Send,
+    *,
+    started: Callable[[], None] = _nothing,
+    ended: Callable[[], None] = _nothing,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """Pass an upstream answer to the client as it comes. `started` runs at its first
+    chunk, `ended` once however the relay ends (answered, broken off, cancelled because
+    the client left), and the upstream response is always closed. Returns the answer's
+    first and last few kilobytes (where its ``usage`` is)."""
+    head = bytearray()
+    tail = bytearray()
+    try:
+        response_headers = {**relayed_headers(upstream.headers.items()), **(headers or {})}
+        await send(
+            {
+                "type": "http.response.start",
+                "status": upstream.status_code,
+                "headers": [(k.encode(), v.encode()) for k, v in response_headers.items()],
+            }
         )
-        self.upstream = upstream
-        self.ended = ended
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.ended()
-            with anyio.CancelScope(shield=True):
-                await self.upstream.aclose()
+        first = True
+        async for chunk in upstream.aiter_raw():
+            if first:
+                first = False
+                started()
+            if len(head) < _HEAD_BYTES:
+                head += chunk[: _HEAD_BYTES - len(head)]
+            tail += chunk
+            del tail[:-_TAIL_BYTES]
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        ended()
+        with anyio.CancelScope(shield=True):
+            await upstream.aclose()
+    return bytes(head) + bytes(tail)

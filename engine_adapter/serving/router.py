@@ -3,10 +3,12 @@ it through.
 
 * `DirectRoute`: every request to one upstream, the only replica or SMG.
 * `PreciseRoute`: prefixkit's KV-event router. A generation request
-  (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``) gets its token ids
-  from a replica's own ``/tokenize`` (same tokenizer and chat template as the engine;
-  a Responses request is turned into the chat messages vLLM renders it as), its block
-  hashes, and a replica from `RouterState.route`; ``x-prefixkit-replica`` names the
+  (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``)
+  gets its token ids from a replica's own ``/tokenize`` (same tokenizer and chat template
+  as the engine; a Responses or Anthropic Messages request is turned into the chat
+  messages vLLM renders it as), the block hashes of its first `MAX_ROUTED_BLOCKS`
+  blocks, and a replica from `RouterState.route` (or the replica an operator pinned it
+  to, `RouterState.pin`); ``x-prefixkit-replica`` names the
   replica and ``server-timing`` gives the router's own time before forwarding, in ms
   (``tokenize``: the round trip to a replica, ``route``: hashing and the decision).
   ``/tokenize``, ``/v1/models`` and other paths go to the healthy replica with the
@@ -15,13 +17,15 @@ it through.
   blocks dropped, and nothing is lost: a request placed on it is placed again (the
   connection failed, so nothing reached the engine and nothing runs twice).
 * `SmgRoute`: real SMG for chat and completions (and ``/v1/models``, ``/health``);
-  `PreciseRoute` for ``/v1/responses``, ``/tokenize`` and other paths. SMG 1.13
-  re-serialises a Responses body into its own request type and drops ``cache_salt``
-  on the way, which would let tenants share cache blocks; it has no ``/tokenize``.
+  `PreciseRoute` for ``/v1/responses``, ``/v1/messages``, ``/tokenize``, other paths and
+  pinned requests. SMG 1.13 re-serialises a Responses body into its own request type
+  and drops ``cache_salt`` on the way, which would let tenants share cache blocks; it
+  has no ``/tokenize``.
 
 A stage answers `place` (a generation request's `Target`) and `utility` (any other
 path's), and `replace` when a target refused the connection. A `Refusal` carries the
-answer for a request the stage will not forward (400 for a body it cannot read).
+answer for a request the stage will not forward (a pin to a replica that does not exist,
+no replica left to tokenize).
 """
 
 from __future__ import annotations
@@ -48,10 +52,17 @@ __all__ = [
     "Routing",
     "SmgRoute",
     "Target",
+    "anthropic_chat_messages",
     "responses_chat_messages",
 ]
 
 log = logging.getLogger(__name__)
+
+# a router places a request by its first blocks, at most this many (bounded work per
+# request, whatever the prompt's length; 8192 tokens with vLLM's CPU block size)
+MAX_ROUTED_BLOCKS = 256
+# what SMG routes itself (it keeps their cache_salt); others go through the precise router
+_SMG_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 
 def _nothing() -> None:
@@ -94,11 +105,13 @@ class Routing(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def place(self, path: str, raw: bytes) -> Target:
-        """The target of a generation request (its body `raw`); may raise `Refusal`."""
+    async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
+        """The target of a generation request (`body`: its parsed JSON object, cut to its
+        start, `bodies.bounded`); `pin`: the replica an operator asked for. May raise
+        `Refusal`."""
         ...
 
-    def utility(self, path: str) -> Target:
+    def utility(self, path: str, pin: int | None) -> Target:
         """The target of any other request."""
         ...
 
@@ -130,10 +143,10 @@ class DirectRoute:
     async def stop(self) -> None:
         return None
 
-    async def place(self, path: str, raw: bytes) -> Target:
+    async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
         return Target(self.upstream, self.name)
 
-    def utility(self, path: str) -> Target:
+    def utility(self, path: str, pin: int | None) -> Target:
         return Target(self.upstream, self.name)
 
     def replace(self, target: Target) -> Target | None:
@@ -201,6 +214,74 @@ def _append_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
         messages.append({k: v for k, v in item.items() if k not in ("type", "id", "status")})
 
 
+def anthropic_chat_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The chat messages and tools an Anthropic Messages request is rendered as: ``system``
+    as the system message, text blocks as text, ``tool_use`` blocks as the assistant's
+    tool calls, ``tool_result`` blocks as tool messages, tools in chat form."""
+    messages: list[dict[str, Any]] = []
+    system = _anthropic_text(body.get("system"))
+    if system:
+        messages.append({"role": "system", "content": system})
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        text = _anthropic_text(blocks)
+        calls = [
+            {
+                "id": block.get("id"),
+                "type": "function",
+                "function": {
+                    "name": block.get("name"),
+                    "arguments": json.dumps(block.get("input")),
+                },
+            }
+            for block in blocks
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": block.get("tool_use_id"),
+                        "content": _anthropic_text(block.get("content")),
+                    }
+                )
+        if text or calls:
+            chat: dict[str, Any] = {"role": message.get("role"), "content": text}
+            if calls:
+                chat["tool_calls"] = calls
+            messages.append(chat)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.get("name"),
+                "description": tool.get("description", ""),
+                "parameters": tool.get("input_schema", {}),
+            },
+        }
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and "name" in tool
+    ]
+    return messages, tools
+
+
+def _anthropic_text(content: object) -> str:
+    """The text of an Anthropic content field: a string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
 def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[int]:
     """What to ask ``/tokenize`` for a generation request (or its token ids, when the
     prompt already is token ids)."""
@@ -216,8 +297,11 @@ def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[in
             if key in body:
                 query[key] = body[key]
         return query
-    if path.endswith("/responses"):
-        messages, tools = responses_chat_messages(body)
+    if path.endswith("/responses") or path.endswith("/messages"):
+        convert = (
+            responses_chat_messages if path.endswith("/responses") else anthropic_chat_messages
+        )
+        messages, tools = convert(body)
         return {"model": model, "messages": messages, **({"tools": tools} if tools else {})}
     prompt = body.get("prompt", "")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
@@ -301,8 +385,23 @@ class PreciseRoute:
     def _replica_target(self, replica: int) -> Target:
         return Target(self.replica_urls[replica], f"replica {replica}", replica)
 
-    def utility(self, path: str) -> Target:
+    def utility(self, path: str, pin: int | None) -> Target:
+        if pin is not None:
+            return self._replica_target(self._pinned(pin))
         return self._replica_target(self._order()[0])
+
+    def _pinned(self, pin: int) -> int:
+        if pin >= len(self.replica_urls):
+            raise Refusal(
+                openai_error(
+                    400,
+                    f"x-prefixkit-replica {pin}: this deployment has replicas 0 to "
+                    f"{len(self.replica_urls) - 1}",
+                    "invalid_request_error",
+                    "x-prefixkit-replica",
+                )
+            )
+        return pin
 
     def health(self) -> Response | None:
         healthy = self.router.healthy
@@ -323,21 +422,7 @@ class PreciseRoute:
             return None
         return self._replica_target(self._order()[0])
 
-    async def place(self, path: str, raw: bytes) -> Target:
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            raise Refusal(
-                openai_error(400, "request body is not JSON", "invalid_request_error")
-            ) from None
-        if not isinstance(body, dict):
-            raise Refusal(
-                openai_error(
-                    400,
-                    f"request body must be a JSON object, got {type(body).__name__}",
-                    "invalid_request_error",
-                )
-            )
+    async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
         salt = body.get("cache_salt")
         if salt is not None and not isinstance(salt, str):
             raise Refusal(
@@ -351,7 +436,11 @@ class PreciseRoute:
         started = time.perf_counter()
         tokens = await self._token_ids(path, body)
         tokenized = time.perf_counter()
-        placement = self.router.route(self.router.hashes(tokens, salt))
+        routed_tokens = tokens[: MAX_ROUTED_BLOCKS * self.router.settings.block_size]
+        hashes = self.router.hashes(routed_tokens, salt)
+        placement = (
+            self.router.route(hashes) if pin is None else self.router.pin(self._pinned(pin), hashes)
+        )
         routed = time.perf_counter()
         timing = server_timing(
             {"tokenize": (tokenized - started) * 1e3, "route": (routed - tokenized) * 1e3}
@@ -370,8 +459,8 @@ class PreciseRoute:
     async def _token_ids(self, path: str, body: dict[str, Any]) -> list[int]:
         """The request's token ids from a replica's ``/tokenize`` (see `_order`); one that
         refuses the connection is marked unhealthy, one that fails otherwise is passed
-        over. A Responses request ``/tokenize`` cannot read is placed by load alone
-        (no token ids): the engine, not the router, says what is wrong with it."""
+        over. A request ``/tokenize`` cannot read is placed by load alone (no token
+        ids): the engine, not the router, says what is wrong with it."""
         query = _tokenize_query(path, body)
         if isinstance(query, list):
             return query
@@ -389,11 +478,9 @@ class PreciseRoute:
                 continue
             if response.status_code == 200:
                 return [int(t) for t in response.json()["tokens"]]
-            if path.endswith("/responses") and response.status_code < 500:
+            if response.status_code < 500:
                 return []
-            raise Refusal(
-                Response(response.content, response.status_code, media_type="application/json")
-            )
+            failures.append(f"replica {replica}: HTTP {response.status_code}")
         raise Refusal(
             openai_error(
                 502,
@@ -418,15 +505,15 @@ class SmgRoute:
     async def stop(self) -> None:
         await self.precise.stop()
 
-    async def place(self, path: str, raw: bytes) -> Target:
-        if path == "/v1/responses":
-            return await self.precise.place(path, raw)
-        return await self.smg.place(path, raw)
+    async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
+        if path in _SMG_PATHS and pin is None:
+            return await self.smg.place(path, body, pin)
+        return await self.precise.place(path, body, pin)
 
-    def utility(self, path: str) -> Target:
-        if path in ("/v1/models", "/health"):
-            return self.smg.utility(path)
-        return self.precise.utility(path)
+    def utility(self, path: str, pin: int | None) -> Target:
+        if path in ("/v1/models", "/health") and pin is None:
+            return self.smg.utility(path, pin)
+        return self.precise.utility(path, pin)
 
     def replace(self, target: Target) -> Target | None:
         return self.precise.replace(target)

@@ -17,14 +17,16 @@ On a Ray deployment (`prefixkit serve --backend ray`) every request enters throu
 gateway: `pinned_replica_targets` reaches each replica there with prefixkit's router (the
 ``x-prefixkit-replica`` header pins a request to one replica); with another router, one
 target through the gateway lets the router place the prefix where it will place the real
-requests.
+requests. Through the gateway, warm-up is an operator's job: its requests carry an
+operator's API key and name the tenant whose salt to use (``x-prefixkit-tenant``); tenant
+keys can neither pin a replica nor name a tenant.
 
 Salting: vLLM keys a block by its tokens and the request's `cache_salt`, so a prefix is
 warmed once per tenant. Sent straight to a replica (`WarmTarget(..., gateway=False)`), a
 warm request carries the salt the tenant gateway gives that tenant's requests
 (`Tenants.salted`, what the gateway stage does); sent through the gateway (and so through the
-router, to the replica the router will pick for that prefix), it carries one of the tenant's
-API keys and the gateway salts it. Without `tenants` nothing is salted (a deployment
+router, to the replica the router will pick for that prefix), it carries an operator's API
+key and the tenant's name, and the gateway salts it. Without `tenants` nothing is salted (a deployment
 without the gateway).
 
 Planning (`warm_prefix`, `plan_warmup`) is pure; `send_warmup` does the I/O: each warm
@@ -47,7 +49,8 @@ import httpx
 from prefixkit.sdk import HFTokenizer, Prompt, Segment, align_static_prefix, vllm_tool
 
 from ..errors import GatewayConfigError, WarmupError
-from .gateway import PIN_HEADER, Tenants
+from .gateway import PIN_HEADER, TENANT_HEADER
+from .tenants import Tenants
 
 __all__ = [
     "WarmPrefix",
@@ -212,13 +215,22 @@ def plan_warmup(
             )
         if any(target.gateway for target in targets):
             raise GatewayConfigError(
-                "warming through the gateway needs a tenant's API key: give the deployment's "
-                "tenants file (--tenants FILE, or PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET)",
-                setting="tenants",
+                "warming through the gateway needs an operator's API key: give the "
+                "deployment's tenants file (--tenants FILE with an [operators] table, or "
+                "PREFIXKIT_OPERATOR_KEYS, PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET)",
+                setting="operators",
             )
         chosen = [None]
     else:
-        known = sorted(set(tenants.keys.values()))
+        known = tenants.tenant_ids
+        operator_key = tenants.operator_key()
+        if operator_key is None and any(target.gateway for target in targets):
+            raise GatewayConfigError(
+                "warming through the gateway needs an operator's API key (tenant keys cannot "
+                "pin a replica or name a tenant): add an [operators] table to the tenants "
+                "file, or set PREFIXKIT_OPERATOR_KEYS='ops=KEY'",
+                setting="operators",
+            )
         unknown = [tenant for tenant in tenant_ids or () if tenant not in known]
         if unknown:
             raise GatewayConfigError(
@@ -243,15 +255,12 @@ def plan_warmup(
                 sent = body
                 if tenants is not None and tenant is not None:
                     if target.gateway:
-                        headers["authorization"] = f"Bearer {_key_of(tenants, tenant)}"
+                        headers["authorization"] = f"Bearer {operator_key}"
+                        headers[TENANT_HEADER] = tenant
                     else:
                         sent = tenants.salted(body, tenant)
                 requests.append(WarmRequest(target, prefix, tenant, headers, sent))
     return requests
-
-
-def _key_of(tenants: Tenants, tenant: str) -> str:
-    return min(key for key, owner in tenants.keys.items() if owner == tenant)
 
 
 def send_warmup(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from prefixkit.engine_adapter import Tenants
-from prefixkit.engine_adapter.ray.gateway import PIN_FIELD, TenantGateway
-from prefixkit.engine_adapter.serving.gateway import PIN_HEADER
+from prefixkit.engine_adapter.ray.gateway import TenantGateway
+from prefixkit.engine_adapter.serving.gateway import PIN_FIELD, PIN_HEADER
 from prefixkit.sdk import tenant_salt
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 SECRET = "ray-gateway-test-secret-0123"
 ACME = {"Authorization": "Bearer key-acme"}
+OPS = {"Authorization": "Bearer key-ops"}
 
 
 async def echo(request: Request) -> JSONResponse:
@@ -25,7 +26,7 @@ async def echo(request: Request) -> JSONResponse:
 
 def client() -> TestClient:
     app = Starlette(routes=[Route("/{path:path}", echo, methods=["GET", "POST"])])
-    tenants = Tenants({"key-acme": "acme"}, SECRET)
+    tenants = Tenants({"key-acme": "acme"}, SECRET, {"key-ops": "ops"})
     return TestClient(TenantGateway(app, lambda: tenants))
 
 
@@ -46,7 +47,21 @@ def test_another_path_reaches_the_engine_without_a_salt() -> None:
     assert response.json() == {"prompt": "hi"}
 
 
-def test_the_pin_header_travels_in_the_body_of_a_generation_request() -> None:
-    headers = {**ACME, PIN_HEADER: "1"}
+def test_an_operators_pin_header_travels_in_the_body_of_a_generation_request() -> None:
+    headers = {**OPS, PIN_HEADER: "1", "x-prefixkit-tenant": "acme"}
     response = client().post("/v1/chat/completions", json={"messages": []}, headers=headers)
     assert response.json()[PIN_FIELD] == 1
+    assert response.json()["cache_salt"] == tenant_salt("acme", SECRET)
+
+
+def test_a_tenant_can_pin_nothing_by_header_or_by_body() -> None:
+    headers = {**ACME, PIN_HEADER: "1"}
+    body = {"messages": [], PIN_FIELD: 0}
+    response = client().post("/v1/chat/completions", json=body, headers=headers)
+    assert PIN_FIELD not in response.json()
+
+
+def test_a_route_outside_the_tenant_table_is_404_for_a_tenant() -> None:
+    response = client().post("/v1/embeddings", json={"input": "hi"}, headers=ACME)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 from prefixkit.engine_adapter import GatewayConfigError
-from prefixkit.engine_adapter.serving.gateway import Tenants, load_secret, load_tenants
+from prefixkit.engine_adapter.serving.bodies import BodyRefused
+from prefixkit.engine_adapter.serving.tenants import (
+    Caller,
+    Tenants,
+    load_operators,
+    load_secret,
+    load_tenants,
+)
 from prefixkit.sdk import tenant_salt
 
 
@@ -118,7 +125,37 @@ def test_a_client_salt_is_replaced_by_the_tenants_own() -> None:
     salted = tenants.salted(b'{"prompt": "hi", "cache_salt": "forged"}', "acme")
     assert json.loads(salted) == {"prompt": "hi", "cache_salt": tenant_salt("acme", secret)}
     assert json.loads(tenants.salted(b'{"cache_salt": "forged"}', None)) == {}
-    assert tenants.salted(b"[1, 2]", "acme") == b"[1, 2]"  # not an object: the engine answers
+
+
+def test_a_body_that_is_not_a_json_object_is_never_salted_nor_passed_on() -> None:
+    tenants = Tenants({"key-acme": "acme"}, "secret-0123456789abcdef")
+    with pytest.raises(BodyRefused, match="must be a JSON object, got an array"):
+        tenants.salted(b"[1, 2]", "acme")
+
+
+def test_operators_come_from_the_file_and_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text('[tenants]\nacme = "k1"\n[operators]\nops = "op-1"\n')
+    assert load_operators(path, {"PREFIXKIT_OPERATOR_KEYS": "oncall=op-2"}) == {
+        "op-1": "ops",
+        "op-2": "oncall",
+    }
+
+
+def test_an_operator_key_is_an_operator_and_no_tenant() -> None:
+    tenants = Tenants({"k1": "acme"}, "secret-0123456789abcdef", {"op-1": "ops"})
+    assert tenants.caller_of("op-1") == Caller("ops", operator=True)
+    assert tenants.caller_of("k1") == Caller("acme")
+    assert tenants.tenant_of("op-1") is None
+    assert tenants.operator_key() == "op-1"
+
+
+def test_a_key_that_is_both_a_tenants_and_an_operators_is_refused() -> None:
+    with pytest.raises(
+        GatewayConfigError, match="belongs to tenant 'acme' and to an operator"
+    ) as caught:
+        Tenants({"same": "acme"}, "secret-0123456789abcdef", {"same": "ops"})
+    assert caught.value.setting == "operators"
 
 
 def test_a_tenants_file_is_read_from_a_path_given_as_text(tmp_path: Path) -> None:
@@ -144,5 +181,8 @@ def test_a_secret_or_file_that_cannot_be_read_is_named(
 
 
 def test_tenants_never_print_their_keys_or_secret() -> None:
-    shown = repr(Tenants({"key-acme-secret": "acme"}, "the-salt-secret-0123456789"))
+    shown = repr(
+        Tenants({"key-acme-secret": "acme"}, "the-salt-secret-0123456789", {"op-key-x": "ops"})
+    )
     assert "key-acme-secret" not in shown and "the-salt-secret" not in shown
+    assert "op-key-x" not in shown

@@ -28,7 +28,7 @@ from prefixkit.sdk import HFTokenizer, Prompt, Segment, render_vllm, tenant_salt
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
 SECRET = "warm-up-secret-0123456789"
-TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET)
+TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET, {"key-ops": "ops"})
 SYSTEM = (
     "You answer questions about storage buckets, invoices and quotas. Quote the price list, "
     "show the arithmetic, and never invent a limit. "
@@ -92,20 +92,29 @@ def test_a_replica_target_gets_each_tenants_salt_as_the_gateway_sets_it() -> Non
     assert all("authorization" not in r.headers for r in plan)
 
 
-def test_a_gateway_target_gets_the_tenants_key_and_no_salt() -> None:
+def test_a_gateway_target_gets_an_operators_key_naming_the_tenant_and_no_salt() -> None:
     target = WarmTarget("router", "http://gw", gateway=True)
     (request,) = plan_warmup([PREFIX], [target], model="m", tenants=TENANTS, tenant_ids=["acme"])
-    assert request.headers["authorization"] == "Bearer key-acme"
+    assert request.headers["authorization"] == "Bearer key-ops"
+    assert request.headers["x-prefixkit-tenant"] == "acme"
     assert "cache_salt" not in json.loads(request.body)
 
 
-def test_a_pinned_ray_replica_target_carries_its_replica_index_and_the_tenants_key() -> None:
+def test_a_pinned_ray_replica_target_carries_its_replica_index_and_an_operators_key() -> None:
     targets = pinned_replica_targets("http://ray:8000", 2)
     plan = plan_warmup([PREFIX], targets, model="m", tenants=TENANTS, tenant_ids=["acme"])
     assert [(r.headers["x-prefixkit-replica"], r.headers["authorization"]) for r in plan] == [
-        ("0", "Bearer key-acme"),
-        ("1", "Bearer key-acme"),
+        ("0", "Bearer key-ops"),
+        ("1", "Bearer key-ops"),
     ]
+
+
+def test_a_gateway_target_without_an_operator_key_is_refused() -> None:
+    tenants = Tenants({"key-acme": "acme"}, SECRET)
+    with pytest.raises(GatewayConfigError, match=r"needs an operator's API key .*\[operators\]"):
+        plan_warmup(
+            [PREFIX], [WarmTarget("gateway", "http://gw", gateway=True)], model="m", tenants=tenants
+        )
 
 
 def test_the_warm_request_generates_one_token_from_the_prefix_tokens() -> None:
@@ -136,7 +145,7 @@ def test_tenants_without_a_tenants_config_are_refused() -> None:
 
 
 def test_a_gateway_target_without_a_tenants_config_is_refused() -> None:
-    with pytest.raises(GatewayConfigError, match="needs a tenant's API key"):
+    with pytest.raises(GatewayConfigError, match="needs an operator's API key"):
         plan_warmup([PREFIX], [WarmTarget("gateway", "http://gw", gateway=True)], model="m")
 
 

@@ -1,0 +1,194 @@
+"""Admission of a request body: parsed once, checked, salted, and a bounded view of it kept
+for the routing stage. Pure functions (`admit_body`), and `BodyWorkers`, which runs them in
+worker processes for large bodies so that one tenant's 8 MB body never stalls the event
+loop every other tenant's requests (and ``/health``) are answered on.
+
+A body the gateway forwards is a JSON object it has read whole: uncompressed
+(``Content-Encoding`` other than identity: 415), ``Content-Type: application/json``
+(else 415), valid JSON (400), an object (400), nested at most `max_depth` deep (400),
+valid Unicode (a lone surrogate escape such as ``"\\ud800"``: 400). A client's
+``cache_salt`` and the router's pin field are removed (the last of duplicated keys is the
+one JSON parsers keep, so after one parse and one serialisation none is left), and the
+tenant's salt is set when the route is salted. Nothing else in the body changes: user
+content passes through as given (re-serialised as compact JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import multiprocessing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "INLINE_BODY_BYTES",
+    "AdmittedBody",
+    "BodyRefused",
+    "BodyWorkers",
+    "admit_body",
+    "bounded",
+]
+
+DEFAULT_MAX_DEPTH = 64
+# bodies up to this size are admitted on the event loop (well under a millisecond)
+INLINE_BODY_BYTES = 256 * 1024
+
+
+class BodyRefused(Exception):
+    """A body the gateway will not forward: the HTTP status, a message naming what is
+    wrong and how to fix it, OpenAI's error code, and the field at fault."""
+
+    def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
+        super().__init__(status, message, code, param)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+
+
+@dataclass(frozen=True)
+class AdmittedBody:
+    """The body to forward, and the request as the routing stage reads it (`bounded`)."""
+
+    body: bytes
+    view: dict[str, Any]
+
+
+def admit_body(
+    raw: bytes,
+    *,
+    content_type: str,
+    content_encoding: str,
+    salt: str | None,
+    strip: Iterable[str] = ("cache_salt",),
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    view_budget: int = 1 << 17,
+) -> AdmittedBody:
+    """Check `raw` and return it without the `strip` keys, with ``cache_salt: salt`` when
+    `salt` is given (module docstring); raises `BodyRefused`."""
+    encoding = content_encoding.strip().lower()
+    if encoding not in ("", "identity"):
+        raise BodyRefused(
+            415,
+            f"Content-Encoding {content_encoding!r} is not accepted: send the body uncompressed",
+            "unsupported_media_type",
+        )
+    media_type = content_type.partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise BodyRefused(
+            415,
+            f"Content-Type {content_type or '(none)'!r} is not accepted: send a JSON object "
+            "with Content-Type: application/json",
+            "unsupported_media_type",
+        )
+    try:
+        payload = json.loads(raw)
+    except RecursionError:
+        raise _too_deep(max_depth) from None
+    except ValueError as error:
+        raise BodyRefused(
+            400, f"request body is not valid JSON: {error}", "invalid_request_error"
+        ) from None
+    if not isinstance(payload, dict):
+        raise BodyRefused(
+            400,
+            f"request body must be a JSON object, got {_json_type(payload)}",
+            "invalid_request_error",
+        )
+    if raw.count(b"[") + raw.count(b"{") > max_depth and _depth(payload) > max_depth:
+        raise _too_deep(max_depth)
+    for key in strip:
+        payload.pop(key, None)
+    if salt is not None:
+        payload["cache_salt"] = salt
+    try:
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        raise BodyRefused(
+            400,
+            "request body has a lone surrogate escape (such as \\ud800), which is not valid "
+            "Unicode: send text as UTF-8 or as escaped surrogate pairs",
+            "invalid_request_error",
+        ) from None
+    return AdmittedBody(body, bounded(payload, view_budget))
+
+
+def bounded(value: Any, budget: int) -> Any:
+    """A copy of a parsed JSON value cut to about `budget` units (a character of a string,
+    an item of a list): the start of a request, all a router needs to place it."""
+    left = [budget]
+    return _bounded(value, left)
+
+
+def _bounded(value: Any, left: list[int]) -> Any:
+    if isinstance(value, str):
+        kept = value[: max(left[0], 0)]
+        left[0] -= len(kept)
+        return kept
+    if isinstance(value, list):
+        items = []
+        for item in value:
+            if left[0] <= 0:
+                break
+            left[0] -= 1
+            items.append(_bounded(item, left))
+        return items
+    if isinstance(value, dict):
+        return {key: _bounded(item, left) for key, item in value.items()}
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (a scalar: 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest if isinstance(value, (dict, list)) else 0
+
+
+def _too_deep(max_depth: int) -> BodyRefused:
+    return BodyRefused(
+        400,
+        f"request body nests JSON deeper than {max_depth} levels",
+        "invalid_request_error",
+    )
+
+
+def _json_type(value: object) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+class BodyWorkers:
+    """Admits bodies: small ones on the event loop, large ones (over `inline_bytes`) in a
+    pool of `workers` processes, started on first use and stopped by `close`."""
+
+    def __init__(self, workers: int = 2, inline_bytes: int = INLINE_BODY_BYTES) -> None:
+        self.workers = workers
+        self.inline_bytes = inline_bytes
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    async def admit(self, raw: bytes, **options: Any) -> AdmittedBody:
+        """`admit_body(raw, **options)`, off the event loop when `raw` is large."""
+        if len(raw) <= self.inline_bytes:
+            return admit_body(raw, **options)
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("forkserver")
+            )
+        call = functools.partial(admit_body, raw, **options)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
