@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import secrets
 import signal
 import time
@@ -44,14 +43,15 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from .serve_state import write_serve_state
+from .serve_status import show_status
+
 if TYPE_CHECKING:
     from prefixkit.engine_adapter import Deployment, EngineConfig, RaySettings, Tenants
     from rich.console import Console
     from rich.status import Status
 
 __all__ = ["configure", "run"]
-
-SERVE_STATE = "serve.json"
 
 
 def _port(text: str) -> int:
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     require_extra("serve", "prefixkit serve", "rich", "starlette", "uvicorn", "httpx", "pydantic")
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     if args.serve_action == "status":
-        return _status(run_dir, args.interval, Console())
+        return show_status(run_dir, args.interval, Console())
     if args.emit is not None and args.backend != "ray":
         from prefixkit.sdk import UsageError
 
@@ -360,7 +360,7 @@ def _serve(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
                         report=report,
                     )
                 )
-            _write_serve_state(run_dir, deployment)
+            write_serve_state(run_dir, deployment)
             _announce(console, deployment, base, run_dir)
             while True:
                 time.sleep(3600)
@@ -438,95 +438,6 @@ def _announce(
         f"(block size {config.block_size}, hash {config.prefix_caching_hash_algo}); "
         f"`prefixkit serve status --run-dir {run_dir}` in another shell; Ctrl-C to stop"
     )
-
-
-def _write_serve_state(run_dir: Path, deployment: Deployment) -> None:
-    state = {
-        "endpoint": deployment.url,
-        "router": deployment.router_url,
-        "replicas": deployment.replica_urls,
-    }
-    (run_dir / SERVE_STATE).write_text(json.dumps(state, indent=2) + "\n")
-
-
-def _status(run_dir: Path, interval: float, console: Console) -> int:
-    import httpx
-    from prefixkit.engine_adapter import fetch_cache_metrics
-    from prefixkit.engine_adapter.engine.replicas import STATE_FILE
-    from rich.table import Table
-
-    state_path = run_dir / STATE_FILE
-    if not state_path.exists():
-        console.print(
-            f"nothing served from {run_dir} (no {STATE_FILE}): start `prefixkit serve`, "
-            "or pass the --run-dir it used"
-        )
-        return 1
-    replicas = json.loads(state_path.read_text())
-    serve_state = run_dir / SERVE_STATE
-    if serve_state.exists():
-        console.print(f"endpoint: {json.loads(serve_state.read_text())['endpoint']}")
-
-    def scrape(url: str) -> Any:
-        try:
-            return fetch_cache_metrics(url)
-        except httpx.HTTPError:
-            return None
-
-    before = {r["url"]: scrape(r["url"]) for r in replicas}
-    if interval > 0:
-        time.sleep(interval)
-    table = Table(title=f"replicas in {run_dir}")
-    columns = (
-        "#",
-        "url",
-        "pid",
-        "state",
-        "health",
-        "restarts",
-        "block",
-        "KV use",
-        "hit rate",
-        "queried",
-    )
-    for column in columns:
-        table.add_column(column)
-    all_healthy = True
-    for replica in replicas:
-        url = replica["url"]
-        try:
-            healthy = httpx.get(f"{url}/health", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
-            healthy = False
-        all_healthy &= healthy
-        metrics = scrape(url)
-        earlier = before[url]
-        if metrics is None:
-            block = usage = rate = queried = "-"
-        else:
-            interval_stats = (
-                metrics.since(earlier) if interval > 0 and earlier else metrics.lifetime
-            )
-            block = str(metrics.block_size)
-            usage = f"{metrics.kv_usage:.1%}"
-            rate = f"{interval_stats.hit_rate:.1%}"
-            queried = f"{interval_stats.queried_tokens:,.0f}"
-        table.add_row(
-            str(replica["index"]),
-            url,
-            str(replica["pid"]),
-            replica["state"],
-            "[green]ok[/]" if healthy else "[red]down[/]",
-            str(replica["restarts"]),
-            block,
-            usage,
-            rate,
-            queried,
-        )
-    console.print(table)
-    span = f"over {interval:g} s" if interval > 0 else "since each replica started"
-    console.print(f"hit rate = prefix-cache hit tokens / queried prompt tokens, {span}")
-    return 0 if all_healthy else 1
 
 
 class _ConsoleReport:

@@ -1,0 +1,98 @@
+"""`prefixkit serve status`: each replica of a local `prefixkit serve` run directory with its
+health, block size, KV cache use and prefix-cache hit rate."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .serve_state import SERVE_STATE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["show_status"]
+
+
+def show_status(run_dir: Path, interval: float, console: Console) -> int:
+    """Print the replicas' table (the hit rate over `interval` seconds, or since each
+    replica started when 0); returns 0 when every replica is healthy, else 1."""
+    import httpx
+    from prefixkit.engine_adapter import fetch_cache_metrics
+    from prefixkit.engine_adapter.engine.replicas import STATE_FILE
+    from rich.table import Table
+
+    state_path = run_dir / STATE_FILE
+    if not state_path.exists():
+        console.print(
+            f"nothing served from {run_dir} (no {STATE_FILE}): start `prefixkit serve`, "
+            "or pass the --run-dir it used"
+        )
+        return 1
+    replicas = json.loads(state_path.read_text())
+    serve_state = run_dir / SERVE_STATE
+    if serve_state.exists():
+        console.print(f"endpoint: {json.loads(serve_state.read_text())['endpoint']}")
+
+    def scrape(url: str) -> Any:
+        try:
+            return fetch_cache_metrics(url)
+        except httpx.HTTPError:
+            return None
+
+    before = {r["url"]: scrape(r["url"]) for r in replicas}
+    if interval > 0:
+        time.sleep(interval)
+    table = Table(title=f"replicas in {run_dir}")
+    columns = (
+        "#",
+        "url",
+        "pid",
+        "state",
+        "health",
+        "restarts",
+        "block",
+        "KV use",
+        "hit rate",
+        "queried",
+    )
+    for column in columns:
+        table.add_column(column)
+    all_healthy = True
+    for replica in replicas:
+        url = replica["url"]
+        try:
+            healthy = httpx.get(f"{url}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+        all_healthy &= healthy
+        metrics = scrape(url)
+        earlier = before[url]
+        if metrics is None:
+            block = usage = rate = queried = "-"
+        else:
+            interval_stats = (
+                metrics.since(earlier) if interval > 0 and earlier else metrics.lifetime
+            )
+            block = str(metrics.block_size)
+            usage = f"{metrics.kv_usage:.1%}"
+            rate = f"{interval_stats.hit_rate:.1%}"
+            queried = f"{interval_stats.queried_tokens:,.0f}"
+        table.add_row(
+            str(replica["index"]),
+            url,
+            str(replica["pid"]),
+            replica["state"],
+            "[green]ok[/]" if healthy else "[red]down[/]",
+            str(replica["restarts"]),
+            block,
+            usage,
+            rate,
+            queried,
+        )
+    console.print(table)
+    span = f"over {interval:g} s" if interval > 0 else "since each replica started"
+    console.print(f"hit rate = prefix-cache hit tokens / queried prompt tokens, {span}")
+    return 0 if all_healthy else 1
