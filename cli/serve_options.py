@@ -1,0 +1,65 @@
+"""What both backends of `prefixkit serve` read from the shared options: the engine's
+config (--model or --embedded and the engine group) and the tenants file (--tenants, or
+the demo tenants of --embedded)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefixkit.engine_adapter import EngineConfig
+    from rich.console import Console
+
+__all__ = ["engine_config", "tenants_file"]
+
+
+def engine_config(args: argparse.Namespace, report: Any) -> EngineConfig:
+    """The replicas' `EngineConfig`: --model with the engine options given, or with
+    --embedded the CPU engine and SmolLM2 (installed and prepared if missing, told to
+    `report`)."""
+    from prefixkit.engine_adapter import EngineConfig, prepare_embedded
+
+    overrides = {
+        key: value
+        for key, value in {
+            "served_model_name": args.served_model_name,
+            "python": args.python,
+            "device": args.device,
+            "block_size": args.block_size,
+            "prefix_caching_hash_algo": args.hash_algo,
+            "max_model_len": args.max_model_len,
+            "dtype": args.dtype,
+            "kv_cache_space_gib": args.kv_cache_gib,
+            "enforce_eager": args.enforce_eager,
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+            "tensor_parallel_size": args.tensor_parallel_size,
+            "kv_offloading_size": args.kv_offloading_size,
+            "kv_offloading_backend": args.kv_offloading_backend,
+            "tool_call_parser": args.tool_call_parser,
+        }.items()
+        if value is not None
+    }
+    if args.embedded:
+        return prepare_embedded(report, **overrides)
+    return EngineConfig(model=args.model.expanduser().resolve(), **overrides)
+
+
+def tenants_file(args: argparse.Namespace, run_dir: Path, console: Console) -> Path | None:
+    """--tenants, or with --embedded and no keys in the environment, the demo tenants file
+    of the run directory (created with two demo tenants and a random secret if missing)."""
+    path: Path | None = args.tenants
+    if path is None and args.embedded and not os.environ.get("PREFIXKIT_TENANT_KEYS"):
+        path = run_dir / "tenants.toml"
+        if not path.exists():
+            path.write_text(
+                f'secret = "{secrets.token_hex(32)}"\n\n[tenants]\n'
+                f'demo-a = "pk-demo-a-{secrets.token_hex(12)}"\n'
+                f'demo-b = "pk-demo-b-{secrets.token_hex(12)}"\n'
+            )
+            path.chmod(0o600)
+            console.print(f"created demo tenants and a salt secret in {path}")
+    return path
