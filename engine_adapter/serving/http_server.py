@@ -60,6 +60,7 @@ class BoundedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is not h11.IDLE:  # a body, or pipelined requests h11 holds
             super().data_received(data)
+            self._follow_held_head()
             return
         if self._head_deadline is None:  # the next request on a kept-alive connection
             self._start_head(0)
@@ -84,14 +85,20 @@ class BoundedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            pipelined = len(self.conn.trailing_data[0])  # a next head begun during this one
-            if pipelined:
-                self._start_head(pipelined)
+        self._follow_held_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end_head()
         super().connection_lost(exc)
+
+    def _follow_held_head(self) -> None:
+        """Start the deadline of a next head that arrived, in part, before its turn:
+        pipelined behind a request, or behind the end of a body its answer did not wait
+        for. h11 holds those bytes until the request before them is done."""
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            held = len(self.conn.trailing_data[0])
+            if held:
+                self._start_head(held)
 
     def _start_head(self, received: int) -> None:
         self._end_head()
@@ -105,7 +112,6 @@ class BoundedH11Protocol(H11Protocol):
         self._head_bytes = 0
 
     def _head_overdue(self) -> None:
-        self._head_deadline = None
         self._refuse(
             408,
             f"the request line and headers did not arrive within {self.header_timeout_s:g} s "
@@ -117,6 +123,7 @@ class BoundedH11Protocol(H11Protocol):
     def _refuse(self, status: int, message: str, code: str) -> None:
         """Answer `status` with an OpenAI-shaped error unless this request's answer has
         begun, then close the connection."""
+        self._end_head()
         if self.transport.is_closing():
             return
         if self.conn.our_state is h11.IDLE:
