@@ -12,6 +12,10 @@ cache_aware by default on --router-port and the port after it; --router precise 
 prefixkit's KV-event router) -> the serving app on --host:--port: the tenant gateway,
 which authenticates API keys and sets each tenant's cache_salt, then the routing stage.
 --no-gateway serves without the gateway (one replica without it: the replica itself).
+The tenants file's [operators] keys reach /metrics of every tenant, /router/state, the
+engines' admin routes and warm-up; tenant keys reach the tenant routes only. The gateway
+limits bound body size and time, header time, each tenant's requests in flight and the
+wait for the engines (docs/self-hosting/security.md).
 Logs, KV-event sockets and state live in --run-dir (default PREFIXKIT_HOME/runs/default).
 With --embedded and no tenant keys configured, a tenants file with two demo tenants and a
 random secret is created in the run directory (and reused next time). Options that do not
@@ -37,6 +41,7 @@ import argparse
 from pathlib import Path
 
 from .serve_local import serve_local
+from .serve_options import add_limit_options
 from .serve_ray import emit_kuberay, serve_ray
 from .serve_status import show_status
 
@@ -124,10 +129,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     topology.add_argument("--host", default="127.0.0.1", help="the serving app's address")
     topology.add_argument("--port", type=_port, default=8000, help="the serving app's port")
-    topology.add_argument("--tenants", type=Path, help="TOML file with [tenants] and secret")
+    topology.add_argument(
+        "--tenants", type=Path, help="TOML file with [tenants], [operators] and secret"
+    )
     topology.add_argument("--no-gateway", action="store_true", help="serve without the gateway")
     topology.add_argument("--run-dir", type=Path, default=None, help="logs, sockets and state")
     topology.add_argument("--start-timeout", type=float, default=600.0, help="seconds")
+    add_limit_options(parser.add_argument_group("gateway limits"))
     ray = parser.add_argument_group("Ray backend (--backend ray)")
     ray.add_argument(
         "--backend",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .serve_foreground import serve_until_stopped
-from .serve_options import tenants_file
+from .serve_options import limits_of, tenants_file
 from .serve_state import write_serve_state
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ def serve_local(args: argparse.Namespace, run_dir: Path, console: Console) -> in
             base,
             topology,
             tenants=tenants,
+            limits=limits_of(args),
             run_dir=run_dir,
             kv_events=not args.no_kv_events,
             start_timeout=args.start_timeout,

@@ -14,8 +14,9 @@ with the model's own tokenizer and chat template), and only its static prefix is
 
 Targets: by default each replica listed in RUN_DIR/serve.json (written by `prefixkit
 serve`), directly, each warm request carrying the tenant's cache salt; `--via router`
-sends them to the deployment's endpoint instead, with the tenant's API key: the gateway
-salts them and the router places them where it will place the real requests. A run
+sends them to the deployment's endpoint instead, with an operator's API key naming the
+tenant (the tenants file's [operators]): the gateway salts them with that tenant's salt and
+the router places them where it will place the real requests. A run
 directory of `prefixkit serve --backend ray` is warmed through its gateway: each replica
 (pinned with the x-prefixkit-replica header) with prefixkit's router, or through the router
 (--via router) with Ray's routers. `--url` sends them through that gateway (a KubeRay
@@ -42,12 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .serve_state import SERVE_STATE  # what `prefixkit serve` writes in its run directory
+
 if TYPE_CHECKING:
     from prefixkit.engine_adapter import Tenants, WarmReport, WarmTarget
 
 __all__ = ["configure", "run"]
 
-SERVE_STATE = "serve.json"  # what `prefixkit serve` writes in its run directory
 RAY_SPEC = "ray-spec.json"  # what `prefixkit serve --backend ray` deploys, in the same folder
 
 
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     """Warm the prompts; 0 when every probe found its whole prefix cached, else 1."""
     from prefixkit.engine_adapter import registered_prompt, warm, warm_prefix
     from prefixkit.engine_adapter.engine.home import runs_dir
+    from prefixkit.engine_adapter.serving.warmup import check_gateway_access
     from prefixkit.sdk import HFTokenizer, PromptRegistry, UsageError, require_extra
 
     require_extra("serve", "prefixkit warm", "httpx", "pydantic")
@@ -98,7 +101,11 @@ def run(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     tenants = None if args.unsalted else _tenants(args.tenants, run_dir)
     served = _served(args, run_dir)
-    headers = {} if tenants is None else {"authorization": f"Bearer {min(tenants.keys)}"}
+    if not args.unsalted:
+        check_gateway_access(served.targets, tenants)
+    # the engines' metrics and model list through the gateway: an operator's view
+    key = None if tenants is None else tenants.operator_key() or min(tenants.keys)
+    headers = {} if key is None else {"authorization": f"Bearer {key}"}
     model, root = args.model or served.model, served.model_dir
     if model is None or (root is None and args.tokenizer is None):
         model, root = _served_model(served.discovery, headers)

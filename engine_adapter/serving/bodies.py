@@ -28,7 +28,6 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "INLINE_BODY_BYTES",
     "AdmittedBody",
-    "BodyRefused",
     "BodyWorkers",
     "admit_body",
     "bounded",
@@ -41,7 +40,9 @@ INLINE_BODY_BYTES = 256 * 1024
 
 class BodyRefused(Exception):
     """A body the gateway will not forward: the HTTP status, a message naming what is
-    wrong and how to fix it, OpenAI's error code, and the field at fault."""
+    wrong and how to fix it, OpenAI's error code, and the field at fault. The gateway
+    answers it in OpenAI's error shape; it never reaches a program (so it is not part of
+    the error tree)."""
 
     def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
         super().__init__(status, message, code, param)

@@ -58,6 +58,7 @@ __all__ = [
     "WarmRequest",
     "WarmResult",
     "WarmTarget",
+    "check_gateway_access",
     "pinned_replica_targets",
     "plan_warmup",
     "registered_prompt",
@@ -213,24 +214,12 @@ def plan_warmup(
                 setting="tenant_ids",
                 tenant=tenant_ids[0],
             )
-        if any(target.gateway for target in targets):
-            raise GatewayConfigError(
-                "warming through the gateway needs an operator's API key: give the "
-                "deployment's tenants file (--tenants FILE with an [operators] table, or "
-                "PREFIXKIT_OPERATOR_KEYS, PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET)",
-                setting="operators",
-            )
+        check_gateway_access(targets, tenants)
         chosen = [None]
     else:
         known = tenants.tenant_ids
+        check_gateway_access(targets, tenants)
         operator_key = tenants.operator_key()
-        if operator_key is None and any(target.gateway for target in targets):
-            raise GatewayConfigError(
-                "warming through the gateway needs an operator's API key (tenant keys cannot "
-                "pin a replica or name a tenant): add an [operators] table to the tenants "
-                "file, or set PREFIXKIT_OPERATOR_KEYS='ops=KEY'",
-                setting="operators",
-            )
         unknown = [tenant for tenant in tenant_ids or () if tenant not in known]
         if unknown:
             raise GatewayConfigError(
@@ -261,6 +250,21 @@ def plan_warmup(
                         sent = tenants.salted(body, tenant)
                 requests.append(WarmRequest(target, prefix, tenant, headers, sent))
     return requests
+
+
+def check_gateway_access(targets: Sequence[WarmTarget], tenants: Tenants | None) -> None:
+    """Raise `GatewayConfigError` when a target is reached through the gateway and
+    `tenants` has no operator key: only operators may name a tenant or pin a replica."""
+    if not any(target.gateway for target in targets):
+        return
+    if tenants is None or tenants.operator_key() is None:
+        raise GatewayConfigError(
+            "warming through the gateway needs an operator's API key (tenant keys cannot "
+            "pin a replica or name a tenant): give the deployment's tenants file with an "
+            "[operators] table (--tenants FILE), or set PREFIXKIT_OPERATOR_KEYS='ops=KEY' "
+            "beside PREFIXKIT_TENANT_KEYS and PREFIXKIT_SALT_SECRET",
+            setting="operators",
+        )
 
 
 def send_warmup(

@@ -33,6 +33,7 @@ def tenants(tmp_path: Path) -> Path:
     path = tmp_path / "tenants.toml"
     path.write_text(
         'secret = "cli-warm-secret-0123456789"\n[tenants]\nacme = "k-a"\nglobex = "k-g"\n'
+        '[operators]\nops = "k-ops"\n'
     )
     return path
 
@@ -171,7 +172,7 @@ def test_a_ray_router_that_cannot_be_pinned_asks_for_via_router(
     assert "routes with the prefix-affinity router, which cannot be told" in capsys.readouterr().err
 
 
-def test_a_gateway_url_is_warmed_through_with_each_tenants_key(
+def test_a_gateway_url_is_warmed_through_with_an_operators_key_naming_each_tenant(
     prompts: Path, tenants: Path, hf_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from prefixkit.engine_adapter import Tenants, Topology, deploy
@@ -195,3 +196,17 @@ def test_a_gateway_url_is_warmed_through_with_each_tenants_key(
     ]
     secret = "cli-warm-secret-0123456789"
     assert salts == {tenant_salt("acme", secret), tenant_salt("globex", secret)}
+
+
+def test_a_gateway_url_without_an_operator_key_is_a_configuration_error(
+    prompts: Path, tmp_path: Path, hf_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenants = tmp_path / "tenant-keys-only.toml"
+    tenants.write_text('secret = "cli-warm-secret-0123456789"\n[tenants]\nacme = "k-a"\n')
+    code = warm(
+        "support@v4",
+        *("--root", str(prompts), "--url", "http://127.0.0.1:9", "--tenants", str(tenants)),
+        *("--tokenizer", str(hf_tokenizer_dir), "--block-size", "32"),
+    )
+    assert code == 2
+    assert "needs an operator's API key" in capsys.readouterr().err
