@@ -13,7 +13,7 @@ over that size arriving complete in one read passes.
   byte of its next request, the whole head must arrive within `header_timeout_s`;
   otherwise the client gets ``408 Request Timeout`` (``Connection: close``) and the
   connection is closed. An idle kept-alive connection is left to uvicorn's
-  `timeout_keep_alive`, as before;
+  `timeout_keep_alive`;
 * a head over `max_head_bytes` (request line, headers and the blank line after them)
   gets ``431 Request Header Fields Too Large`` and the connection is closed.
 
