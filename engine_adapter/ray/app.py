@@ -6,10 +6,11 @@ routed by the chosen request router.
 or, in a RayService / `serve deploy` config, ``import_path:
 prefixkit.engine_adapter.ray.app:build_app`` with `app_args`' result as ``args``.
 
-* ``prefixkit``: replicas are `server.KvEventsServer` (KV events on a port each) and
-  `request_router.PrefixkitRouter` routes; ``prefix-affinity``: Ray's
-  `PrefixCacheAffinityRouter`; ``default``: Ray's power-of-two-choices router. These three
-  run behind Ray Serve LLM's OpenAI ingress wrapped by `gateway.TenantGateway`.
+* ``prefixkit``: replicas are `server.KvEventsServer` (KV events on ports of
+  ``kv_ports``, on each node's address) and `request_router.PrefixkitRouter` routes;
+  ``prefix-affinity``: Ray's `PrefixCacheAffinityRouter`; ``default``: Ray's
+  power-of-two-choices router. These three run behind Ray Serve LLM's OpenAI ingress
+  wrapped by `gateway.TenantGateway`, bounded by ``limits`` (`Limits`).
 * ``kv-aware``: Ray's `KVAwareRouter`, which needs ``RAY_SERVE_ENABLE_HA_PROXY=1
   RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING=1 RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY=1``
   in the cluster's and the driver's environment; the LLM server itself is then the
@@ -23,7 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import DeploymentConfigError
+from ..serving.limits import Limits
 from .gateway import TenantGateway, tenants_loader
+from .server import KV_PORTS_CONFIG, _kv_events_server
+from .settings import KV_PORT_RANGE
 
 __all__ = ["build_app", "router_class"]
 
@@ -81,14 +85,20 @@ def build_app(args: dict[str, Any]) -> Any:
         )
     fields["deployment_config"] = deployment
     if router == "prefixkit":
-        from .server import _kv_events_server
-
         fields["server_cls"] = _kv_events_server()
+        fields["experimental_configs"] = {
+            **fields.get("experimental_configs", {}),
+            KV_PORTS_CONFIG: list(args.get("kv_ports", KV_PORT_RANGE)),
+        }
     llm_config = LLMConfig(**fields)
     if router == "kv-aware":
         return build_openai_app({"llm_configs": [llm_config]})
     fastapi_app = openai_fastapi_app()
-    fastapi_app.add_middleware(TenantGateway, tenants=tenants_loader(args.get("tenants_file")))
+    fastapi_app.add_middleware(
+        TenantGateway,
+        tenants=tenants_loader(args.get("tenants_file")),
+        limits=Limits(**args.get("limits", {})),
+    )
     ingress = make_fastapi_ingress(OpenAiIngress, app=fastapi_app)
     options = OpenAiIngress.get_deployment_options([llm_config])
     return serve.deployment(ingress, **options).bind(

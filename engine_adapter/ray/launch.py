@@ -33,7 +33,7 @@ from ..engine.setup_steps import Report, log_tail
 from ..errors import ReplicaStartError
 from ..serving.tenants import Tenants
 from .install import ensure_ray_engine
-from .settings import RaySettings, app_args
+from .settings import RaySettings, app_args, serve_http_options
 
 __all__ = ["KV_AWARE_ENV", "RayDeployment", "serve_on_ray"]
 
@@ -103,6 +103,7 @@ def serve_on_ray(
         "temp_dir": temp_dir,
         "http_host": settings.http_host,
         "http_port": settings.http_port,
+        "http_options": serve_http_options(settings),
         "app_name": settings.app_name,
         "state_file": str(state_file),
     }

@@ -9,12 +9,15 @@ length, eager mode) come from the same `EngineConfig` the local backend uses, va
 same way; `RaySettings` adds what Ray Serve decides: the request router, the replica count
 or autoscaling bounds, each replica's resources (CPUs, GPUs, custom resources such as a
 ``replica_slot`` per node) and their placement strategy. The replicas' KV events are turned
-on by the app for prefixkit's router (each replica picks its own port at start), so
-`EngineConfig.kv_events_endpoint` is not used here.
+on by the app for prefixkit's router (each replica picks its own ports of `kv_ports` at
+start and binds them on its node's address), so `EngineConfig.kv_events_endpoint` is not
+used here. `limits` are the gateway's bounds, as on the local backend (`Limits`), and set
+what Ray Serve's HTTP proxy bounds (`serve_http_options`).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,11 +27,24 @@ from ..engine.config import EngineConfig
 from ..engine.home import prefixkit_home
 from ..errors import DeploymentConfigError
 from ..problems import Problem, Problems, validation_problems
+from ..serving.keepalive import SERVED_IDLE_S
+from ..serving.limits import Limits
 
-__all__ = ["RAY_ROUTERS", "RayRouter", "RaySettings", "app_args"]
+__all__ = [
+    "KV_PORT_RANGE",
+    "RAY_ROUTERS",
+    "RayRouter",
+    "RaySettings",
+    "app_args",
+    "serve_http_options",
+]
 
 RayRouter = Literal["prefixkit", "kv-aware", "prefix-affinity", "default"]
 RAY_ROUTERS: tuple[RayRouter, ...] = ("prefixkit", "kv-aware", "prefix-affinity", "default")
+# the replicas' KV-event ports (prefixkit router): below Linux's default ephemeral range
+# (32768-60999), so no outgoing connection holds one, and above Ray's worker ports
+# (10002-19999)
+KV_PORT_RANGE = (28000, 28999)
 
 
 class RaySettings(BaseModel):
@@ -56,6 +72,14 @@ class RaySettings(BaseModel):
     tenants_file: str | None = Field(
         default=None, description="tenants TOML readable where the ingress runs"
     )
+    kv_ports: tuple[int, int] = Field(
+        default=KV_PORT_RANGE,
+        description="first and last port of the range each replica's KV-event sockets "
+        "take two free ports of (prefixkit router)",
+    )
+    limits: Limits = Field(
+        default_factory=Limits, description="the gateway's bounds, and Serve's HTTP proxy's"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RaySettings:
@@ -79,6 +103,25 @@ class RaySettings(BaseModel):
                     self.replicas,
                     f"replicas={self.replicas} must lie within min_replicas={self.min_replicas} "
                     f"and max_replicas={self.max_replicas}",
+                )
+            )
+        first, last = self.kv_ports
+        if not 1024 <= first < last <= 65535:
+            problems.append(
+                Problem(
+                    ("kv_ports",),
+                    self.kv_ports,
+                    f"kv_ports={first}-{last}: give a first port below the last, both within "
+                    "1024-65535 (each replica takes two)",
+                )
+            )
+        elif first <= self.http_port <= last:
+            problems.append(
+                Problem(
+                    ("kv_ports", "http_port"),
+                    self.kv_ports,
+                    f"kv_ports={first}-{last} holds http_port={self.http_port}: move one "
+                    "out of the other",
                 )
             )
         if self.router == "kv-aware" and self.tenants_file is not None:
@@ -175,4 +218,26 @@ def app_args(
         # each replica's KV capacity in blocks, when fixed: the policy's eviction cost and
         # work budget need it
         "capacity_blocks": engine.num_gpu_blocks_override,
+        "kv_ports": list(settings.kv_ports),
+        "limits": asdict(settings.limits),
+    }
+
+
+def serve_http_options(settings: RaySettings) -> dict[str, Any]:
+    """Ray Serve's ``http_options`` (its HTTP proxy, in front of the gateway) for
+    `settings`: where it listens, and the two bounds it offers, set from `settings.limits`.
+
+    ``request_timeout_s`` is Serve's one bound on a request, from its head to the last
+    byte of its answer (408 before the answer starts, the answer cut after): the longest a
+    non-streamed request may wait on the local backend, its body (``body_timeout_s``), the
+    connection to an engine and the engine's answer. ``keep_alive_timeout_s`` keeps an idle
+    client connection as long as prefixkit's own servers do (`SERVED_IDLE_S`)."""
+    limits = settings.limits
+    return {
+        "host": settings.http_host,
+        "port": settings.http_port,
+        "request_timeout_s": limits.body_timeout_s
+        + limits.upstream_connect_timeout_s
+        + limits.upstream_read_timeout_s,
+        "keep_alive_timeout_s": SERVED_IDLE_S,
     }

@@ -3,11 +3,18 @@ and the Serve app's arguments made from them and the replicas' `EngineConfig`.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig
-from prefixkit.engine_adapter.ray.settings import RaySettings, app_args
+from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig, Limits
+from prefixkit.engine_adapter.ray.settings import (
+    KV_PORT_RANGE,
+    RaySettings,
+    app_args,
+    serve_http_options,
+)
+from prefixkit.engine_adapter.serving.keepalive import SERVED_IDLE_S
 
 ENGINE = EngineConfig(
     model=Path("/models/tiny"),
@@ -80,6 +87,11 @@ def test_a_fixed_replica_count_is_the_deployments() -> None:
         ({"router": "kv-aware", "tenants_file": "t.toml"}, "gateway cannot run in front"),
         ({"router": "round-robin"}, "router"),
         ({"replicas": 0}, "replicas"),
+        ({"kv_ports": (29000, 28000)}, "kv_ports=29000-28000: give a first port below the last"),
+        ({"kv_ports": (28000, 28000)}, "give a first port below the last"),
+        ({"kv_ports": (80, 1000)}, "both within 1024-65535"),
+        ({"kv_ports": (7000, 9000), "http_port": 8000}, "holds http_port=8000"),
+        ({"limits": {"max_body_bytes": 0}}, "limit max_body_bytes = 0: give a positive number"),
     ],
 )
 def test_settings_that_cannot_work_are_refused(fields: dict[str, object], says: str) -> None:
@@ -93,3 +105,32 @@ def test_a_fixed_kv_capacity_reaches_the_router() -> None:
     args = app_args(small, RaySettings())
     assert args["capacity_blocks"] == 64
     assert args["llm_config"]["engine_kwargs"]["num_gpu_blocks_override"] == 64
+
+
+def test_the_app_arguments_are_plain_json() -> None:
+    args = app_args(ENGINE, RaySettings(limits=Limits(max_body_bytes=4096)))
+    assert json.loads(json.dumps(args)) == args
+
+
+def test_the_limits_reach_the_gateway() -> None:
+    limits = Limits(max_body_bytes=4096, max_json_depth=8, body_workers=1)
+    assert Limits(**app_args(ENGINE, RaySettings(limits=limits))["limits"]) == limits
+    assert Limits(**app_args(ENGINE, RaySettings())["limits"]) == Limits()
+
+
+def test_the_kv_port_range_reaches_the_replicas() -> None:
+    assert app_args(ENGINE, RaySettings())["kv_ports"] == list(KV_PORT_RANGE)
+    assert app_args(ENGINE, RaySettings(kv_ports=(41000, 41009)))["kv_ports"] == [41000, 41009]
+
+
+def test_serves_http_proxy_is_bounded_by_the_limits() -> None:
+    limits = Limits(body_timeout_s=30, upstream_connect_timeout_s=5, upstream_read_timeout_s=100)
+    settings = RaySettings(http_host="10.0.0.5", http_port=9000, limits=limits)
+    assert serve_http_options(settings) == {
+        "host": "10.0.0.5",
+        "port": 9000,
+        # a non-streamed request's longest wait on the local backend: body, connect, answer
+        "request_timeout_s": 135,
+        # an idle client connection lives as long as on prefixkit's own servers
+        "keep_alive_timeout_s": SERVED_IDLE_S,
+    }
