@@ -1,28 +1,29 @@
-"""A fake OpenAI-compatible vLLM replica, for tests and benches of what sits in front of vLLM
-(gateways, routers) without a GPU, a model or minutes of start-up.
+"""A fake vLLM 0.32 replica, for tests and benches of what sits in front of vLLM (gateways,
+routers) without a GPU, a model or minutes of start-up.
 
     with FakeVLLM(kv_events=True) as replica:          # served on a free loopback port
         deployment_endpoint = replica.endpoint         # a ReplicaEndpoint for `deploy`
         ...                                            # requests to replica.url
-        replica.cache_salts                            # the salt of every request it got
+        replica.requests                               # every request it received, as sent
+        replica.cache_salts                            # the salt of every generation request
 
-What it does as vLLM does: ``/health``, ``/version``, ``/v1/models``, ``/tokenize``
-(``prompt`` or ``messages``), ``/metrics`` (the prefix-cache counters and
-``vllm:cache_config_info`` that prefixkit reads), and ``/v1/completions``,
-``/v1/chat/completions``, ``/v1/responses``, streamed or not, with ``usage`` carrying
-the cached prompt tokens. Its prefix cache is an LRU of whole blocks (`PrefixCache`:
-a request's blocks are most recent head first, so its tail leaves first), keyed by
-vLLM's own block hashes (`prefixkit.sdk.block_hashes`, ``cache_salt`` in the first
-block): a repeated prefix hits in whole blocks, the last block of a prompt is never
-served from cache, another salt never hits. With `kv_events` (True: on an ipc socket
-of its own; or the ZMQ endpoint to bind, e.g. ``"ipc:///tmp/r0.ipc"``), it publishes the blocks
-it stores and evicts as vLLM's KV events (ZMQ PUB, ``[topic, seq, msgpack batch]``,
-``BlockStored`` / ``BlockRemoved`` maps with vLLM's fields).
+It serves vLLM 0.32's routes, paths and methods as its ``/openapi.json`` lists them, the
+development ones (``/reset_prefix_cache``, ``/sleep``, ``/collective_rpc``, ...) only with
+`dev_mode` (``VLLM_SERVER_DEV_MODE=1``); other paths 404 and other methods 405, as FastAPI
+answers. Every request is logged before routing (`ReceivedRequest`). Every generation route
+(`GENERATION_PATHS`) looks its prompts up in one prefix cache: an LRU of whole blocks
+(`PrefixCache`) keyed by vLLM's block hashes with the request's ``cache_salt`` in the first
+block, so a repeated prefix hits in whole blocks but never its last block nor under another
+salt. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
+``cache_read_input_tokens`` and ``cache_creation_input_tokens``), ``/metrics`` the counters
+prefixkit reads. With `kv_events` (True: on an ipc socket of its own; or the ZMQ endpoint to
+bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
+``AllBlocksCleared`` when a development route empties the cache.
 
-What it does not do: generate (every answer is ``"ok"`` repeated), run a real
-tokenizer (`chars_tokenizer`: one token per 4 characters, deterministic) or a real
-chat template (`chat_text`). Faults for tests: `delay_headers_s`, `delay_first_chunk_s`,
-`break_after_chunks`.
+What it does not do: generate (every answer is ``"ok"`` repeated), run a real tokenizer
+(`chars_tokenizer`: one token per 4 characters) or chat template (`chat_text`), check bodies
+field by field as vLLM's models do, or hold requests while paused or asleep. Faults for tests:
+`delay_headers_s`, `delay_first_chunk_s`, `break_after_chunks`.
 """
 
 from __future__ import annotations
@@ -46,24 +47,63 @@ from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.router import responses_chat_messages
 from prefixkit.sdk import HashAlgo, event_block_hashes
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
-from .openai_answers import (
-    Reply,
-    chat_completion,
-    chat_events,
-    completion,
-    completion_events,
-    response_object,
-    responses_events,
-    sse,
+from .anthropic_answers import chat_messages, token_count
+from .openai_answers import Reply
+from .request_log import ReceivedRequest, RequestLog, logged
+from .vllm_answers import (
+    Answer,
+    Prefill,
+    batch_chat_completion,
+    batch_conversations,
+    decision_conversations,
+    generative_scores,
+    openai_usage,
+    scoring_prompts,
+    structured_decision,
+)
+from .vllm_dev_routes import DevRoutes
+from .vllm_http import (
+    Refused,
+    checked_salt,
+    detail,
+    fixed,
+    json_body,
+    json_object,
+    not_routed,
+    route,
 )
 
-__all__ = ["FakeVLLM", "PrefixCache", "chars_tokenizer", "chat_text", "free_port"]
+__all__ = [
+    "GENERATION_PATHS",
+    "FakeVLLM",
+    "PrefixCache",
+    "ReceivedRequest",
+    "chars_tokenizer",
+    "chat_text",
+    "free_port",
+]
 
 Tokenizer = Callable[[str], list[int]]
+
+GENERATION_PATHS = frozenset(
+    {
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/chat/completions/batch",
+        "/invocations",
+        "/generative_scoring",
+        "/v1/systemone",
+    }
+)
+_STORED_RESPONSES = 1000  # the Responses answers kept for GET /v1/responses/{id}
 
 
 def chars_tokenizer(text: str) -> list[int]:
@@ -120,12 +160,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError") -> JSONResponse:
-    # vLLM's error body
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": status}},
-        status_code=status,
-    )
+_APIS = {
+    "/v1/completions": "completions",
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
+
+
+def _api(path: str, body: dict[str, Any]) -> str:
+    """Which API answers a single-prompt generation: SageMaker's ``/invocations`` is Chat
+    Completions for a body with ``messages``, Completions otherwise."""
+    if path == "/invocations":
+        return "chat" if "messages" in body else "completions"
+    return _APIS[path]
 
 
 class FakeVLLM:
@@ -145,6 +193,7 @@ class FakeVLLM:
         chunks: int = 8,
         chunk_interval_s: float = 0.0,
         max_model_len: int = 1 << 20,
+        dev_mode: bool = False,
         host: str = "127.0.0.1",
         port: int | None = None,
     ) -> None:
@@ -156,6 +205,7 @@ class FakeVLLM:
         self.chunks = chunks
         self.chunk_interval_s = chunk_interval_s
         self.max_model_len = max_model_len
+        self.dev_mode = dev_mode
         self.host = host
         self.port = port or free_port(host)
         self.cache = PrefixCache(capacity_blocks)
@@ -164,11 +214,14 @@ class FakeVLLM:
         self.delay_first_chunk_s = 0.0
         self.break_after_chunks: int | None = None
         # what it saw
-        self.requests: list[tuple[str, dict[str, Any]]] = []
         self.tokenized = 0
         self.streams_cancelled = 0
         self.queried_tokens = 0
         self.hit_tokens = 0
+        self._log = RequestLog()
+        self._in_flight = 0
+        self._answer_ids = itertools.count(1)
+        self._responses: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._events_dir: tempfile.TemporaryDirectory[str] | None = None
         self.kv_events_endpoint = kv_events if isinstance(kv_events, str) else None
         if kv_events is True:
@@ -193,15 +246,28 @@ class FakeVLLM:
         )
 
     @property
+    def requests(self) -> list[ReceivedRequest]:
+        """Every request received so far, in order of arrival (a copy): health checks,
+        metrics, refused and unknown paths included."""
+        return self._log.snapshot()
+
+    @property
+    def generations(self) -> list[ReceivedRequest]:
+        """The requests to a generation route (`GENERATION_PATHS`), in order."""
+        return [r for r in self.requests if r.path in GENERATION_PATHS]
+
+    @property
     def cache_salts(self) -> list[str | None]:
-        """The ``cache_salt`` of every generation request, in order."""
-        return [body.get("cache_salt") for _, body in self.requests]
+        """The ``cache_salt`` of every request to a generation route, in order."""
+        return [r.cache_salt for r in self.generations]
 
     def token_ids(self, body: dict[str, Any], path: str) -> list[int]:
-        """The prompt's token ids as this replica sees them."""
+        """The prompt's token ids as this replica sees them, for a request to `path`."""
         if path.endswith("/responses"):
             messages, tools = responses_chat_messages(body)
             return self.tokenizer(chat_text(messages, tools))
+        if path.startswith("/v1/messages"):
+            return self.tokenizer(chat_text(chat_messages(body), body.get("tools")))
         if "messages" in body:
             return self.tokenizer(chat_text(body["messages"], body.get("tools")))
         prompt = body.get("prompt", "")
@@ -241,30 +307,9 @@ class FakeVLLM:
         if self._events_dir is not None:
             self._events_dir.cleanup()
 
-    def _publish(
-        self, stored: list[int], parent: int | None, ids: list[int], evicted: list[int]
-    ) -> None:
-        if self._publisher is None or not (stored or evicted):
+    def _publish(self, events: list[dict[str, Any]]) -> None:
+        if self._publisher is None or not events:
             return
-        events: list[dict[str, Any]] = []
-        if stored:
-            events.append(
-                {
-                    "type": "BlockStored",
-                    "block_hashes": stored,
-                    "parent_block_hash": parent,
-                    "token_ids": ids,
-                    "block_size": self.block_size,
-                    "lora_id": None,
-                    "medium": "CPU",
-                    "lora_name": None,
-                    "group_idx": 0,
-                }
-            )
-        if evicted:
-            events.append(
-                {"type": "BlockRemoved", "block_hashes": evicted, "medium": "CPU", "group_idx": 0}
-            )
         payload = msgpack.packb([time.time(), events, None])
         sequence = next(self._sequence).to_bytes(8, "big")
         self._publisher.send_multipart([b"kv", sequence, payload])
@@ -294,167 +339,297 @@ class FakeVLLM:
             )
         )
 
-    def app(self) -> Starlette:
-        """The ASGI app of this replica."""
+    def app(self) -> ASGIApp:
+        """The ASGI app of this replica: its routes, behind the request log."""
+        routes = self._routes()
+        if self.dev_mode:
+            info = {"model": self.model, "block_size": self.block_size, "hash": self.hash_algo}
+            routes += DevRoutes(self._clear, info).routes()
+        app = Starlette(routes=routes, exception_handlers={HTTPException: not_routed})
+        return logged(app, self._log)
 
-        async def health(request: Request) -> Response:
-            return Response(status_code=200)
+    def _routes(self) -> list[Route]:
+        """The routes vLLM 0.32 serves in any mode."""
+        return [
+            route("/health", self._health, "GET"),
+            route("/ping", self._health, "GET", "POST"),
+            route("/load", self._load, "GET"),
+            route("/version", fixed({"version": "0.32.0+fake"}), "GET"),
+            route("/kv_event_sources", self._kv_event_sources, "GET"),
+            route("/metrics", self._metrics, "GET"),
+            route("/v1/models", self._models, "GET"),
+            route("/tokenize", self._tokenize, "POST"),
+            route("/detokenize", self._detokenize, "POST"),
+            *(
+                route(path, self._generate, "POST")
+                for path in (
+                    "/v1/completions",
+                    "/v1/chat/completions",
+                    "/v1/responses",
+                    "/v1/messages",
+                    "/invocations",
+                )
+            ),
+            route("/v1/messages/count_tokens", self._count_tokens, "POST"),
+            route("/v1/chat/completions/batch", self._batch, "POST"),
+            route("/generative_scoring", self._score, "POST"),
+            route("/v1/systemone", self._decide, "POST"),
+            route("/v1/responses/{response_id}", self._retrieve, "GET"),
+            route("/v1/responses/{response_id}/cancel", self._cancel, "POST"),
+            route("/scale_elastic_ep", self._scale_elastic_ep, "POST"),
+            route("/is_scaling_elastic_ep", fixed({"is_scaling_elastic_ep": False}), "POST"),
+        ]
 
-        async def version(request: Request) -> JSONResponse:
-            return JSONResponse({"version": "0.0.0+fake"})
+    # the engine: one prefix cache behind every generation route
 
-        async def models(request: Request) -> JSONResponse:
-            model = {
-                "id": self.model,
-                "object": "model",
-                "created": 0,
-                "owned_by": "vllm",
-                "root": self.model,
-                "max_model_len": self.max_model_len,
-            }
-            return JSONResponse({"object": "list", "data": [model]})
+    def _prefill(self, ids: list[int], salt: str | None) -> Prefill:
+        """Look `ids` up in the prefix cache under `salt` (vLLM's block hashes)."""
+        size = self.block_size
+        hashes = event_block_hashes(ids, size, algo=self.hash_algo, cache_salt=salt)
+        run = self.cache.cached_run(hashes)
+        cached = min(run, (len(ids) - 1) // size if ids else 0) * size
+        self.queried_tokens += len(ids)
+        self.hit_tokens += cached
+        seconds = (len(hashes) - run) * self.prefill_s_per_block
+        return Prefill(ids, hashes, cached, len(hashes) * size - cached, seconds)
 
-        async def metrics(request: Request) -> PlainTextResponse:
-            return PlainTextResponse(self.metrics_text())
+    def _commit(self, prefill: Prefill) -> None:
+        """Cache a prefilled prompt's blocks, publishing what is stored and evicted."""
+        hashes, ids = prefill.hashes, prefill.ids
+        run = self.cache.cached_run(hashes)
+        stored, evicted = self.cache.admit(hashes)
+        events: list[dict[str, Any]] = []
+        if stored:
+            events.append(
+                {
+                    "type": "BlockStored",
+                    "block_hashes": stored,
+                    "parent_block_hash": hashes[run - 1] if run else None,
+                    "token_ids": ids[run * self.block_size : len(hashes) * self.block_size],
+                    "block_size": self.block_size,
+                    "lora_id": None,
+                    "medium": "CPU",
+                    "lora_name": None,
+                    "group_idx": 0,
+                }
+            )
+        if evicted:
+            events.append(
+                {"type": "BlockRemoved", "block_hashes": evicted, "medium": "CPU", "group_idx": 0}
+            )
+        self._publish(events)
 
-        async def tokenize(request: Request) -> JSONResponse:
-            self.tokenized += 1
-            body = await request.json()
+    def _clear(self) -> None:
+        """Empty the prefix cache, as vLLM's reset of its caches does."""
+        self.cache.lru.clear()
+        self._publish([{"type": "AllBlocksCleared"}])
+
+    # generation routes
+
+    async def _generate(self, request: Request) -> Response:
+        """Completions, Chat Completions, Responses, Messages and SageMaker's invocations."""
+        path = request.url.path
+        try:
+            body = await json_object(request)
+            api = _api(path, body)
+            salt = checked_salt(body, self.model, model_required=api == "messages")
+        except Refused as refused:
+            return refused.answer(anthropic=path == "/v1/messages")
+        if self.delay_headers_s:
+            await asyncio.sleep(self.delay_headers_s)
+        prefill = self._prefill(self.token_ids(body, path), salt)
+        answer = Answer(api, body, self.model, prefill, self._reply(body), next(self._answer_ids))
+        if api == "responses":
+            self._remember(answer.whole())
+        if not body.get("stream"):
+            await asyncio.sleep(prefill.seconds)
+            self._commit(prefill)
+            return JSONResponse(answer.whole())
+        self._in_flight += 1
+        return StreamingResponse(self._stream(answer, prefill), media_type="text/event-stream")
+
+    def _reply(self, body: dict[str, Any]) -> Reply:
+        limit = (
+            body.get("max_tokens")
+            or body.get("max_completion_tokens")
+            or body.get("max_output_tokens")
+        )
+        return Reply(["ok"] * (min(int(limit), self.chunks) if limit else self.chunks), "length")
+
+    async def _stream(self, answer: Answer, prefill: Prefill) -> AsyncIterator[bytes]:
+        try:
+            try:
+                await asyncio.sleep(prefill.seconds + self.delay_first_chunk_s)
+            except asyncio.CancelledError:
+                self.streams_cancelled += 1
+                raise
+            self._commit(prefill)
+            for number, event in enumerate(answer.events()):
+                if self.break_after_chunks is not None and number >= self.break_after_chunks:
+                    raise RuntimeError("the fake replica broke the stream off")
+                yield event
+                if self.chunk_interval_s:
+                    await asyncio.sleep(self.chunk_interval_s)
+        finally:
+            self._in_flight -= 1
+
+    async def _several(
+        self,
+        request: Request,
+        prompts: Callable[[dict[str, Any]], list[list[int]]],
+        answer: Callable[[dict[str, Any], str, list[Prefill]], dict[str, Any]],
+    ) -> Response:
+        """A generation with several prompts, not streamed: their token ids (`prompts` of the
+        body) prefilled and cached, then `answer` (of the body, an id and the prefills)."""
+        try:
+            body = await json_object(request)
+            salt = checked_salt(body, self.model)
+            ids = prompts(body)
+        except Refused as refused:
+            return refused.answer()
+        prefills = [self._prefill(prompt, salt) for prompt in ids]
+        await asyncio.sleep(self.delay_headers_s + sum(p.seconds for p in prefills))
+        for prefill in prefills:
+            self._commit(prefill)
+        return JSONResponse(answer(body, f"fake{next(self._answer_ids)}", prefills))
+
+    async def _batch(self, request: Request) -> Response:
+        def answer(body: dict[str, Any], ident: str, prefills: list[Prefill]) -> dict[str, Any]:
+            replies = [self._reply(body)] * len(prefills)
+            usage = openai_usage(prefills, sum(len(r.pieces) for r in replies))
+            return batch_chat_completion(self.model, ident, usage, replies)
+
+        def prompts(body: dict[str, Any]) -> list[list[int]]:
+            return [self.tokenizer(chat_text(c)) for c in batch_conversations(body)]
+
+        return await self._several(request, prompts, answer)
+
+    async def _score(self, request: Request) -> Response:
+        def answer(body: dict[str, Any], ident: str, prefills: list[Prefill]) -> dict[str, Any]:
+            usage = openai_usage(prefills, len(prefills))  # a token generated per item
+            return generative_scores(self.model, ident, usage, body)
+
+        return await self._several(
+            request, lambda body: scoring_prompts(body, self.tokenizer), answer
+        )
+
+    async def _decide(self, request: Request) -> Response:
+        def answer(body: dict[str, Any], ident: str, prefills: list[Prefill]) -> dict[str, Any]:
+            tokens = sum(len(p.ids) for p in prefills)
+            return structured_decision(self.model, ident, tokens, body)
+
+        def prompts(body: dict[str, Any]) -> list[list[int]]:
+            return [self.tokenizer(chat_text(c)) for c in decision_conversations(body)]
+
+        return await self._several(request, prompts, answer)
+
+    async def _count_tokens(self, request: Request) -> Response:
+        try:
+            body = await json_object(request)
+            checked_salt(body, self.model, model_required=True)
+        except Refused as refused:
+            return refused.answer(anthropic=True)
+        return JSONResponse(token_count(len(self.token_ids(body, "/v1/messages"))))
+
+    def _remember(self, response: dict[str, Any]) -> None:
+        self._responses[response["id"]] = response
+        while len(self._responses) > _STORED_RESPONSES:
+            self._responses.popitem(last=False)
+
+    async def _retrieve(self, request: Request) -> Response:
+        ident = request.path_params["response_id"]
+        if ident not in self._responses:
+            return Refused(
+                404,
+                f"Response with id '{ident}' not found.",
+                "invalid_request_error",
+                "response_id",
+            ).answer()
+        return JSONResponse(self._responses[ident])
+
+    async def _cancel(self, request: Request) -> Response:
+        retrieved = await self._retrieve(request)
+        if retrieved.status_code != 200:
+            return retrieved
+        # the fake's answers complete before they are stored
+        return Refused(
+            400, "Cannot cancel a synchronous response.", "invalid_request_error", "response_id"
+        ).answer()
+
+    # the other routes of any mode
+
+    async def _health(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def _load(self, request: Request) -> Response:
+        return JSONResponse({"server_load": self._in_flight})
+
+    async def _kv_event_sources(self, request: Request) -> Response:
+        if self.kv_events_endpoint is None:
+            return JSONResponse({})
+        config = {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": self.kv_events_endpoint,
+            "topic": "kv",
+        }
+        return JSONResponse({"0": config})
+
+    async def _metrics(self, request: Request) -> Response:
+        return PlainTextResponse(self.metrics_text())
+
+    async def _models(self, request: Request) -> Response:
+        model = {
+            "id": self.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "vllm",
+            "root": self.model,
+            "max_model_len": self.max_model_len,
+        }
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _tokenize(self, request: Request) -> Response:
+        self.tokenized += 1
+        try:
+            body = await json_object(request)
             messages = body.get("messages")
             if "messages" in body and not (
                 isinstance(messages, list)
                 and messages
                 and all(isinstance(m, dict) and "role" in m for m in messages)
             ):
-                return _error(400, "messages must be a non-empty list of messages with a role")
-            ids = self.token_ids(body, "/tokenize")
-            return JSONResponse(
-                {
-                    "count": len(ids),
-                    "max_model_len": self.max_model_len,
-                    "tokens": ids,
-                    "token_strs": None,
-                }
-            )
-
-        async def generate(request: Request) -> Response:
-            try:
-                body = await request.json()
-            except ValueError:
-                return _error(400, "the request body is not JSON")
-            if not isinstance(body, dict):
-                return _error(400, "the request body must be a JSON object")
-            path = request.url.path
-            if body.get("model") != self.model:
-                return _error(
-                    404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"
-                )
-            salt = body.get("cache_salt")
-            if salt is not None and (not isinstance(salt, str) or not salt):
-                return _error(400, "cache_salt must be a non-empty string")
-            self.requests.append((path, body))
-            if self.delay_headers_s:
-                await asyncio.sleep(self.delay_headers_s)
-            ids = self.token_ids(body, path)
-            hashes = event_block_hashes(ids, self.block_size, algo=self.hash_algo, cache_salt=salt)
-            run = self.cache.cached_run(hashes)
-            cached = min(run, (len(ids) - 1) // self.block_size if ids else 0) * self.block_size
-            self.queried_tokens += len(ids)
-            self.hit_tokens += cached
-            prefill_s = (len(hashes) - run) * self.prefill_s_per_block
-            answer = _Answer(path, body, self.model, len(ids), cached, self.chunks)
-            if not body.get("stream"):
-                await asyncio.sleep(prefill_s)
-                self._cache(hashes, ids)
-                return JSONResponse(answer.whole())
-            return StreamingResponse(
-                self._stream(answer, prefill_s, hashes, ids), media_type="text/event-stream"
-            )
-
-        routes = [
-            Route("/health", health),
-            Route("/version", version),
-            Route("/v1/models", models),
-            Route("/metrics", metrics),
-            Route("/tokenize", tokenize, methods=["POST"]),
-            *(
-                Route(path, generate, methods=["POST"])
-                for path in ("/v1/completions", "/v1/chat/completions", "/v1/responses")
-            ),
-        ]
-        return Starlette(routes=routes)
-
-    def _cache(self, hashes: list[int], ids: list[int]) -> None:
-        run = self.cache.cached_run(hashes)
-        stored, evicted = self.cache.admit(hashes)
-        parent = hashes[run - 1] if run else None
-        self._publish(
-            stored, parent, ids[run * self.block_size : len(hashes) * self.block_size], evicted
-        )
-
-    async def _stream(
-        self, answer: _Answer, prefill_s: float, hashes: list[int], ids: list[int]
-    ) -> AsyncIterator[bytes]:
-        try:
-            await asyncio.sleep(prefill_s + self.delay_first_chunk_s)
-        except asyncio.CancelledError:
-            self.streams_cancelled += 1
-            raise
-        self._cache(hashes, ids)
-        for number, event in enumerate(answer.events()):
-            if self.break_after_chunks is not None and number >= self.break_after_chunks:
-                raise RuntimeError("the fake replica broke the stream off")
-            yield event
-            if self.chunk_interval_s:
-                await asyncio.sleep(self.chunk_interval_s)
-
-
-class _Answer:
-    """One generation's answer in the shape of its API, whole or as server-sent events."""
-
-    def __init__(
-        self, path: str, body: dict[str, Any], model: str, prompt: int, cached: int, chunks: int
-    ) -> None:
-        self.path = path
-        self.body = body
-        self.model = model
-        self.prompt = prompt
-        self.cached = cached
-        limit = (
-            body.get("max_tokens")
-            or body.get("max_completion_tokens")
-            or body.get("max_output_tokens")
-        )
-        self.reply = Reply(["ok"] * (min(int(limit), chunks) if limit else chunks), "length")
-
-    def usage(self) -> dict[str, Any]:
-        output = len(self.reply.pieces)
-        if self.path.endswith("/responses"):
-            return {
-                "input_tokens": self.prompt,
-                "input_tokens_details": {"cached_tokens": self.cached},
-                "output_tokens": output,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": self.prompt + output,
+                raise Refused(400, "messages must be a non-empty list of messages with a role")
+        except Refused as refused:
+            return refused.answer()
+        ids = self.token_ids(body, "/tokenize")
+        return JSONResponse(
+            {
+                "count": len(ids),
+                "max_model_len": self.max_model_len,
+                "tokens": ids,
+                "token_strs": None,
             }
-        return {
-            "prompt_tokens": self.prompt,
-            "completion_tokens": output,
-            "total_tokens": self.prompt + output,
-            "prompt_tokens_details": {"cached_tokens": self.cached},
-        }
+        )
 
-    def whole(self) -> dict[str, Any]:
-        if self.path.endswith("/responses"):
-            return response_object(self.model, "fake", self.usage(), self.reply)
-        if self.path.endswith("/chat/completions"):
-            return chat_completion(self.model, "fake", self.usage(), self.reply)
-        return completion(self.model, "fake", self.usage(), self.reply)
+    async def _detokenize(self, request: Request) -> Response:
+        try:
+            body = await json_object(request)
+            tokens = body.get("tokens")
+            if not (
+                isinstance(tokens, list) and all(isinstance(t, int) and t >= 0 for t in tokens)
+            ):
+                raise Refused(400, "tokens must be a list of token ids")
+        except Refused as refused:
+            return refused.answer()
+        return JSONResponse({"prompt": "".join(f"<|{t}|>" for t in tokens)})
 
-    def events(self) -> list[bytes]:
-        """The server-sent events of the streamed answer, in order."""
-        if self.path.endswith("/responses"):
-            return sse(responses_events(self.whole(), self.reply))
-        if self.path.endswith("/chat/completions"):
-            return sse(chat_events(self.body, "fake", self.usage(), self.reply))
-        return sse(completion_events(self.body, "fake", self.usage(), self.reply))
+    async def _scale_elastic_ep(self, request: Request) -> Response:
+        try:
+            body = await json_body(request)
+            size = body.get("new_data_parallel_size") if isinstance(body, dict) else None
+            if not isinstance(size, int) or size <= 0:
+                raise detail(400, "new_data_parallel_size must be a positive integer")
+        except Refused as refused:
+            return refused.answer()
+        return JSONResponse({"message": f"Scaled to {size} data parallel engines"})

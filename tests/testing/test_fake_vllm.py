@@ -5,24 +5,21 @@ same prompt gives the same block hashes and event fields."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
-import msgpack
 import openai
 import pytest
-import zmq
 from openai.types.chat import ChatCompletionMessageParam
 from prefixkit.engine_adapter.engine.metrics import parse_cache_metrics
 from prefixkit.sdk import event_block_hashes
 from prefixkit.testing.fake_vllm import FakeVLLM, PrefixCache
 
+from tests.testing.conftest import TOKENS, cached, complete, published
+
 if TYPE_CHECKING:
     from tests.conftest import EmbeddedEngine
-
-TOKENS = list(range(1000, 1000 + 5 * 32 + 7))  # 5 full blocks and a partial one
 
 
 @pytest.fixture
@@ -31,57 +28,22 @@ def replica() -> Iterator[FakeVLLM]:
         yield started
 
 
-def _complete(replica: FakeVLLM, prompt: Any, salt: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": "fake-model", "prompt": prompt, "max_tokens": 1}
-    if salt is not None:
-        body["cache_salt"] = salt
-    response = httpx.post(f"{replica.url}/v1/completions", json=body, timeout=10)
-    response.raise_for_status()
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def _cached(answer: dict[str, Any]) -> int:
-    return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
-
-
-def _events(endpoint: str, send: Any) -> list[dict[str, Any]]:
-    """The events published while `send()` runs."""
-    context = zmq.Context()
-    socket = context.socket(zmq.SUB)
-    socket.setsockopt(zmq.SUBSCRIBE, b"")
-    socket.connect(endpoint)
-    try:
-        time.sleep(0.3)  # let the subscription reach the publisher
-        send()
-        events: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            if socket.poll(100):
-                _topic, _seq, payload = socket.recv_multipart()
-                events += msgpack.unpackb(payload, raw=False, strict_map_key=False)[1]
-        return events
-    finally:
-        socket.close(linger=0)
-        context.term()
-
-
 def test_a_repeated_prompt_hits_every_full_block_but_the_last(replica: FakeVLLM) -> None:
-    assert _cached(_complete(replica, TOKENS, "tenant-a")) == 0
-    assert _cached(_complete(replica, TOKENS, "tenant-a")) == 5 * 32
+    assert cached(complete(replica, TOKENS, "tenant-a")) == 0
+    assert cached(complete(replica, TOKENS, "tenant-a")) == 5 * 32
     exact = TOKENS[: 4 * 32]  # a prompt of whole blocks: its last block is recomputed
-    assert _cached(_complete(replica, exact, "tenant-a")) == 3 * 32
+    assert cached(complete(replica, exact, "tenant-a")) == 3 * 32
 
 
 def test_another_salt_never_hits(replica: FakeVLLM) -> None:
-    _complete(replica, TOKENS, "tenant-a")
-    assert _cached(_complete(replica, TOKENS, "tenant-b")) == 0
-    assert _cached(_complete(replica, TOKENS)) == 0
+    complete(replica, TOKENS, "tenant-a")
+    assert cached(complete(replica, TOKENS, "tenant-b")) == 0
+    assert cached(complete(replica, TOKENS)) == 0
 
 
 def test_stored_blocks_are_published_with_vllms_hashes(replica: FakeVLLM) -> None:
     assert replica.kv_events_endpoint is not None
-    events = _events(replica.kv_events_endpoint, lambda: _complete(replica, TOKENS, "salt"))
+    events = published(replica.kv_events_endpoint, lambda: complete(replica, TOKENS, "salt"))
     (stored,) = [e for e in events if e["type"] == "BlockStored"]
     assert stored["block_hashes"] == event_block_hashes(
         TOKENS, 32, algo="sha256_cbor", cache_salt="salt"
@@ -91,8 +53,8 @@ def test_stored_blocks_are_published_with_vllms_hashes(replica: FakeVLLM) -> Non
 
 def test_evicted_blocks_are_published_tail_first(replica: FakeVLLM) -> None:
     assert replica.kv_events_endpoint is not None
-    _complete(replica, TOKENS, "first")  # 5 of 8 blocks
-    events = _events(replica.kv_events_endpoint, lambda: _complete(replica, TOKENS, "second"))
+    complete(replica, TOKENS, "first")  # 5 of 8 blocks
+    events = published(replica.kv_events_endpoint, lambda: complete(replica, TOKENS, "second"))
     (removed,) = [e for e in events if e["type"] == "BlockRemoved"]
     first = event_block_hashes(TOKENS, 32, algo="sha256_cbor", cache_salt="first")
     assert removed["block_hashes"] == first[::-1][:2]
@@ -106,8 +68,8 @@ def test_the_cache_evicts_a_requests_tail_before_its_head() -> None:
 
 
 def test_metrics_give_the_capacity_and_counters_prefixkit_reads(replica: FakeVLLM) -> None:
-    _complete(replica, TOKENS)
-    _complete(replica, TOKENS)
+    complete(replica, TOKENS)
+    complete(replica, TOKENS)
     metrics = parse_cache_metrics(httpx.get(f"{replica.url}/metrics").text)
     assert (metrics.block_size, metrics.num_blocks, metrics.hash_algo) == (32, 8, "sha256_cbor")
     assert (metrics.queried_tokens, metrics.hit_tokens) == (2 * len(TOKENS), 5 * 32)
@@ -149,9 +111,9 @@ def test_the_same_prompt_gives_the_real_engines_block_hashes_and_event_fields(
         body = {"model": engine.model, "prompt": tokens, "max_tokens": 1, "cache_salt": "s"}
         httpx.post(f"{url}/v1/completions", json=body, timeout=120).raise_for_status()
 
-    real = _events(engine.kv_events_endpoint, lambda: send(engine.base_url))
+    real = published(engine.kv_events_endpoint, lambda: send(engine.base_url))
     replica.model = engine.model
-    fake = _events(replica.kv_events_endpoint or "", lambda: send(replica.url))
+    fake = published(replica.kv_events_endpoint or "", lambda: send(replica.url))
     real_stored = [e for e in real if e["type"] == "BlockStored"]
     fake_stored = [e for e in fake if e["type"] == "BlockStored"]
     assert [h for e in real_stored for h in e["block_hashes"]] == fake_stored[0]["block_hashes"]
