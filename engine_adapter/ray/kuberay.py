@@ -1,17 +1,27 @@
-"""The KubeRay `RayService` that runs the Ray backend on Kubernetes (pure: no Ray, no I/O).
+"""The KubeRay manifests that run the Ray backend on Kubernetes (pure: no Ray, no I/O): a
+`RayService` and the `NetworkPolicy` that keeps its pods' ports to its own pods.
 
-    manifest = rayservice_manifest(engine, settings, KubeRayOptions(image="registry/app:1"))
-    print(rayservice_yaml(manifest))     # what `prefixkit serve --backend ray --emit kuberay` prints
+    manifests = kuberay_manifests(engine, settings, KubeRayOptions(image="registry/app:1"))
+    print(kuberay_yaml(manifests))   # what `prefixkit serve --backend ray --emit kuberay` prints
 
-``spec.serveConfigV2`` holds the same Serve application `prefixkit serve --backend ray`
-runs: ``import_path: prefixkit.engine_adapter.ray.app:build_app`` with `settings.app_args`
-of the same `EngineConfig` and `RaySettings` (router, replicas or autoscaling bounds, each
-replica's CPUs, GPUs and custom resources, block size, hash, KV cache, engine environment),
-Serve's HTTP proxy listening on every pod on ``settings.http_port``.
-``spec.rayClusterConfig``: a head pod that runs no replica (``num-cpus: "0"``, as KubeRay's
-LLM samples) and one worker group, a pod per replica sized for one replica's placement
-bundle (CPUs, ``nvidia.com/gpu``, custom resources), scaled by KubeRay between the
-autoscaling bounds when they are set.
+The RayService's ``spec.serveConfigV2`` holds the same Serve application `prefixkit serve
+--backend ray` runs: ``import_path: prefixkit.engine_adapter.ray.app:build_app`` with
+`settings.app_args` of the same `EngineConfig` and `RaySettings` (router, replicas or
+autoscaling bounds, each replica's CPUs, GPUs and custom resources, block size, hash, KV
+cache, engine environment, KV-event ports, the gateway's `Limits`), Serve's HTTP proxy
+listening on every pod on ``settings.http_port`` with the bounds of
+`settings.serve_http_options`. ``spec.rayClusterConfig``: a head pod that runs no replica
+(``num-cpus: "0"``, as KubeRay's LLM samples) and one worker group, a pod per replica sized
+for one replica's placement bundle (CPUs, ``nvidia.com/gpu``, custom resources), scaled by
+KubeRay between the autoscaling bounds when they are set. Every Ray pod carries
+`pod_labels` (KubeRay names the RayCluster, and labels its pods ``ray.io/cluster``, with a
+suffix of its own, new at each cluster upgrade).
+
+The NetworkPolicy (`network_policy`) selects those pods and admits: anything from the
+same pods (Ray's own traffic between its nodes; the KV-event sockets, which the router in
+the ingress replicas reads); the Serve port from anywhere; the dashboard port from the
+KubeRay operator's pods (``options.operator_namespace``), which deploys the Serve
+application through it. Nothing else reaches the pods.
 
 Nothing secret is written into the manifest: the tenants file (API keys and the salt secret)
 comes from the Kubernetes Secret ``options.tenants_secret`` (key ``tenants.toml``), mounted
@@ -29,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,12 +50,17 @@ from ..engine.config import EngineConfig
 from ..errors import DeploymentConfigError
 from .install import RAY_VERSION
 from .launch import KV_AWARE_ENV
-from .settings import RaySettings, app_args
+from .settings import RaySettings, app_args, serve_http_options
 
 __all__ = [
+    "DASHBOARD_PORT",
     "POD_HOME",
     "TENANTS_DIR",
     "KubeRayOptions",
+    "kuberay_manifests",
+    "kuberay_yaml",
+    "network_policy",
+    "pod_labels",
     "rayservice_manifest",
     "rayservice_yaml",
 ]
@@ -53,7 +68,8 @@ __all__ = [
 TENANTS_DIR = PurePosixPath("/etc/prefixkit/tenants")
 TENANTS_KEY = "tenants.toml"  # the Secret's key holding the tenants file
 POD_HOME = PurePosixPath("/tmp/prefixkit")  # PREFIXKIT_HOME in the pods (vLLM's compile cache)
-_HEAD_PORTS = (("gcs", 6379), ("dashboard", 8265), ("client", 10001), ("metrics", 8080))
+DASHBOARD_PORT = 8265  # the Ray dashboard, where the KubeRay operator deploys Serve apps
+_HEAD_PORTS = (("gcs", 6379), ("dashboard", DASHBOARD_PORT), ("client", 10001), ("metrics", 8080))
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _NAME_LIMIT = 40  # KubeRay derives longer names (services, pods) from the RayService's
 
@@ -65,16 +81,28 @@ class KubeRayOptions:
     `image`: a container image with Ray Serve, vLLM and prefixkit (see the module docstring);
     `memory_per_replica`: a Kubernetes quantity for each worker pod (default: the CPU KV cache
     plus 4 GiB for the weights and the engine's processes on CPU, 32Gi on GPU);
-    `model_claim`: a PersistentVolumeClaim holding the model folder."""
+    `model_claim`: a PersistentVolumeClaim holding the model folder;
+    `operator_namespace`: where the KubeRay operator runs (its pods labelled
+    ``app.kubernetes.io/name: kuberay-operator``, as its Helm chart labels them)."""
 
     image: str
     name: str = "prefixkit"
     namespace: str | None = None
     tenants_secret: str = "prefixkit-tenants"
+    operator_namespace: str = "default"
     model_claim: str | None = None
     memory_per_replica: str | None = None
     head_cpus: int = 2
     head_memory: str = "4Gi"
+
+
+def kuberay_manifests(
+    engine: EngineConfig, settings: RaySettings, options: KubeRayOptions
+) -> list[dict[str, Any]]:
+    """The RayService and its NetworkPolicy (module docstring), in the order to apply them.
+
+    Raises `DeploymentConfigError` as `rayservice_manifest` does."""
+    return [rayservice_manifest(engine, settings, options), network_policy(settings, options)]
 
 
 def rayservice_manifest(
@@ -95,7 +123,7 @@ def rayservice_manifest(
     )
     serve_config = {
         "proxy_location": "EveryNode",
-        "http_options": {"host": "0.0.0.0", "port": settings.http_port},
+        "http_options": serve_http_options(in_pods),
         "applications": [
             {
                 "name": settings.app_name,
@@ -127,23 +155,14 @@ def rayservice_manifest(
         else settings.replicas,
         "maxReplicas": settings.most_replicas,
         "rayStartParams": {},
-        "template": {"spec": _pod_spec(worker, volumes)},
+        "template": _pod_template(worker, volumes, options),
     }
     if settings.replica_resources:
         worker_group["resources"] = {k: _quantity(v) for k, v in settings.replica_resources.items()}
-    metadata: dict[str, Any] = {
-        "name": options.name,
-        "labels": {
-            "app.kubernetes.io/name": "prefixkit",
-            "app.kubernetes.io/instance": options.name,
-        },
-    }
-    if options.namespace is not None:
-        metadata["namespace"] = options.namespace
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
-        "metadata": metadata,
+        "metadata": _metadata(options.name, options),
         "spec": {
             "serveConfigV2": yaml.safe_dump(serve_config, sort_keys=False),
             "rayClusterConfig": {
@@ -151,7 +170,7 @@ def rayservice_manifest(
                 "enableInTreeAutoscaling": settings.min_replicas is not None,
                 "headGroupSpec": {
                     "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
-                    "template": {"spec": _pod_spec(head, volumes)},
+                    "template": _pod_template(head, volumes, options),
                 },
                 "workerGroupSpecs": [worker_group],
             },
@@ -159,9 +178,67 @@ def rayservice_manifest(
     }
 
 
+def network_policy(settings: RaySettings, options: KubeRayOptions) -> dict[str, Any]:
+    """The `networking.k8s.io/v1` NetworkPolicy of the RayService's pods (module docstring):
+    every port from the same pods, the Serve port from anywhere, the dashboard port from the
+    KubeRay operator; nothing else."""
+    ray_pods = {"matchLabels": pod_labels(options)}
+    operator = {
+        "namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": options.operator_namespace}
+        },
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(f"{options.name}-ray-pods", options),
+        "spec": {
+            "podSelector": ray_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": ray_pods}]},
+                {"ports": [{"protocol": "TCP", "port": settings.http_port}]},
+                {"from": [operator], "ports": [{"protocol": "TCP", "port": DASHBOARD_PORT}]},
+            ],
+        },
+    }
+
+
+def pod_labels(options: KubeRayOptions) -> dict[str, str]:
+    """The labels of every Ray pod of the RayService `options.name` (its NetworkPolicy
+    selects them)."""
+    return {
+        "app.kubernetes.io/name": "prefixkit",
+        "app.kubernetes.io/instance": options.name,
+        "app.kubernetes.io/component": "ray-node",
+    }
+
+
 def rayservice_yaml(manifest: Mapping[str, Any]) -> str:
     """The manifest as a YAML document (serveConfigV2 as a literal block)."""
     return yaml.dump(dict(manifest), Dumper=_LiteralDumper, sort_keys=False)
+
+
+def kuberay_yaml(manifests: Sequence[Mapping[str, Any]]) -> str:
+    """The manifests as one YAML stream, a document each (serveConfigV2 as a literal
+    block)."""
+    return yaml.dump_all(
+        [dict(manifest) for manifest in manifests], Dumper=_LiteralDumper, sort_keys=False
+    )
+
+
+def _metadata(name: str, options: KubeRayOptions) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/name": "prefixkit",
+            "app.kubernetes.io/instance": options.name,
+        },
+    }
+    if options.namespace is not None:
+        metadata["namespace"] = options.namespace
+    return metadata
 
 
 class _LiteralDumper(yaml.SafeDumper):
@@ -283,11 +360,13 @@ def _container(
     return container
 
 
-def _pod_spec(container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+def _pod_template(
+    container: dict[str, Any], volumes: list[dict[str, Any]], options: KubeRayOptions
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [container]}
     if volumes:
         spec["volumes"] = volumes
-    return spec
+    return {"metadata": {"labels": pod_labels(options)}, "spec": spec}
 
 
 def _quantity(value: float) -> str:

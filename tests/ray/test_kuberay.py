@@ -1,14 +1,16 @@
-"""The KubeRay RayService for `prefixkit serve --backend ray --emit kuberay`: valid against
-KubeRay's RayService CRD schema (vendored in tests/data/kuberay, every object closed to
-unknown fields as the API server prunes them) and its pods against Kubernetes' own schemas
-(kubernetes-validate, strict); its Serve application is the Ray backend's own, and (with the
-Ray engine) parses as Ray Serve's deploy schema and builds; no secret in it."""
+"""The KubeRay manifests for `prefixkit serve --backend ray --emit kuberay`: the RayService
+valid against KubeRay's RayService CRD schema (vendored in tests/data/kuberay, every object
+closed to unknown fields as the API server prunes them), its pods and the NetworkPolicy
+against Kubernetes' own schemas (kubernetes-validate, strict); its Serve application is the
+Ray backend's own, and (with the Ray engine) parses as Ray Serve's deploy schema and builds;
+the NetworkPolicy keeps every port but Serve's to the cluster's own pods; no secret in it."""
 
 from __future__ import annotations
 
 import copy
 import json
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +18,20 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig, RaySettings
+from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig, Limits, RaySettings
 from prefixkit.engine_adapter.ray.kuberay import (
+    DASHBOARD_PORT,
     TENANTS_DIR,
     KubeRayOptions,
+    kuberay_manifests,
+    kuberay_yaml,
+    network_policy,
+    pod_labels,
     rayservice_manifest,
     rayservice_yaml,
 )
 from prefixkit.engine_adapter.ray.launch import KV_AWARE_ENV
+from prefixkit.engine_adapter.ray.settings import serve_http_options
 
 CRD_SCHEMA = Path(__file__).parents[1] / "data" / "kuberay" / "ray.io_rayservices.v1.schema.json"
 MODEL = Path("/models/SmolLM2-135M-Instruct")
@@ -88,7 +96,9 @@ def test_the_manifest_is_valid_against_the_rayservice_crd_and_kubernetes(
         if not settings.gpus_per_replica
         else ENGINE.derive(device="gpu", kv_cache_space_gib=None, gpu_memory_utilization=0.8)
     )
-    manifest = yaml.safe_load(rayservice_yaml(rayservice_manifest(engine, settings, OPTIONS)))
+    manifest, policy = yaml.safe_load_all(
+        kuberay_yaml(kuberay_manifests(engine, settings, OPTIONS))
+    )
     crd_validator.validate(manifest)
     version = kubernetes_validate.utils.latest_version()
     for index, template in enumerate(pod_templates(manifest)):
@@ -99,6 +109,7 @@ def test_the_manifest_is_valid_against_the_rayservice_crd_and_kubernetes(
             "template": template,
         }
         kubernetes_validate.validate(pod_template, version, strict=True)
+    kubernetes_validate.validate(policy, version, strict=True)
 
 
 def test_an_unknown_field_fails_the_crd_validation(
@@ -126,6 +137,57 @@ def test_a_misspelled_pod_field_fails_the_kubernetes_validation() -> None:
         )
 
 
+def test_a_misspelled_network_policy_field_fails_the_kubernetes_validation() -> None:
+    policy = network_policy(RaySettings(), OPTIONS)
+    policy["spec"]["ingress"][0]["form"] = policy["spec"]["ingress"][0].pop("from")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(
+            policy, kubernetes_validate.utils.latest_version(), strict=True
+        )
+
+
+def test_the_manifests_are_the_rayservice_then_its_network_policy() -> None:
+    manifests = kuberay_manifests(ENGINE, RaySettings(), OPTIONS)
+    assert [m["kind"] for m in manifests] == ["RayService", "NetworkPolicy"]
+    assert list(yaml.safe_load_all(kuberay_yaml(manifests))) == manifests
+
+
+def test_the_network_policy_selects_every_ray_pod_of_the_rayservice() -> None:
+    options = KubeRayOptions(image="img:1", name="acme-llm", namespace="llm")
+    manifest, policy = kuberay_manifests(ENGINE, RaySettings(), options)
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector == pod_labels(options)
+    assert selector["app.kubernetes.io/instance"] == "acme-llm"
+    for template in pod_templates(manifest):
+        assert template["metadata"]["labels"].items() >= selector.items()
+    assert policy["metadata"]["namespace"] == manifest["metadata"]["namespace"] == "llm"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_the_policy_admits_serve_from_anywhere_the_rest_from_the_cluster() -> None:
+    options = KubeRayOptions(image="img:1", name="acme-llm", operator_namespace="ray-system")
+    policy = network_policy(RaySettings(http_port=8100), options)
+    ray_pods = {"podSelector": {"matchLabels": pod_labels(options)}}
+    assert policy["spec"]["ingress"] == [
+        # every port (Ray's own, the KV-event range) from the cluster's own pods only
+        {"from": [ray_pods]},
+        # the Serve port from anywhere
+        {"ports": [{"protocol": "TCP", "port": 8100}]},
+        # the dashboard from the KubeRay operator, which deploys the Serve app through it
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "ray-system"}
+                    },
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": DASHBOARD_PORT}],
+        },
+    ]
+
+
 def test_the_serve_application_is_the_ray_backends_own() -> None:
     settings = RaySettings(router="prefixkit", replicas=2, replica_resources={"replica_slot": 1})
     app = application(rayservice_manifest(ENGINE, settings, OPTIONS))
@@ -140,9 +202,16 @@ def test_the_serve_application_is_the_ray_backends_own() -> None:
     assert app["args"]["router"] == "prefixkit"
 
 
-def test_serve_listens_on_every_pod_on_the_serve_port() -> None:
-    manifest = rayservice_manifest(ENGINE, RaySettings(http_port=8000), OPTIONS)
-    assert serve_config(manifest)["http_options"] == {"host": "0.0.0.0", "port": 8000}
+def test_serve_listens_on_every_pod_on_the_serve_port_bounded_by_the_limits() -> None:
+    limits = Limits(body_timeout_s=20, upstream_read_timeout_s=300)
+    settings = RaySettings(http_port=8000, limits=limits)
+    manifest = rayservice_manifest(ENGINE, settings, OPTIONS)
+    options = serve_config(manifest)["http_options"]
+    assert (options["host"], options["port"]) == ("0.0.0.0", 8000)
+    assert options == serve_http_options(
+        RaySettings(http_host="0.0.0.0", http_port=8000, limits=limits)
+    )
+    assert application(manifest)["args"]["limits"] == asdict(limits)
     (head, _) = pod_templates(manifest)
     ports = {p["name"]: p["containerPort"] for p in head["spec"]["containers"][0]["ports"]}
     assert ports["serve"] == 8000
@@ -219,13 +288,16 @@ def test_what_kubernetes_cannot_run_is_refused_naming_it(
 # Run in the Ray engine's interpreter: the config file as `serve deploy` and KubeRay read it
 # (Ray Serve's own schema), then its application built as Ray Serve builds it (LLMConfig
 # validates every field the Ray backend passes).
+# Serve's HTTP options schema takes unknown fields: the check names any it does not know.
 SERVE_CHECK = """
 import sys, yaml
-from ray.serve.schema import ServeDeploySchema
+from ray.serve.schema import HTTPOptionsSchema, ServeDeploySchema
 from prefixkit.engine_adapter.ray.app import build_app
-config = ServeDeploySchema.model_validate(yaml.safe_load(open(sys.argv[1])))
+raw = yaml.safe_load(open(sys.argv[1]))
+config = ServeDeploySchema.model_validate(raw)
+unknown = sorted(set(raw["http_options"]) - set(HTTPOptionsSchema.model_fields))
 (app,) = config.applications
-print(app.import_path, type(build_app(app.args)).__name__)
+print(app.import_path, type(build_app(app.args)).__name__, unknown)
 """
 
 
@@ -251,7 +323,7 @@ def test_the_serve_config_parses_as_ray_serves_schema_and_its_application_builds
     checked = run_serve_check(manifest["spec"]["serveConfigV2"], tmp_path)
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert checked.stdout.splitlines()[-1] == (
-        "prefixkit.engine_adapter.ray.app:build_app Application"
+        "prefixkit.engine_adapter.ray.app:build_app Application []"
     )
 
 
@@ -264,7 +336,7 @@ def test_serve_emit_kuberay_prints_the_manifest_of_its_options(
     options = ["--image", "img:1", "--replicas", "3", "--cpus-per-replica", "2"]
     more = ["--block-size", "64", "--ray-router", "prefix-affinity", "--k8s-namespace", "llm"]
     code = main([*emit, *options, *more])
-    printed = yaml.safe_load(capsys.readouterr().out)
+    printed = next(yaml.safe_load_all(capsys.readouterr().out))
     assert code == 0
     crd_validator.validate(printed)
     assert printed["metadata"]["namespace"] == "llm"
