@@ -209,41 +209,36 @@ class ServingApp:
             await _send_response(refusal.response, scope, send)
             return None
         gated = decision.gated
-        while True:
-            try:
-                upstream = await self.upstreams.send(
-                    target.url,
-                    decision.method,
-                    decision.path,
-                    query="" if gated else scope.get("query_string", b"").decode("latin-1"),
-                    headers=forwarded_headers(headers.items(), gated=gated),
-                    body=admitted.body,
-                )
-                break
-            except httpx.ConnectError as exc:  # nothing reached the upstream
-                replacement = self.routing.replace(target)
-                if replacement is None:
-                    target.ended()
-                    await _send_response(
-                        openai_error(
-                            502,
-                            f"{target.name}: {exc}; no healthy replica left",
-                            "upstream_unreachable",
-                        ),
-                        scope,
-                        send,
+        try:
+            while True:
+                try:
+                    upstream = await self.upstreams.send(
+                        target.url,
+                        decision.method,
+                        decision.path,
+                        query="" if gated else scope.get("query_string", b"").decode("latin-1"),
+                        headers=forwarded_headers(headers.items(), gated=gated),
+                        body=admitted.body,
                     )
+                    break
+                except httpx.ConnectError as exc:  # nothing reached the upstream
+                    replacement = self.routing.replace(target)
+                    if replacement is None:
+                        message = f"{target.name}: {exc}; no healthy replica left"
+                        await _send_response(
+                            openai_error(502, message, "upstream_unreachable"), scope, send
+                        )
+                        return None
+                    target = replacement
+                except httpx.HTTPError as exc:
+                    message = f"{target.name}: {exc!r}"
+                    await _send_response(openai_error(502, message, "upstream_error"), scope, send)
                     return None
-                target = replacement
-            except httpx.HTTPError as exc:
-                target.ended()
-                await _send_response(
-                    openai_error(502, f"{target.name}: {exc!r}", "upstream_error"), scope, send
-                )
-                return None
-        ends = await relay_answer(
-            upstream, send, started=target.started, ended=target.ended, headers=target.headers
-        )
+            ends = await relay_answer(
+                upstream, send, started=target.started, headers=target.headers
+            )
+        finally:
+            target.ended()  # once per placement, however the relay ended (cancelled too)
         return usage_of(ends) if upstream.status_code == 200 else None
 
     async def _answer(self, decision: Admitted) -> Response:

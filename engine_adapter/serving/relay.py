@@ -14,8 +14,7 @@ or SMG in front of them) and its answer streamed back as it comes.
   shape, naming the upstream and the reason.
 * `relay_answer` streams the answer chunk by chunk, never buffered whole. However the
   relay ends (answered, broken off by the engine, cancelled because the client hung up),
-  its `ended` callback runs once and the upstream response is closed, so the engine
-  stops generating for nobody. A stream the engine breaks off reaches the client
+  the upstream response is closed, so the engine stops generating for nobody. A stream the engine breaks off reaches the client
   broken, never as a clean, shorter answer.
 
 Every error the serving app answers itself is `openai_error`: ``{"error": {"message",
@@ -145,13 +144,12 @@ async def relay_answer(
     send: Send,
     *,
     started: Callable[[], None] = _nothing,
-    ended: Callable[[], None] = _nothing,
     headers: Mapping[str, str] | None = None,
 ) -> bytes:
     """Pass an upstream answer to the client as it comes. `started` runs at its first
-    chunk, `ended` once however the relay ends (answered, broken off, cancelled because
-    the client left), and the upstream response is always closed. Returns the answer's
-    first and last few kilobytes (where its ``usage`` is)."""
+    chunk, and the upstream response is closed however the relay ends (answered, broken
+    off, cancelled because the client left). Returns the answer's first and last few
+    kilobytes (where its ``usage`` is)."""
     head = bytearray()
     tail = bytearray()
     try:
@@ -175,7 +173,6 @@ async def relay_answer(
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
-        ended()
         with anyio.CancelScope(shield=True):
             await upstream.aclose()
     return bytes(head) + bytes(tail)

@@ -36,12 +36,12 @@ def router(replicas: list[FakeVLLM]) -> Iterator[TestClient]:
         while client.get("/health").json()["healthy"] != [True, True]:
             assert time.monotonic() < deadline, "the first health poll did not pass"
             time.sleep(0.05)
-        assert client.app.state.router.turn == 0  # type: ignore[attr-defined]
+        assert client.app.routing.state().turn == 0  # type: ignore[attr-defined]
         yield client
 
 
 def _state(router: TestClient) -> RouterState:
-    state: RouterState = router.app.state.router  # type: ignore[attr-defined]
+    state: RouterState = router.app.routing.state()  # type: ignore[attr-defined]
     return state
 
 
@@ -51,7 +51,7 @@ def _complete(router: TestClient, prompt: str) -> tuple[int, dict[str, object], 
 
 
 def _served_by(replicas: list[FakeVLLM]) -> list[int]:
-    return [len(replica.requests) for replica in replicas]
+    return [len(replica.generations) for replica in replicas]
 
 
 def test_the_replica_with_the_fewest_requests_in_flight_tokenizes(
@@ -114,7 +114,7 @@ def test_with_every_replica_stopped_the_stage_answers_502_naming_them(
 @pytest.mark.parametrize(
     ("payload", "reason", "param"),
     [
-        ([1, 2, 3], "must be a JSON object, got list", None),
+        ([1, 2, 3], "must be a JSON object, got an array", None),
         ({"model": "fake-model", "prompt": 42}, "prompt must be a string", "prompt"),
         ({"model": "fake-model", "prompt": []}, "prompt must be a string", "prompt"),
         (
@@ -124,7 +124,7 @@ def test_with_every_replica_stopped_the_stage_answers_502_naming_them(
         ),
     ],
 )
-def test_a_body_the_router_cannot_read_is_refused_with_400_in_openais_shape(
+def test_a_body_that_cannot_be_placed_is_refused_with_400_in_openais_shape(
     router: TestClient, payload: object, reason: str, param: str | None
 ) -> None:
     response = router.post("/v1/completions", json=payload)

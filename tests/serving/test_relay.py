@@ -45,6 +45,7 @@ def _gone_at_start_under_asgi_2_4(app: ASGIApp) -> ASGIApp:
         scope = {
             **scope,
             "path": scope["path"].replace("/gone", ""),
+            "raw_path": scope["raw_path"].replace(b"/gone", b""),
             "asgi": {"spec_version": "2.4"},
         }
         with contextlib.suppress(Exception):

@@ -16,8 +16,9 @@ from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 SECRET = "routes-test-secret-0123456789"
-TENANTS = Tenants({"key-acme": "acme"}, SECRET)
+TENANTS = Tenants({"key-acme": "acme"}, SECRET, {"key-ops": "ops"})
 KEY = {"Authorization": "Bearer key-acme"}
+OPERATOR = {"Authorization": "Bearer key-ops"}
 PROMPT = "Nimbus Storage keeps your buckets in three regions. " * 20
 GENERATION: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"messages": [{"role": "user", "content": PROMPT}]},
@@ -49,13 +50,13 @@ def test_a_generation_request_is_answered_under_the_tenants_own_salt(
     deployment: tuple[Deployment, list[FakeVLLM]], path: str
 ) -> None:
     running, replicas = deployment
-    before = [len(r.requests) for r in replicas]
+    before = [len(r.generations) for r in replicas]
     body = {"model": "fake-model", "cache_salt": "forged-by-the-client", **GENERATION[path]}
     response = httpx.post(running.url + path, json=body, headers=KEY, timeout=30)
     assert response.status_code == 200, response.text
     assert response.json()["usage"]
-    (served,) = [r for r, n in zip(replicas, before, strict=True) if len(r.requests) == n + 1]
-    assert served.requests[-1][0] == path
+    (served,) = [r for r, n in zip(replicas, before, strict=True) if len(r.generations) == n + 1]
+    assert served.generations[-1].path == path
     assert served.cache_salts[-1] == tenant_salt("acme", SECRET)
 
 
@@ -99,11 +100,11 @@ def test_health_needs_no_key(deployment: tuple[Deployment, list[FakeVLLM]]) -> N
     assert httpx.get(running.url + "/health").status_code == 200
 
 
-def test_metrics_show_every_replicas_cache_counters_labelled_by_replica(
+def test_an_operator_sees_every_replicas_cache_counters_labelled_by_replica(
     deployment: tuple[Deployment, list[FakeVLLM]],
 ) -> None:
     running, replicas = deployment
-    response = httpx.get(running.url + "/metrics", headers=KEY)
+    response = httpx.get(running.url + "/metrics", headers=OPERATOR)
     assert response.status_code == 200
     queries = {
         sample.labels["replica"]: sample.value
