@@ -19,7 +19,6 @@ from .anthropic_answers import anthropic_error
 
 __all__ = [
     "Endpoint",
-    "Refused",
     "checked_salt",
     "detail",
     "fixed",
@@ -36,7 +35,8 @@ _SALT_MAX = 128
 
 
 class Refused(Exception):
-    """A request vLLM answers with an error: its status, message, type and parameter."""
+    """A request vLLM answers with an error: its status, message, type and parameter (an
+    answer of the fake replica, never raised to a program: not part of the error tree)."""
 
     def __init__(
         self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None

@@ -79,8 +79,10 @@ def _bodies() -> st.SearchStrategy[bytes]:
         },
     ).map(lambda body: json.dumps(body).encode())
     duplicated = st.text("abc", max_size=6).map(
-        lambda salt: b'{"model":"fake-model","prompt":"hi","cache_salt":"%s","cache_salt":"%s"}'
-        % (salt.encode(), salt.encode())
+        lambda salt: (
+            b'{"model":"fake-model","prompt":"hi","cache_salt":"%s","cache_salt":"%s"}'
+            % (salt.encode(), salt.encode())
+        )
     )
     odd = st.sampled_from([b"", b"[1, 2]", b'"text"', b"null", b"{", b'{"a": "\\ud800"}'])
     return st.one_of(request, request, request, duplicated, odd, st.binary(max_size=30))
