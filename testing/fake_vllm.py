@@ -23,7 +23,8 @@ bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
 What it does not do: generate (every answer is ``"ok"`` repeated), run a real tokenizer
 (`chars_tokenizer`: one token per 4 characters) or chat template (`chat_text`), check bodies
 field by field as vLLM's models do, or hold requests while paused or asleep. Faults for tests:
-`delay_headers_s`, `delay_first_chunk_s`, `break_after_chunks`.
+`delay_headers_s`, `delay_first_chunk_s`, `break_after_chunks`. A client that hangs up aborts
+its request, as in vLLM (`streams_cancelled`, `requests_aborted` count them).
 """
 
 from __future__ import annotations
@@ -168,6 +169,12 @@ _APIS = {
 }
 
 
+async def _disconnected(request: Request) -> None:
+    """Return when the client of `request` (its body read already) hangs up."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def _api(path: str, body: dict[str, Any]) -> str:
     """Which API answers a single-prompt generation: SageMaker's ``/invocations`` is Chat
     Completions for a body with ``messages``, Completions otherwise."""
@@ -216,6 +223,7 @@ class FakeVLLM:
         # what it saw
         self.tokenized = 0
         self.streams_cancelled = 0
+        self.requests_aborted = 0  # non-streaming requests whose client left first
         self.queried_tokens = 0
         self.hit_tokens = 0
         self._log = RequestLog()
@@ -435,18 +443,40 @@ class FakeVLLM:
             salt = checked_salt(body, self.model, model_required=api == "messages")
         except Refused as refused:
             return refused.answer(anthropic=path == "/v1/messages")
+        if not body.get("stream"):
+            # as vLLM's `with_cancellation`: a client that leaves aborts its request
+            work = asyncio.ensure_future(self._answered(api, path, body, salt))
+            gone = asyncio.ensure_future(_disconnected(request))
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                work.cancel()
+                self.requests_aborted += 1
+                return Response(status_code=499)
+            gone.cancel()
+            return JSONResponse(work.result())
         if self.delay_headers_s:
             await asyncio.sleep(self.delay_headers_s)
         prefill = self._prefill(self.token_ids(body, path), salt)
         answer = Answer(api, body, self.model, prefill, self._reply(body), next(self._answer_ids))
         if api == "responses":
             self._remember(answer.whole())
-        if not body.get("stream"):
-            await asyncio.sleep(prefill.seconds)
-            self._commit(prefill)
-            return JSONResponse(answer.whole())
         self._in_flight += 1
         return StreamingResponse(self._stream(answer, prefill), media_type="text/event-stream")
+
+    async def _answered(
+        self, api: str, path: str, body: dict[str, Any], salt: str | None
+    ) -> dict[str, Any]:
+        """A non-streaming answer, after its delay and prefill time."""
+        if self.delay_headers_s:
+            await asyncio.sleep(self.delay_headers_s)
+        prefill = self._prefill(self.token_ids(body, path), salt)
+        answer = Answer(api, body, self.model, prefill, self._reply(body), next(self._answer_ids))
+        if api == "responses":
+            self._remember(answer.whole())
+        await asyncio.sleep(prefill.seconds)
+        self._commit(prefill)
+        whole: dict[str, Any] = answer.whole()
+        return whole
 
     def _reply(self, body: dict[str, Any]) -> Reply:
         limit = (
