@@ -29,7 +29,8 @@ Serve LLM (`prefixkit.engine_adapter.ray.launch.serve_on_ray`): the running clus
 tenant gateway is the Serve ingress and --ray-router picks the request router (prefixkit's
 precise policy by default). The Ray engine (Ray, vLLM CPU) is installed on first use.
 
---emit kuberay prints the KubeRay RayService for the same options and starts nothing
+--emit kuberay prints the KubeRay RayService for the same options, and the NetworkPolicy
+that admits only the Serve port from outside the Ray cluster's pods, and starts nothing
 (`prefixkit.engine_adapter.ray.kuberay`): --model is the model folder's path inside the pods,
 --image an image with Ray Serve, vLLM and prefixkit; the tenants file comes from the
 Kubernetes Secret --tenants-secret (key tenants.toml), never from the manifest.
@@ -179,6 +180,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--tenants-secret",
         default="prefixkit-tenants",
         help="Kubernetes Secret holding the tenants file under the key tenants.toml",
+    )
+    kubernetes.add_argument(
+        "--kuberay-operator-namespace",
+        default="default",
+        help="where the KubeRay operator runs (its pods may reach the dashboard port)",
     )
     kubernetes.add_argument("--model-claim", help="PersistentVolumeClaim holding the model")
     kubernetes.add_argument(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .serve_foreground import serve_until_stopped
-from .serve_options import engine_config, tenants_file
+from .serve_options import engine_config, limits_of, tenants_file
 
 if TYPE_CHECKING:
     from prefixkit.engine_adapter import EngineConfig, RayDeployment, RaySettings
@@ -71,11 +71,13 @@ def serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
 
 
 def emit_kuberay(args: argparse.Namespace) -> int:
-    """Print the KubeRay RayService of these options; nothing is installed or started."""
+    """Print the KubeRay RayService of these options and the NetworkPolicy that keeps its
+    pods' ports (the KV-event sockets among them) inside the cluster; nothing is installed
+    or started."""
     from prefixkit.engine_adapter.ray.kuberay import (
         KubeRayOptions,
-        rayservice_manifest,
-        rayservice_yaml,
+        kuberay_manifests,
+        kuberay_yaml,
     )
     from prefixkit.sdk import UsageError
 
@@ -97,9 +99,11 @@ def emit_kuberay(args: argparse.Namespace) -> int:
         tenants_secret=args.tenants_secret,
         model_claim=args.model_claim,
         memory_per_replica=args.memory_per_replica,
+        operator_namespace=args.kuberay_operator_namespace,
     )
-    manifest = rayservice_manifest(engine_config(args, None), _ray_settings(args, None), options)
-    print(rayservice_yaml(manifest), end="")
+    settings = _ray_settings(args, None)
+    manifests = kuberay_manifests(engine_config(args, None), settings, options)
+    print(kuberay_yaml(manifests), end="")
     return 0
 
 
@@ -117,4 +121,5 @@ def _ray_settings(args: argparse.Namespace, tenants: Path | None) -> RaySettings
         http_host=args.host,
         http_port=args.port,
         tenants_file=None if tenants is None else str(tenants),
+        limits=limits_of(args),
     )

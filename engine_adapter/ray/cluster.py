@@ -4,8 +4,9 @@
 
 SPEC.json holds the app's arguments (`settings.app_args`), the Ray address (null: start a
 local cluster of ``nodes`` Ray nodes on this machine, each offering ``replica_slot``
-resources so that replicas spread over them), the HTTP address, the app name and the
-state file. Once the app answers, the state file gets the URL, the cluster address and the
+resources so that replicas spread over them), the HTTP address, Serve's HTTP options (its
+proxy's address and bounds, `settings.serve_http_options`), the app name and the state
+file. Once the app answers, the state file gets the URL, the cluster address and the
 replicas' actor names. On SIGTERM the app is deleted, and the local cluster (if it was
 started here) shut down: only its own processes (``ray stop`` would stop every Ray process
 on the machine).
@@ -73,10 +74,7 @@ def main(spec_path: str) -> int:
     address = cluster.address if cluster is not None else spec["address"]
     try:
         ray.init(address=address, logging_level="WARNING")
-        serve.start(
-            http_options={"host": spec["http_host"], "port": spec["http_port"]},
-            proxy_location="HeadOnly",
-        )
+        serve.start(http_options=spec["http_options"], proxy_location="HeadOnly")
         app = spec["app_name"]
         serve.run(build_app(spec["app_args"]), name=app, route_prefix="/")
         state = {

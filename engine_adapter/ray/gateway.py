@@ -7,7 +7,9 @@ target (400) and, for a tenant, a route of the tenant table (404); a body is adm
 `serving.bodies.admit_body` (a JSON object, the tenant's salt on generation routes, a
 client's ``cache_salt`` and pin field removed). A tenant's ``GET /metrics`` is its own
 numbers; an operator's is every tenant's (the engines' metrics are Ray's, on its own
-metrics port). Bodies are bounded by `Limits` as on the local backend.
+metrics port). `Limits` bound a body's size, read time and nesting and a tenant's requests
+in flight as on the local backend; what Ray Serve's proxy bounds before the gateway sees a
+request (and what it does not) is in docs/self-hosting/ray.md.
 
 With the prefixkit router, an operator's ``x-prefixkit-replica: I`` (`PIN_HEADER`) pins a
 request to the I-th replica (warm-up); it travels in the body as ``prefixkit_replica``
@@ -27,9 +29,10 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..serving.bodies import BodyRefused, BodyWorkers
-from ..serving.gateway import PIN_FIELD, Admitted, Refused, admit
-from ..serving.limits import Limits
+from ..serving.bodies import BodyWorkers
+from ..serving.gateway import PIN_FIELD, Admitted, admit
+from ..serving.limits import Limits, TenantSlots, read_body
+from ..serving.refused import Refused
 from ..serving.relay import openai_error
 from ..serving.routes import RouteUse
 from ..serving.tenant_usage import TenantUsage, usage_of
@@ -53,6 +56,7 @@ class TenantGateway:
         self.limits = limits or Limits()
         self.bodies = BodyWorkers(self.limits.body_workers)
         self.usage = TenantUsage()
+        self.slots = TenantSlots(self.limits.max_inflight_per_tenant)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,8 +74,18 @@ class TenantGateway:
         if scope["method"] != "POST" or not decision.gated:
             await self.app(_exact(scope, decision, None), receive, send)
             return
+        tenant = None if decision.caller is None or decision.caller.operator else decision.tenant
+        with self.slots.slot(tenant) as full:
+            if full is not None:
+                await full.response()(scope, receive, send)
+                return
+            await self._forward(decision, headers, scope, receive, send)
+
+    async def _forward(
+        self, decision: Admitted, headers: Headers, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         try:
-            raw = await _read_body(receive, self.limits.max_body_bytes)
+            raw = await read_body(receive, headers, self.limits)
             admitted = await self.bodies.admit(
                 raw,
                 content_type=headers.get("content-type", ""),
@@ -80,9 +94,8 @@ class TenantGateway:
                 strip=("cache_salt", PIN_FIELD),
                 max_depth=self.limits.max_json_depth,
             )
-        except BodyRefused as refused:
-            error = openai_error(refused.status, refused.message, refused.code, refused.param)
-            await error(scope, receive, send)
+        except Refused as refused:
+            await refused.response()(scope, receive, send)
             return
         body = admitted.body if decision.pin is None else _pinned(admitted.body, decision.pin)
         kept = bytearray()
@@ -104,26 +117,6 @@ class TenantGateway:
         shown = [caller.name] if caller is not None and not caller.operator else None
         text = self.usage.exposition(shown if shown is not None else self.tenants.tenant_ids)
         return Response(text, media_type=_PROMETHEUS)
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise BodyRefused(400, "the client left before its body", "client_gone")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyRefused(
-                413,
-                f"request body is larger than {limit} bytes, the most this deployment accepts",
-                "request_too_large",
-            )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _replay(body: bytes, client: Receive) -> Receive:

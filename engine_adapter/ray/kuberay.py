@@ -62,7 +62,6 @@ __all__ = [
     "network_policy",
     "pod_labels",
     "rayservice_manifest",
-    "rayservice_yaml",
 ]
 
 TENANTS_DIR = PurePosixPath("/etc/prefixkit/tenants")
@@ -213,11 +212,6 @@ def pod_labels(options: KubeRayOptions) -> dict[str, str]:
         "app.kubernetes.io/instance": options.name,
         "app.kubernetes.io/component": "ray-node",
     }
-
-
-def rayservice_yaml(manifest: Mapping[str, Any]) -> str:
-    """The manifest as a YAML document (serveConfigV2 as a literal block)."""
-    return yaml.dump(dict(manifest), Dumper=_LiteralDumper, sort_keys=False)
 
 
 def kuberay_yaml(manifests: Sequence[Mapping[str, Any]]) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -40,11 +39,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ..engine.metrics import merge_replica_metrics
-from .bodies import AdmittedBody, BodyRefused, BodyWorkers
-from .gateway import PIN_FIELD, Admitted, Refused, admit
-from .limits import Limits
+from .bodies import AdmittedBody, BodyWorkers
+from .gateway import PIN_FIELD, Admitted, admit
+from .limits import Limits, TenantSlots, read_body
+from .refused import Refused
 from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
-from .router import Refusal, Routing, Target
+from .router import Routing, Target
 from .routes import RouteUse
 from .tenant_usage import TenantUsage, Usage, usage_of
 from .tenants import Tenants
@@ -72,7 +72,7 @@ class ServingApp:
         self.tenants = tenants
         self.limits = limits
         self.usage = TenantUsage()
-        self.inflight: Counter[str] = Counter()
+        self.slots = TenantSlots(limits.max_inflight_per_tenant)
         self.upstreams = Upstreams(
             connect_timeout=limits.upstream_connect_timeout_s,
             read_timeout=limits.upstream_read_timeout_s,
@@ -112,67 +112,26 @@ class ServingApp:
             await (await self._answer(decision))(scope, receive, send)
             return
         tenant = None if decision.caller is None or decision.caller.operator else decision.tenant
-        if tenant is not None and self.inflight[tenant] >= self.limits.max_inflight_per_tenant:
-            await openai_error(
-                429,
-                f"tenant {tenant!r} has {self.limits.max_inflight_per_tenant} requests in "
-                "flight, the most this deployment allows: wait for one to end",
-                "rate_limit_exceeded",
-            )(scope, receive, send)
-            return
-        if tenant is not None:
-            self.inflight[tenant] += 1
-        try:
+        with self.slots.slot(tenant) as full:
+            if full is not None:
+                await full.response()(scope, receive, send)
+                return
             await self._forward(decision, headers, scope, receive, send)
-        finally:
-            if tenant is not None:
-                self.inflight[tenant] -= 1
 
     async def _forward(
         self, decision: Admitted, headers: Headers, scope: Scope, receive: Receive, send: Send
     ) -> None:
         try:
-            raw = await self._body(headers, receive)
+            raw = await read_body(receive, headers, self.limits)
             admitted = await self._admitted(decision, headers, raw)
-        except BodyRefused as refused:
-            await openai_error(refused.status, refused.message, refused.code, refused.param)(
-                scope, receive, send
-            )
+        except Refused as refused:
+            await refused.response()(scope, receive, send)
             return
         answer = await until_disconnected(
             receive, lambda: self._relay(decision, headers, admitted, scope, send)
         )
         if answer is not None and decision.tenant is not None and decision.caller is not None:
             self.usage.record(decision.tenant, answer)
-
-    async def _body(self, headers: Headers, receive: Receive) -> bytes:
-        """The request body, read whole within the time and size limits."""
-        limit = self.limits.max_body_bytes
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise _too_large(limit)
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            with anyio.fail_after(self.limits.body_timeout_s):
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        raise BodyRefused(400, "the client left before its body", "client_gone")
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > limit:
-                        raise _too_large(limit)
-                    chunks.append(chunk)
-                    more = message.get("more_body", False)
-        except TimeoutError:
-            raise BodyRefused(
-                408,
-                f"the request body did not arrive within {self.limits.body_timeout_s} s",
-                "request_timeout",
-            ) from None
-        return b"".join(chunks)
 
     async def _admitted(self, decision: Admitted, headers: Headers, raw: bytes) -> AdmittedBody:
         """The body to forward and the routing stage's view of it."""
@@ -205,8 +164,8 @@ class ServingApp:
                 target = await self.routing.place(decision.path, admitted.view, decision.pin)
             else:
                 target = self.routing.utility(decision.path, decision.pin)
-        except Refusal as refusal:
-            await _send_response(refusal.response, scope, send)
+        except Refused as refused:
+            await _send_response(refused.response(), scope, send)
             return None
         gated = decision.gated
         try:
@@ -318,11 +277,3 @@ async def _send_response(response: Response, scope: Scope, send: Send) -> None:
 
     with contextlib.suppress(OSError):
         await response(scope, nothing, send)
-
-
-def _too_large(limit: int) -> BodyRefused:
-    return BodyRefused(
-        413,
-        f"request body is larger than {limit} bytes, the most this deployment accepts",
-        "request_too_large",
-    )

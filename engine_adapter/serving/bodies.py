@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .refused import Refused
+
 __all__ = [
     "DEFAULT_MAX_DEPTH",
     "INLINE_BODY_BYTES",
@@ -36,20 +38,6 @@ __all__ = [
 DEFAULT_MAX_DEPTH = 64
 # bodies up to this size are admitted on the event loop (well under a millisecond)
 INLINE_BODY_BYTES = 256 * 1024
-
-
-class BodyRefused(Exception):
-    """A body the gateway will not forward: the HTTP status, a message naming what is
-    wrong and how to fix it, OpenAI's error code, and the field at fault. The gateway
-    answers it in OpenAI's error shape; it never reaches a program (so it is not part of
-    the error tree)."""
-
-    def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
-        super().__init__(status, message, code, param)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.param = param
 
 
 @dataclass(frozen=True)
@@ -71,17 +59,17 @@ def admit_body(
     view_budget: int = 1 << 17,
 ) -> AdmittedBody:
     """Check `raw` and return it without the `strip` keys, with ``cache_salt: salt`` when
-    `salt` is given (module docstring); raises `BodyRefused`."""
+    `salt` is given (module docstring); raises `Refused`."""
     encoding = content_encoding.strip().lower()
     if encoding not in ("", "identity"):
-        raise BodyRefused(
+        raise Refused(
             415,
             f"Content-Encoding {content_encoding!r} is not accepted: send the body uncompressed",
             "unsupported_media_type",
         )
     media_type = content_type.partition(";")[0].strip().lower()
     if media_type != "application/json":
-        raise BodyRefused(
+        raise Refused(
             415,
             f"Content-Type {content_type or '(none)'!r} is not accepted: send a JSON object "
             "with Content-Type: application/json",
@@ -92,11 +80,11 @@ def admit_body(
     except RecursionError:
         raise _too_deep(max_depth) from None
     except ValueError as error:
-        raise BodyRefused(
+        raise Refused(
             400, f"request body is not valid JSON: {error}", "invalid_request_error"
         ) from None
     if not isinstance(payload, dict):
-        raise BodyRefused(
+        raise Refused(
             400,
             f"request body must be a JSON object, got {_json_type(payload)}",
             "invalid_request_error",
@@ -110,7 +98,7 @@ def admit_body(
     try:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:
-        raise BodyRefused(
+        raise Refused(
             400,
             "request body has a lone surrogate escape (such as \\ud800), which is not valid "
             "Unicode: send text as UTF-8 or as escaped surrogate pairs",
@@ -156,8 +144,8 @@ def _depth(value: Any) -> int:
     return deepest if isinstance(value, (dict, list)) else 0
 
 
-def _too_deep(max_depth: int) -> BodyRefused:
-    return BodyRefused(
+def _too_deep(max_depth: int) -> Refused:
+    return Refused(
         400,
         f"request body nests JSON deeper than {max_depth} levels",
         "invalid_request_error",

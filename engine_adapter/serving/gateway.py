@@ -19,7 +19,7 @@ it here, forward it (salted, read-only, or an operator's engine route), or refus
 A deployment without tenants (no gateway stage) admits every canonical request as an
 operator's, without salts: nothing is isolated there.
 
-Every refusal is `Refused`, answered in OpenAI's error shape.
+Every refusal is a `refused.Refused`, answered in OpenAI's error shape.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from starlette.responses import Response
 
-from .relay import openai_error
+from .refused import Refused
 from .routes import OPERATOR_ROUTES, PUBLIC_ROUTES, TENANT_ROUTES, RouteUse, canonical_path
 from .tenants import Caller, Tenants
 
@@ -38,7 +38,6 @@ __all__ = [
     "PIN_HEADER",
     "TENANT_HEADER",
     "Admitted",
-    "Refused",
     "admit",
     "unauthorized",
 ]
@@ -75,19 +74,6 @@ class Admitted:
         route of the table); an operator's engine route and a deployment without tenants
         forward bodies as they are."""
         return self.caller is not None and (not self.caller.operator or self.use is not None)
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A request the gateway answers itself with an error."""
-
-    status: int
-    message: str
-    code: str
-    param: str | None = None
-
-    def response(self) -> Response:
-        return openai_error(self.status, self.message, self.code, self.param)
 
 
 def admit(

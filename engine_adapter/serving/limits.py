@@ -13,11 +13,18 @@ bodies (`bodies.BodyWorkers`).
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from ..errors import DeploymentConfigError
+import anyio
+from starlette.types import Receive
 
-__all__ = ["Limits"]
+from ..errors import DeploymentConfigError
+from .refused import Refused
+
+__all__ = ["Limits", "TenantSlots", "read_body"]
 
 
 @dataclass(frozen=True)
@@ -39,3 +46,72 @@ class Limits:
                 raise DeploymentConfigError(
                     f"limit {name} = {value!r}: give a positive number", parts=(name,)
                 )
+
+
+async def read_body(receive: Receive, headers: Mapping[str, str], limits: Limits) -> bytes:
+    """A request's body, read whole within ``body_timeout_s`` and at most
+    ``max_body_bytes`` (a declared larger length is refused before reading); raises
+    `Refused` (413, 408, or 400 for a client gone before its body)."""
+    limit = limits.max_body_bytes
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with anyio.fail_after(limits.body_timeout_s):
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise Refused(400, "the client left before its body", "client_gone")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+    except TimeoutError:
+        raise Refused(
+            408,
+            f"the request body did not arrive within {limits.body_timeout_s} s",
+            "request_timeout",
+        ) from None
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        413,
+        f"request body is larger than {limit} bytes, the most this deployment accepts",
+        "request_too_large",
+    )
+
+
+class TenantSlots:
+    """Each tenant's requests in flight, at most `per_tenant` at a time."""
+
+    def __init__(self, per_tenant: int) -> None:
+        self.per_tenant = per_tenant
+        self._inflight: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def slot(self, tenant: str | None) -> Iterator[Refused | None]:
+        """Hold one of `tenant`'s slots for the block; yields the 429 to answer instead
+        when it has none left (None for an operator or a deployment without tenants)."""
+        if tenant is None:
+            yield None
+            return
+        if self._inflight[tenant] >= self.per_tenant:
+            yield Refused(
+                429,
+                f"tenant {tenant!r} has {self.per_tenant} requests in flight, the most this "
+                "deployment allows: wait for one to end",
+                "rate_limit_exceeded",
+            )
+            return
+        self._inflight[tenant] += 1
+        try:
+            yield None
+        finally:
+            self._inflight[tenant] -= 1

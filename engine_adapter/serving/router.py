@@ -23,8 +23,8 @@ it through.
   has no ``/tokenize``.
 
 A stage answers `place` (a generation request's `Target`) and `utility` (any other
-path's), and `replace` when a target refused the connection. A `Refusal` carries the
-answer for a request the stage will not forward (a pin to a replica that does not exist,
+path's), and `replace` when a target refused the connection. It raises `Refused` for a
+request it will not forward (a pin to a replica that does not exist,
 no replica left to tokenize).
 """
 
@@ -44,7 +44,8 @@ import httpx
 from starlette.responses import JSONResponse, Response
 
 from ..routing.router_state import Placement, RouterState, server_timing
-from .relay import Upstreams, openai_error
+from .refused import Refused
+from .relay import Upstreams
 
 __all__ = [
     "DirectRoute",
@@ -84,15 +85,6 @@ class Target:
     placement: Placement | None = None
 
 
-class Refusal(Exception):
-    """The stage answers `response` instead of forwarding the request (caught by the
-    serving app, never raised to a caller)."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
-
-
 class Routing(Protocol):
     """A routing stage of the serving app (see the module docstring)."""
 
@@ -108,7 +100,7 @@ class Routing(Protocol):
     async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
         """The target of a generation request (`body`: its parsed JSON object, cut to its
         start, `bodies.bounded`); `pin`: the replica an operator asked for. May raise
-        `Refusal`."""
+        `Refused`."""
         ...
 
     def utility(self, path: str, pin: int | None) -> Target:
@@ -309,13 +301,11 @@ def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[in
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
         prompt = prompt[0]  # a batch goes where its first prompt is cached
     if not isinstance(prompt, str):
-        raise Refusal(
-            openai_error(
-                400,
-                "prompt must be a string, a list of strings or a list of token ids",
-                "invalid_request_error",
-                "prompt",
-            )
+        raise Refused(
+            400,
+            "prompt must be a string, a list of strings or a list of token ids",
+            "invalid_request_error",
+            "prompt",
         )
     return {"model": model, "prompt": prompt}
 
@@ -392,14 +382,12 @@ class PreciseRoute:
 
     def _pinned(self, pin: int) -> int:
         if pin >= len(self.replica_urls):
-            raise Refusal(
-                openai_error(
-                    400,
-                    f"x-prefixkit-replica {pin}: this deployment has replicas 0 to "
-                    f"{len(self.replica_urls) - 1}",
-                    "invalid_request_error",
-                    "x-prefixkit-replica",
-                )
+            raise Refused(
+                400,
+                f"x-prefixkit-replica {pin}: this deployment has replicas 0 to "
+                f"{len(self.replica_urls) - 1}",
+                "invalid_request_error",
+                "x-prefixkit-replica",
             )
         return pin
 
@@ -425,13 +413,11 @@ class PreciseRoute:
     async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
         salt = body.get("cache_salt")
         if salt is not None and not isinstance(salt, str):
-            raise Refusal(
-                openai_error(
-                    400,
-                    f"cache_salt must be a string, got {type(salt).__name__}",
-                    "invalid_request_error",
-                    "cache_salt",
-                )
+            raise Refused(
+                400,
+                f"cache_salt must be a string, got {type(salt).__name__}",
+                "invalid_request_error",
+                "cache_salt",
             )
         started = time.perf_counter()
         tokens = await self._token_ids(path, body)
@@ -481,12 +467,10 @@ class PreciseRoute:
             if response.status_code < 500:
                 return []
             failures.append(f"replica {replica}: HTTP {response.status_code}")
-        raise Refusal(
-            openai_error(
-                502,
-                f"no replica could tokenize the request ({'; '.join(failures)})",
-                "upstream_unreachable",
-            )
+        raise Refused(
+            502,
+            f"no replica could tokenize the request ({'; '.join(failures)})",
+            "upstream_unreachable",
         )
 
 

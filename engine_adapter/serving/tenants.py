@@ -219,7 +219,7 @@ class Tenants:
     def salted(self, body: bytes, tenant: str | None) -> bytes:
         """`body` (a JSON object) without a client ``cache_salt``, with `tenant`'s own when
         given: what the gateway forwards for a generation request sent to it, for a
-        request sent straight to a replica (warm-up). Raises `BodyRefused` for a body
+        request sent straight to a replica (warm-up). Raises `Refused` for a body
         the gateway would refuse."""
         salt = None if tenant is None else self._salts[tenant]
         admitted = admit_body(body, content_type="application/json", content_encoding="", salt=salt)

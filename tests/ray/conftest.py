@@ -35,7 +35,7 @@ def _report(message: str) -> None:
 
 # Killing a replica leaves a replacement starting for a minute or two; the tests that
 # need every replica serving (warm-up pins each one) run before it.
-LAST = "test_killing_a_replica_under_load_loses_no_request"
+LAST = "test_a_killed_replica_fails_only_the_requests_it_held"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

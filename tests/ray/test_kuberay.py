@@ -28,7 +28,6 @@ from prefixkit.engine_adapter.ray.kuberay import (
     network_policy,
     pod_labels,
     rayservice_manifest,
-    rayservice_yaml,
 )
 from prefixkit.engine_adapter.ray.launch import KV_AWARE_ENV
 from prefixkit.engine_adapter.ray.settings import serve_http_options
@@ -228,7 +227,7 @@ def test_the_tenants_come_from_the_secret_mounted_where_the_gateway_reads_them()
         assert volume["secret"]["secretName"] == "acme-tenants"
         (mount,) = template["spec"]["containers"][0]["volumeMounts"]
         assert (mount["mountPath"], mount["readOnly"]) == (str(TENANTS_DIR), True)
-    assert "/home/me" not in rayservice_yaml(manifest)
+    assert "/home/me" not in kuberay_yaml([manifest])
 
 
 def test_kv_aware_has_no_gateway_and_sets_its_flags_on_every_pod() -> None:
@@ -336,8 +335,10 @@ def test_serve_emit_kuberay_prints_the_manifest_of_its_options(
     options = ["--image", "img:1", "--replicas", "3", "--cpus-per-replica", "2"]
     more = ["--block-size", "64", "--ray-router", "prefix-affinity", "--k8s-namespace", "llm"]
     code = main([*emit, *options, *more])
-    printed = next(yaml.safe_load_all(capsys.readouterr().out))
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    printed = documents[0]
     assert code == 0
+    assert [document["kind"] for document in documents] == ["RayService", "NetworkPolicy"]
     crd_validator.validate(printed)
     assert printed["metadata"]["namespace"] == "llm"
     llm = application(printed)["args"]["llm_config"]

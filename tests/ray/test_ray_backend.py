@@ -1,5 +1,6 @@
 """`prefixkit serve --backend ray` on a local two-node Ray cluster: prefix-cache hits on
-one replica, tenant isolation through the gateway, and no lost request when a replica dies."""
+one replica, tenant isolation through the gateway, and, when a replica dies, only the
+requests it held fail."""
 
 from __future__ import annotations
 

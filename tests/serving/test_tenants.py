@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from prefixkit.engine_adapter import GatewayConfigError
-from prefixkit.engine_adapter.serving.bodies import BodyRefused
+from prefixkit.engine_adapter.serving.refused import Refused
 from prefixkit.engine_adapter.serving.tenants import (
     Caller,
     Tenants,
@@ -129,7 +129,7 @@ def test_a_client_salt_is_replaced_by_the_tenants_own() -> None:
 
 def test_a_body_that_is_not_a_json_object_is_never_salted_nor_passed_on() -> None:
     tenants = Tenants({"key-acme": "acme"}, "secret-0123456789abcdef")
-    with pytest.raises(BodyRefused, match="must be a JSON object, got an array"):
+    with pytest.raises(Refused, match="must be a JSON object, got an array"):
         tenants.salted(b"[1, 2]", "acme")
 
 
