@@ -32,6 +32,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from .refused import error_body
+
 __all__ = ["BoundedH11Protocol", "bounded_h11_protocol"]
 
 
@@ -127,9 +129,7 @@ class BoundedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.conn.our_state is h11.IDLE:
-            body = json.dumps(
-                {"error": {"message": message, "type": code, "code": code, "param": None}}
-            ).encode()
+            body = json.dumps(error_body(message, code)).encode()
             headers = [
                 ("content-type", "application/json"),
                 ("content-length", str(len(body))),

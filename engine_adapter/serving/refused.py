@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
-__all__: list[str] = []  # internal to the serving app (see the module docstring)
+__all__ = ["error_body"]  # `Refused` is internal to the serving app (module docstring)
+
+
+def error_body(message: str, code: str, param: str | None = None) -> dict[str, object]:
+    """An error in OpenAI's shape, which the official clients raise as `APIError`."""
+    return {"error": {"message": message, "type": code, "code": code, "param": param}}
 
 
 class Refused(Exception):
@@ -28,6 +33,6 @@ class Refused(Exception):
         self.param = param
 
     def response(self) -> JSONResponse:
-        from .relay import openai_error
+        from starlette.responses import JSONResponse
 
-        return openai_error(self.status, self.message, self.code, self.param)
+        return JSONResponse(error_body(self.message, self.code, self.param), self.status)

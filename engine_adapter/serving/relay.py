@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Send
 
 from .keepalive import UPSTREAM_IDLE_S
+from .refused import error_body
 
 __all__ = ["Upstreams", "forwarded_headers", "openai_error", "relay_answer", "relayed_headers"]
 
@@ -66,10 +67,7 @@ _TAIL_BYTES = 16384
 
 def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
     """An error answer in OpenAI's shape, which the official clients raise as `APIError`."""
-    return JSONResponse(
-        {"error": {"message": message, "type": code, "code": code, "param": param}},
-        status_code=status,
-    )
+    return JSONResponse(error_body(message, code, param), status_code=status)
 
 
 def forwarded_headers(
