@@ -32,7 +32,11 @@ class EngineRoute:
 
 @functools.cache
 def engine_routes(snapshot: str) -> tuple[EngineRoute, ...]:
-    spec = json.loads((SNAPSHOTS / snapshot).read_text())
+    return routes_of(json.loads((SNAPSHOTS / snapshot).read_text()))
+
+
+def routes_of(spec: dict[str, Any]) -> tuple[EngineRoute, ...]:
+    """The routes of an engine's ``/openapi.json``."""
     schemas = spec["components"]["schemas"]
     routes = []
     for template, operations in spec["paths"].items():
@@ -53,6 +57,12 @@ def could_generate(snapshot: str, method: str, path: str) -> bool:
 
 def generation_routes(snapshot: str) -> list[str]:
     return sorted({r.template for r in engine_routes(snapshot) if r.generation})
+
+
+def generation_templates_of(spec: dict[str, Any]) -> list[str]:
+    """The path templates of the routes an engine's ``/openapi.json`` could run as
+    generation."""
+    return sorted({r.template for r in routes_of(spec) if r.generation})
 
 
 def _part(piece: str) -> str:
