@@ -203,6 +203,10 @@ class Tenants:
         (`unauthorized`)."""
         return self.caller_of(api_key(headers))
 
+    def tenant_of_request(self, headers: Mapping[str, str]) -> str | None:
+        """The tenant of a request's API key; None for an unknown, missing or operator key."""
+        return self.tenant_of(api_key(headers))
+
     def tenant_of(self, key: str) -> str | None:
         """The tenant an API key belongs to; None for an unknown, empty or operator key."""
         caller = self.caller_of(key)
