@@ -26,6 +26,7 @@ from prefixkit.engine_adapter import (
 RAY_HTTP_PORT = 18300
 SECRET = "ray-tests-secret-0123456789abcdef"
 KEYS = {"acme": "key-acme-ray", "globex": "key-globex-ray"}
+OPERATOR_KEY = "key-ops-ray"
 
 
 def _report(message: str) -> None:
@@ -46,6 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ray-tenants") / "tenants.toml"
     lines = [f'secret = "{SECRET}"', "[tenants]", *(f'{t} = "{k}"' for t, k in KEYS.items())]
+    lines += ["[operators]", f'ops = "{OPERATOR_KEY}"']
     path.write_text("\n".join(lines) + "\n")
     return path
 
