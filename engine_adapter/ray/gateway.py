@@ -91,7 +91,7 @@ class TenantGateway:
                 content_type=headers.get("content-type", ""),
                 content_encoding=headers.get("content-encoding", ""),
                 salt=decision.salt,
-                strip=("cache_salt", PIN_FIELD),
+                strip=decision.stripped,
                 max_depth=self.limits.max_json_depth,
             )
         except Refused as refused:

@@ -40,7 +40,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..engine.metrics import merge_replica_metrics
 from .bodies import AdmittedBody, BodyWorkers
-from .gateway import PIN_FIELD, Admitted, admit
+from .gateway import Admitted, admit
 from .limits import Limits, TenantSlots, read_body
 from .refused import Refused
 from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
@@ -145,7 +145,7 @@ class ServingApp:
             content_type=headers.get("content-type", ""),
             content_encoding=headers.get("content-encoding", ""),
             salt=decision.salt,
-            strip=("cache_salt", PIN_FIELD) if decision.caller is not None else (),
+            strip=decision.stripped,
             max_depth=self.limits.max_json_depth,
         )
         return admitted

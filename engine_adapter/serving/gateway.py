@@ -34,9 +34,11 @@ from .routes import OPERATOR_ROUTES, PUBLIC_ROUTES, TENANT_ROUTES, RouteUse, can
 from .tenants import Caller, Tenants
 
 __all__ = [
+    "OPERATOR_STRIPPED_FIELDS",
     "PIN_FIELD",
     "PIN_HEADER",
     "TENANT_HEADER",
+    "TENANT_STRIPPED_FIELDS",
     "Admitted",
     "admit",
     "unauthorized",
@@ -48,6 +50,19 @@ PIN_HEADER = "x-prefixkit-replica"
 PIN_FIELD = "prefixkit_replica"
 # an operator's ``x-prefixkit-tenant: acme``: the request is computed under acme's salt
 TENANT_HEADER = "x-prefixkit-tenant"
+# body fields a tenant's request loses: the salt and the pin are the gateway's; the KV
+# and encoder-cache transfer parameters, the request id and the scheduling priority steer
+# the engine beyond the tenant's own request (KV connectors, other requests, the queue)
+TENANT_STRIPPED_FIELDS = (
+    "cache_salt",
+    PIN_FIELD,
+    "kv_transfer_params",
+    "ec_transfer_params",
+    "request_id",
+    "priority",
+)
+# ... and an operator's: its salt comes from `TENANT_HEADER`, its pin from `PIN_HEADER`
+OPERATOR_STRIPPED_FIELDS = ("cache_salt", PIN_FIELD)
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,13 @@ class Admitted:
     tenant: str | None = None
     salt: str | None = None
     pin: int | None = None
+
+    @property
+    def stripped(self) -> tuple[str, ...]:
+        """The body fields removed before the body is forwarded."""
+        if self.caller is None:
+            return ()
+        return OPERATOR_STRIPPED_FIELDS if self.caller.operator else TENANT_STRIPPED_FIELDS
 
     @property
     def gated(self) -> bool:

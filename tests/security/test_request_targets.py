@@ -132,3 +132,20 @@ def test_a_tenant_cannot_reach_another_tenants_blocks_by_any_target(served: Serv
         if answer.status == 200:
             usage = json.loads(answer.body)["usage"]
             assert (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) == 0
+
+
+def test_fields_that_steer_the_engine_beyond_the_request_are_removed(served: Served) -> None:
+    steering = {
+        "kv_transfer_params": {"remote_block_ids": [1, 2]},
+        "ec_transfer_params": {"x": 1},
+        "request_id": "another-tenants-request",
+        "priority": -100,
+        "prefixkit_replica": 0,
+    }
+    body = {"model": "fake-model", "prompt": "hello", "max_tokens": 1, **steering}
+    mark = served.mark()
+    assert httpx.post(served.url + "/v1/completions", json=body, headers=ACME).is_success
+    (reached,) = served.since(mark)
+    sent = json.loads(reached.body)
+    assert not set(steering) & set(sent)
+    assert sent["prompt"] == "hello"
