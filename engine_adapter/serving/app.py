@@ -130,7 +130,8 @@ class ServingApp:
         answer = await until_disconnected(
             receive, lambda: self._relay(decision, headers, admitted, scope, send)
         )
-        if answer is not None and decision.tenant is not None and decision.caller is not None:
+        counted = decision.caller is not None and decision.use is RouteUse.SALTED
+        if counted and decision.tenant is not None:
             self.usage.record(decision.tenant, answer)
 
     async def _admitted(self, decision: Admitted, headers: Headers, raw: bytes) -> AdmittedBody:

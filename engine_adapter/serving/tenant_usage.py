@@ -85,7 +85,7 @@ class TenantUsage:
         """Prometheus text of the counts of `tenants` (each labelled with its id)."""
         lines = []
         for name, help_text in (
-            ("requests", "Requests the gateway forwarded for the tenant"),
+            ("requests", "Generation requests of the tenant the gateway admitted"),
             ("prompt_tokens", "Prompt tokens of the tenant's answered requests"),
             ("cached_tokens", "Prompt tokens served from the prefix cache"),
         ):
