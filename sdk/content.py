@@ -44,6 +44,7 @@ __all__ = [
     "as_blocks",
     "canonical_blocks",
     "is_block_list",
+    "turn_content",
 ]
 
 Dialect = Literal["anthropic", "chat", "responses"]
@@ -67,8 +68,22 @@ _ANTHROPIC_TYPES = frozenset(
         "search_result",
         "thinking",
         "redacted_thinking",
+        # beta blocks (client.beta.messages), sent back exactly as the response had them
+        "advisor_tool_result",
+        "tool_addition",
+        "tool_removal",
+        "mcp_tool_listing",
+        "fallback",
     }
 )
+# A type both Anthropic (beta) and OpenAI Responses document; told apart by shape.
+_SHARED_TYPES = frozenset({"compaction"})
+# Fields only an Anthropic beta `compaction` block has (OpenAI's item has type,
+# encrypted_content and id).
+_ANTHROPIC_COMPACTION_FIELDS = frozenset({"content", "signature", "tool_changes", "cache_control"})
+# Fields the official SDKs add to parsed results (`.parse()`, `.stream()`) that
+# are not part of the API; the SDKs drop them when a result is sent back.
+_SDK_ONLY_FIELDS = frozenset({"parsed", "parsed_arguments", "parsed_output"})
 _CHAT_TYPES = frozenset({"image_url", "input_audio", "file", "refusal"})
 _RESPONSES_TYPES = frozenset(
     {
@@ -253,16 +268,180 @@ class Native:
 ContentBlock = Text | Image | Document | ToolCall | ToolResult | Native
 
 
+def _sdk_module(value: Any) -> str:
+    """ "anthropic" or "openai" for an object of an official SDK, else ""."""
+    module = type(value).__module__
+    for sdk in ("anthropic", "openai"):
+        if module == sdk or module.startswith(sdk + "."):
+            return sdk
+    return ""
+
+
+def _as_exclude(spec: Any) -> dict[Any, Any]:
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    return dict.fromkeys(spec or (), True)
+
+
+def _merged(one: dict[Any, Any], other: dict[Any, Any]) -> dict[Any, Any]:
+    merged = dict(one)
+    for key, value in other.items():
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = True if value is True or merged.get(key) is True else value
+    return merged
+
+
+def _sdk_exclude(model: Any) -> dict[Any, Any]:
+    """The pydantic `exclude` of the SDK-only fields of `model` and the models inside it."""
+    fields = getattr(type(model), "model_fields", None)
+    if not isinstance(fields, Mapping) or not _sdk_module(model):
+        return {}
+    exclude: dict[Any, Any] = {}
+    for name in model.model_fields_set:
+        if name in _SDK_ONLY_FIELDS:
+            exclude[name] = True
+            continue
+        value = getattr(model, name, None)
+        if isinstance(value, (list, tuple)):
+            inner = {index: _sdk_exclude(item) for index, item in enumerate(value)}
+            inner = {index: spec for index, spec in inner.items() if spec}
+        else:
+            inner = _sdk_exclude(value)
+        if inner:
+            exclude[name] = inner
+    return exclude
+
+
 def _plain(value: Any) -> Any:
-    """A dict from an official SDK object (pydantic model), as the SDK would send it."""
+    """A dict from an official SDK object (pydantic model), as the SDK sends it back.
+
+    That is the SDKs' own request transform (`model_dump(mode="json",
+    exclude_unset=True)` less the model's `__api_exclude__`), without the fields
+    the SDKs add to parsed results (`parsed`, `parsed_arguments`,
+    `parsed_output`), which are not part of any API.
+    """
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", by_alias=True, exclude_unset=True)
-    return value
+    if not callable(dump):
+        return value
+    exclude = _merged(_as_exclude(getattr(value, "__api_exclude__", None)), _sdk_exclude(value))
+    return dump(mode="json", by_alias=True, exclude_unset=True, exclude=exclude or None)
 
 
-def _dialect_of_block(block: Mapping[str, Any]) -> Dialect | None:
+def _responses_item(value: Any) -> dict[str, Any]:
+    """A Responses output item as the openai SDK sends it back as an input item.
+
+    As the SDK's own tool runner replays output (`openai.lib.responses_tool_runner`):
+    `created_by` (set by the server) is dropped, and a `function_call` without an
+    `id` has none.
+    """
+    item = dict(_plain(value))
+    item.pop("created_by", None)
+    if item.get("type") == "function_call" and item.get("id") is None:
+        item.pop("id", None)
+    return item
+
+
+_CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+def _reply_kind(value: Any) -> str | None:
+    """What a whole reply (not a single block) is, or None when `value` is not one.
+
+    "message": an Anthropic `Message` (`messages.create`, `.parse`, a stream's
+    final message, the beta ones); "chat": an OpenAI Chat message
+    (`completion.choices[0].message`); "completion": a whole `ChatCompletion`;
+    "response": an OpenAI Responses `Response`. Dicts of those shapes (a
+    `model_dump()`) count too.
+    """
+    item = _plain(value) if _sdk_module(value) else value
+    if not isinstance(item, Mapping):
+        return None
+    if item.get("object") == "chat.completion" and isinstance(item.get("choices"), list):
+        return "completion"
+    if item.get("object") == "response" and isinstance(item.get("output"), list):
+        return "response"
+    if (
+        item.get("type") == "message"
+        and item.get("role") == "assistant"
+        and isinstance(item.get("content"), list)
+        and "stop_reason" in item
+    ):
+        return "message"
+    if (
+        "type" not in item
+        and item.get("role") in _CHAT_ROLES
+        and ("content" in item or "tool_calls" in item)
+    ):
+        return "chat"
+    return None
+
+
+def _reply_blocks(value: Any, index: int) -> list[ContentBlock]:
+    """The blocks of a whole reply (see `_reply_kind`), converted as its SDK sends them."""
+    kind = _reply_kind(value)
+    is_object = bool(_sdk_module(value))
+    if kind == "message":
+        content = value.content if is_object else value["content"]
+        return list(as_blocks(content, dialect="anthropic"))
+    if kind == "response":
+        output = value.output if is_object else value["output"]
+        return [
+            Native(copy.deepcopy(_responses_item(item)), "responses", "message") for item in output
+        ]
+    if kind == "completion":
+        choices = value.choices if is_object else value["choices"]
+        if len(choices) != 1:
+            raise CanonicalError(
+                f"content {index} is a ChatCompletion with {len(choices)} choices: pass the "
+                "message of the choice you keep (completion.choices[i].message)",
+                value=len(choices),
+                path=f"$[{index}].choices",
+            )
+        choice = choices[0]
+        return _reply_blocks(choice.message if is_object else choice["message"], index)
+    item = _plain(value)
+    return [Native(copy.deepcopy(dict(item)), "chat", "message")]
+
+
+def turn_content(value: Any) -> Any:
+    """What a turn holds, read from what a caller passes as a whole turn.
+
+    Text stays text. A whole reply of an official client (an Anthropic
+    `Message`, an OpenAI Chat message or `ChatCompletion`, a Responses
+    `Response`, from `create`, `parse` or a stream's final result, or their
+    `model_dump()`) becomes its blocks, converted as its SDK sends them back.
+    Any other iterable becomes a list (of blocks); another mapping is returned
+    as it is (JSON data). Any other object of an official SDK is refused with a
+    `CanonicalError` rather than serialised: pydantic models iterate as
+    (field, value) pairs, which would be sent as text.
+    """
+    if isinstance(value, str):
+        return value
+    if _reply_kind(value) is not None:
+        return _reply_blocks(value, 0)
+    if _sdk_module(value):
+        if isinstance(_plain(value), Mapping) and _plain(value).get("type") in _KNOWN_TYPES:
+            return [value]
+        raise CanonicalError(
+            f"{type(value).__name__} is not a turn: pass the reply itself (an Anthropic "
+            "Message or its .content, completion.choices[0].message, a Response or its "
+            ".output), or its text",
+            value=type(value).__name__,
+        )
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        return value
+    return list(value)
+
+
+def _dialect_of_block(block: Mapping[str, Any], sdk: str = "") -> Dialect | None:
     kind = block.get("type")
+    if kind in _SHARED_TYPES:
+        anthropic = sdk == "anthropic" or (
+            sdk != "openai" and bool(_ANTHROPIC_COMPACTION_FIELDS & set(block))
+        )
+        return "anthropic" if anthropic else "responses"
     if kind in _ANTHROPIC_TYPES:
         return "anthropic"
     if kind in _CHAT_TYPES:
@@ -276,16 +455,21 @@ def _is_plain_text(block: Mapping[str, Any]) -> bool:
     return block.get("type") == "text" and set(block) <= {"type", "text"}
 
 
+def _is_block(item: Any) -> bool:
+    if isinstance(item, (Text, Image, Document, ToolCall, ToolResult, Native)):
+        return True
+    if _reply_kind(item) is not None:
+        return True
+    plain = _plain(item)
+    return isinstance(plain, Mapping) and plain.get("type") in _KNOWN_TYPES
+
+
 def is_block_list(content: Any) -> bool:
     """Whether `content` is a list of content blocks (not JSON data to serialise)."""
     if isinstance(content, (str, bytes, Mapping)) or not isinstance(content, Iterable):
         return False
     items = list(content)
-    return bool(items) and all(
-        isinstance(item, (Text, Image, Document, ToolCall, ToolResult, Native))
-        or (isinstance(_plain(item), Mapping) and _plain(item).get("type") in _KNOWN_TYPES)
-        for item in items
-    )
+    return bool(items) and all(_is_block(item) for item in items)
 
 
 def as_blocks(
@@ -296,15 +480,22 @@ def as_blocks(
     A dict is kept whole as a `Native` block of the provider whose shape it
     has (a plain `{"type": "text", "text": ...}` becomes `Text`; a text block
     with more fields, such as citations or a caller's `cache_control`, stays
-    native, in `dialect` when given). Dicts are deep-copied, so later changes
-    to the caller's objects cannot change a segment.
+    native, in `dialect` when given). Official SDK objects are converted as
+    their SDK sends them back (see `_plain`); a whole reply among the items (an
+    Anthropic `Message`, a Chat message, a `Response`) gives its blocks. Dicts
+    are deep-copied, so later changes to the caller's objects cannot change a
+    segment.
     """
     blocks: list[ContentBlock] = []
     for index, raw in enumerate(content):
         if isinstance(raw, (Text, Image, Document, ToolCall, ToolResult, Native)):
             blocks.append(raw)
             continue
-        item = _plain(raw)
+        if _reply_kind(raw) is not None:
+            blocks.extend(_reply_blocks(raw, index))
+            continue
+        sdk = _sdk_module(raw)
+        item = _responses_item(raw) if sdk == "openai" else _plain(raw)
         if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
             raise CanonicalError(
                 f"content block {index} is {type(raw).__name__}, not a block: give a dict with "
@@ -322,9 +513,11 @@ def as_blocks(
                 )
             blocks.append(Text(item["text"]))
             continue
-        found = _dialect_of_block(item)
+        if dialect == "anthropic" and item["type"] in _SHARED_TYPES:
+            sdk = "anthropic"
+        found = _dialect_of_block(item, sdk)
         if found is None and item.get("type") == "text":
-            found = dialect or "anthropic"
+            found = dialect or ("responses" if sdk == "openai" else "anthropic")
         if found is None:
             raise CanonicalError(
                 f"content block {index} has type {item['type']!r}, which no supported API "
