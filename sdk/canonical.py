@@ -10,9 +10,15 @@ Leading indentation and blank lines inside the text are kept. The only
 trailing whitespace a segment can carry is its block-alignment padding
 (`Segment.padding`), appended after this policy on purpose.
 
-JSON policy: sorted keys, separators `,` and `:`, UTF-8 kept as is
-(`ensure_ascii=False`), no NaN or infinity, and no sets (their order is not
-stable across processes): sort them into lists first.
+JSON policy: separators `,` and `:`, UTF-8 kept as is (`ensure_ascii=False`),
+no NaN or infinity, and no sets (their order is not stable across processes):
+sort them into lists first. Key order is meaning: a strict tool's arguments
+are generated in its schema's `properties` order, so what is sent
+(`sort_keys=False`: segments, tool schemas) keeps every dict's keys in the
+order written. Only hashing forms that must not depend on how a dict was
+built (`canonical_blocks`) sort keys, the default. Dicts whose key order
+varies between processes (built from a set, merged from runtime data) are
+found by the linter (PFX003), not reordered here.
 """
 
 from __future__ import annotations
@@ -85,10 +91,15 @@ def _check_json(value: JSONValue, path: str) -> None:
     )
 
 
-def canonical_json(value: JSONValue) -> str:
-    """Serialise `value` canonically: sorted keys, fixed separators, no sets."""
+def canonical_json(value: JSONValue, *, sort_keys: bool = True) -> str:
+    """Serialise `value` canonically: fixed separators, no sets, no NaN.
+
+    Keys are sorted (a hashing form independent of insertion order) unless
+    `sort_keys=False`, which keeps every dict's keys in the order written:
+    the form to send, since key order can carry meaning (schema `properties`).
+    """
     _check_json(value, "$")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
 
 
 def sha256_hex(text: str) -> str:

@@ -28,7 +28,42 @@ ToolSpec = Mapping[str, Any]
 MessageLike = Segment | Mapping[str, Any]
 
 
+_TOOL_MEMO = 1024
+# A tool definition's JSON as written -> its segment. Keyed by content, not by the
+# dict: apps rebuild equal tool dicts per call, and a dict mutated in place
+# serialises to a new key, so a stale form is never served.
+_tool_segments: dict[str, Segment] = {}
+_tool_lock = threading.Lock()
+# Built once: json.dumps with non-default options builds an encoder per call.
+_tool_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _tool_key(tool: Mapping[str, Any]) -> str | None:
+    """The tool's JSON in written key order, or None when it is not plain JSON data."""
+    try:
+        return _tool_encoder.encode(tool)
+    except (TypeError, ValueError):
+        return None  # the canonical path raises the precise CanonicalError
+
+
 def _tool_segment(tool: ToolSpec | Segment) -> Segment:
+    """`_new_tool_segment`, memoised by the definition's content."""
+    if isinstance(tool, Segment) or not isinstance(tool, dict):
+        return _new_tool_segment(tool)
+    key = _tool_key(tool)
+    if key is None:
+        return _new_tool_segment(tool)
+    segment = _tool_segments.get(key)
+    if segment is None:
+        segment = _new_tool_segment(tool)
+        with _tool_lock:
+            if len(_tool_segments) >= _TOOL_MEMO:
+                _tool_segments.pop(next(iter(_tool_segments)), None)
+            _tool_segments[key] = segment
+    return segment
+
+
+def _new_tool_segment(tool: ToolSpec | Segment) -> Segment:
     """A tool definition as a STATIC segment named by its function name or built-in type.
 
     Built-in tools (OpenAI `{"type": "web_search"}`, `file_search`,

@@ -50,12 +50,12 @@ Content = str | Mapping[str, Any] | list[Any] | tuple[Any, ...]
 
 
 def _split(content: Content) -> tuple[str, tuple[ContentBlock, ...]]:
-    """Text (a JSON value is serialised canonically) or content blocks."""
+    """Text (a JSON value is serialised canonically, key order kept) or content blocks."""
     if isinstance(content, str):
         return content, ()
     if is_block_list(content):
         return "", as_blocks(content)
-    return canonical_json(content), ()
+    return canonical_json(content, sort_keys=False), ()
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Segment:
 
     Create segments with the constructors (`Segment.static`, `.versioned`,
     `.session`, `.dynamic`). Content is text, a JSON value (dicts and lists of
-    data are serialised with sorted keys), or a list of content blocks (`Text`,
+    data are serialised canonically, keys in the order written), or a list of content blocks (`Text`,
     `Image`, `Document`, `ToolCall`, `ToolResult`, `Native`, provider block dicts,
     official SDK objects), kept in `blocks`. STATIC and VERSIONED text is canonicalised
     (see `canonical`); SESSION and DYNAMIC text is kept as given. `role`

@@ -9,14 +9,16 @@ import sys
 
 import pytest
 
-# Built from sets and dicts whose iteration order depends on the hash seed.
+# Built from sets and dicts whose iteration order depends on the hash seed (a dict's
+# keys are sent in the order written, so one built from a set is sorted first, as
+# the linter's PFX003 asks).
 BUILD_AND_RENDER = r"""
 import hashlib, sys
 from prefixkit.sdk import Prompt, Segment, canonical_json, tenant_salt
 names = {"search_docs", "open_ticket", "refund", "lookup_bucket", "escalate"}
 tools = [
     {"name": n, "description": f"{n} tool", "input_schema": {"type": "object",
-     "properties": {p: {"type": "string"} for p in {"region", "bucket", "id"}}}}
+     "properties": {p: {"type": "string"} for p in sorted({"region", "bucket", "id"})}}}
     for n in names
 ]
 documents = {f"doc-{i}": {"title": t, "tags": sorted({"eu", "billing", "s3"})}
