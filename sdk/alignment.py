@@ -215,6 +215,7 @@ def align_static_prefix(
     messages: MessagesFn = chat_messages,
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> tuple[Prompt, AlignmentReport]:
     """Pad the static prefix to end on a `block_size` boundary of the rendered tokens.
 
@@ -227,7 +228,9 @@ def align_static_prefix(
     replaced. `tools` are the tool dicts exactly as the server hands them to the
     chat template (templates print them with `tojson` in dict order, so a
     server that re-serialises tools changes their tokens); by default the
-    prompt's own canonical `tool_dicts()`.
+    prompt's own canonical `tool_dicts()`. `chat_template_kwargs` are the
+    request's template variables (`{"enable_thinking": False}`), applied as the
+    server applies them, so the boundary is found in the text it renders.
     """
     if block_size < 1:
         raise AlignmentError(
@@ -242,6 +245,7 @@ def align_static_prefix(
             template_messages(messages(candidate)),
             tools=template_tools,
             add_generation_prompt=add_generation_prompt,
+            chat_template_kwargs=chat_template_kwargs,
         )
 
     def not_aligned(reason: str, static_tokens: int = 0) -> tuple[Prompt, AlignmentReport]:

@@ -144,6 +144,11 @@ def render_vllm(
     - `request`: other parameters (max_tokens, temperature, tool_choice,
       stream, ...); an `extra_body` given here is merged with `cache_salt`;
       `tools=` is sent as given when the prompt has none.
+    - `chat_template_kwargs` (here or in `extra_body`, e.g.
+      `{"enable_thinking": False}`): applied to the local chat template as the
+      server applies it, so the alignment and the token ids match the
+      server's rendering; sent in `extra_body` for chat, and not sent with
+      `token_ids` (the ids already carry it).
 
     Raises `SaltError` for a tenant without a secret or the variable (or an
     empty one), and
@@ -155,6 +160,12 @@ def render_vllm(
     salt = None if tenant is None else tenant_salt(tenant, salt_secret)
     check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")
     given_tools = request.pop("tools", None)
+    extra_body = dict(request.pop("extra_body", None) or {})
+    # The server applies these to its chat template; the local rendering (the
+    # alignment, the token ids) must apply the same, or its tokens differ.
+    template_kwargs: dict[str, Any] | None = request.pop(
+        "chat_template_kwargs", extra_body.pop("chat_template_kwargs", None)
+    )
     tools = [vllm_tool(json.loads(segment.text)) for segment in prompt.tools] or [
         vllm_tool(tool) for tool in given_tools or ()
     ]
@@ -162,7 +173,12 @@ def render_vllm(
     token_sequence: tuple[int, ...] | None = None
     if align:
         shaped, report = align_static_prefix(
-            prompt, tokenizer, block_size, max_pad_tokens=max_pad_tokens, tools=tools
+            prompt,
+            tokenizer,
+            block_size,
+            max_pad_tokens=max_pad_tokens,
+            tools=tools,
+            chat_template_kwargs=template_kwargs,
         )
         token_sequence = report.token_ids
         if not report.aligned:
@@ -184,7 +200,11 @@ def render_vllm(
     if token_ids:
         if token_sequence is None:
             token_sequence = tuple(
-                tokenizer.chat_token_ids(template_messages(messages), tools=tools or None)
+                tokenizer.chat_token_ids(
+                    template_messages(messages),
+                    tools=tools or None,
+                    chat_template_kwargs=template_kwargs,
+                )
             )
         kwargs["prompt"] = list(token_sequence)
     else:
@@ -193,7 +213,8 @@ def render_vllm(
             kwargs["tools"] = given_tools
         elif tools:
             kwargs["tools"] = tools
-    extra_body = dict(request.pop("extra_body", None) or {})
+    if template_kwargs is not None and not token_ids:
+        extra_body["chat_template_kwargs"] = dict(template_kwargs)
     if salt is not None:
         extra_body["cache_salt"] = salt
     if extra_body:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -15,6 +17,8 @@ from prefixkit.sdk import (
     RenderError,
     SaltError,
     Segment,
+    TokenizerError,
+    align_static_prefix,
     render_vllm,
     tenant_salt,
 )
@@ -265,3 +269,155 @@ def test_tool_turns_render_as_chat_tool_calls_and_tool_messages_and_stay_aligned
         conversation, model="smollm2", tokenizer=hf_tokenizer, block_size=BLOCK, token_ids=True
     )["prompt"]
     assert after[: len(before)] == before  # the previous request is a prefix of the next
+
+
+# A system header that depends on a template variable, as reasoning models' templates
+# do (`/no_think` when thinking is off): it sits before the static prefix's end, so a
+# rendering without the request's chat_template_kwargs puts the boundary elsewhere.
+THINKING_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['role'] == 'system' and enable_thinking is defined and not enable_thinking %}"
+    "{{ 'Reasoning mode: off. Answer directly, without thinking out loud first.\\n' }}"
+    "{% endif %}"
+    "{{ message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+NO_THINKING = {"enable_thinking": False}
+
+
+@pytest.fixture(scope="session")
+def thinking_tokenizer(
+    hf_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> HFTokenizer:
+    """The same vocabulary with a template whose system header reads `enable_thinking`."""
+    folder = tmp_path_factory.mktemp("chatml-thinking")
+    (folder / "tokenizer.json").write_bytes((hf_tokenizer_dir / "tokenizer.json").read_bytes())
+    config = json.loads((hf_tokenizer_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = THINKING_TEMPLATE
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return HFTokenizer(folder)
+
+
+def test_the_thinking_template_renders_differently_with_the_kwarg(
+    thinking_tokenizer: HFTokenizer,
+) -> None:
+    messages = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
+    assert thinking_tokenizer.chat_text(messages) != thinking_tokenizer.chat_text(
+        messages, chat_template_kwargs=NO_THINKING
+    )
+
+
+def test_token_ids_apply_the_requests_chat_template_kwargs(
+    thinking_tokenizer: HFTokenizer,
+) -> None:
+    chat = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=thinking_tokenizer,
+        block_size=BLOCK,
+        extra_body={"chat_template_kwargs": NO_THINKING},
+    )
+    ids = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=thinking_tokenizer,
+        block_size=BLOCK,
+        token_ids=True,
+        extra_body={"chat_template_kwargs": NO_THINKING},
+    )
+    assert ids["prompt"] == thinking_tokenizer.chat_token_ids(
+        chat["messages"], chat_template_kwargs=NO_THINKING
+    )
+
+
+def test_the_prefix_is_aligned_in_the_text_the_server_renders_with_the_kwargs(
+    vllm_openai_client: openai.OpenAI, api: MockProvider, thinking_tokenizer: HFTokenizer
+) -> None:
+    kwargs = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=thinking_tokenizer,
+        block_size=BLOCK,
+        chat_template_kwargs=NO_THINKING,
+    )
+    vllm_openai_client.chat.completions.create(**kwargs)
+    sent = api.body
+    assert sent["chat_template_kwargs"] == NO_THINKING
+    # What the server renders: the sent messages with the sent template kwargs.
+    text = thinking_tokenizer.chat_text(
+        sent["messages"], chat_template_kwargs=sent["chat_template_kwargs"]
+    )
+    head = static_boundary_tokens(thinking_tokenizer, text, sent["messages"][0]["content"])
+    assert len(head) % BLOCK == 0
+    assert thinking_tokenizer.encode(text)[: len(head)] == head
+
+
+def test_token_id_requests_do_not_send_chat_template_kwargs(
+    vllm_openai_client: openai.OpenAI, api: MockProvider, thinking_tokenizer: HFTokenizer
+) -> None:
+    ids = render_vllm(
+        prompt(),
+        model="m",
+        tokenizer=thinking_tokenizer,
+        block_size=BLOCK,
+        token_ids=True,
+        tenant="acme",
+        salt_secret=SECRET,
+        extra_body={"chat_template_kwargs": NO_THINKING, "top_k": 5},
+    )
+    vllm_openai_client.completions.create(**ids)
+    assert "chat_template_kwargs" not in api.body
+    assert api.body["top_k"] == 5
+
+
+def test_chat_template_kwargs_cannot_replace_the_templates_own_arguments(
+    thinking_tokenizer: HFTokenizer,
+) -> None:
+    with pytest.raises(TokenizerError, match="chat_template_kwargs cannot set 'tools'"):
+        render_vllm(
+            prompt(),
+            model="m",
+            tokenizer=thinking_tokenizer,
+            block_size=BLOCK,
+            chat_template_kwargs={"tools": []},
+        )
+
+
+@pytest.mark.engine
+def test_the_engine_renders_the_token_count_prefixkit_computes_with_kwargs(engine: Any) -> None:
+    """With chat_template_kwargs the engine's prompt is the sequence prefixkit aligned."""
+    tokenizer = HFTokenizer(engine.config.model)
+    marker = uuid.uuid4().hex
+    instructions = (
+        f"Session {marker}. You are the support assistant of a storage company. Answer from "
+        "the price list only, show the arithmetic and quote the line you used. "
+    ) * 12
+
+    def support(question: str) -> Prompt:
+        return Prompt(system=[Segment.static(instructions)], messages=[Segment.dynamic(question)])
+
+    options: dict[str, Any] = {
+        "model": engine.model,
+        "tokenizer": tokenizer,
+        "block_size": engine.block_size,
+        "max_tokens": 1,
+        "extra_body": {"chat_template_kwargs": NO_THINKING},
+    }
+    official = openai.OpenAI(base_url=f"{engine.base_url}/v1", api_key="EMPTY", max_retries=0)
+    with official:
+        ids = render_vllm(support("How much is egress?"), token_ids=True, **options)
+        cold = official.chat.completions.create(
+            **render_vllm(support("How much is egress?"), **options)
+        )
+        assert cold.usage is not None and cold.usage.prompt_tokens == len(ids["prompt"])
+        _, report = align_static_prefix(
+            support("q"), tokenizer, engine.block_size, chat_template_kwargs=NO_THINKING
+        )
+        assert report.aligned
+        warm = official.chat.completions.create(
+            **render_vllm(support("How much is storage?"), **options)
+        )
+        details = warm.usage.prompt_tokens_details if warm.usage is not None else None
+        assert details is not None and (details.cached_tokens or 0) >= report.static_tokens
