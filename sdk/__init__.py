@@ -25,6 +25,7 @@ from .exports import lazy_exports
 if TYPE_CHECKING:
     from .agent_loop import LoopResult as LoopResult
     from .agent_loop import LoopTurn as LoopTurn
+    from .agent_loop import arun_tool_loop as arun_tool_loop
     from .agent_loop import run_tool_loop as run_tool_loop
     from .alignment import AlignmentReport as AlignmentReport
     from .alignment import align_static_prefix as align_static_prefix
@@ -223,6 +224,7 @@ _EXPORTS: dict[str, str] = {
     "render_vllm": "vllm_request",
     "require_extra": "extras",
     "run_tool_loop": "agent_loop",
+    "arun_tool_loop": "agent_loop",
     "sha256_hex": "canonical",
     "salt_secret": "salt",
     "tenant_salt": "salt",

@@ -15,23 +15,43 @@ byte-identically and the previous request stays a cached prefix of the next.
 The reply is kept as the provider sent it (Anthropic content blocks, Responses
 output items); chat replies are kept as text and `ToolCall`s. The loop ends at
 the first reply without tool calls, or after `max_steps` requests.
+
+An Anthropic reply that stopped with `pause_turn` (a long server tool turn
+paused by the API) is not an answer: as Anthropic documents, it is sent back
+as it is, with no new user turn, and the model continues it; the answer's
+text is the text of the whole turn. `arun_tool_loop` is the same loop for the
+async clients (`AsyncAnthropicClient`, `AsyncOpenAIClient`, `AsyncVLLMClient`;
+a tool may then be an async function). `LoopResult.next_question` asks the next
+question after a finished loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .cache_stats import CacheStats
-from .clients import AnthropicClient, OpenAIClient, VLLMClient
+from .clients import (
+    AnthropicClient,
+    AsyncAnthropicClient,
+    AsyncOpenAIClient,
+    AsyncVLLMClient,
+    OpenAIClient,
+    VLLMClient,
+)
 from .content import ContentBlock, Text, ToolCall, ToolResult
 from .errors import RenderError, UsageError
 from .prompt import Prompt
-from .segment import Segment
+from .segment import Segment, Stability
 
-__all__ = ["LoopResult", "LoopTurn", "ToolFunction", "run_tool_loop"]
+__all__ = ["LoopResult", "LoopTurn", "ToolFunction", "arun_tool_loop", "run_tool_loop"]
+
+SyncClient = AnthropicClient | OpenAIClient | VLLMClient
+AsyncClient = AsyncAnthropicClient | AsyncOpenAIClient | AsyncVLLMClient
 
 ToolFunction = Callable[..., Any]
 LoopApi = Literal["anthropic", "responses", "chat"]
@@ -60,6 +80,28 @@ class LoopResult:
     prompt: Prompt
     stopped: Literal["answer", "step_limit"]
 
+    def next_question(self, question: str | Segment | Iterable[Any]) -> Prompt:
+        """The conversation so far (ending with the answer) and the user's next question.
+
+        Pass the returned prompt to the next `run_tool_loop`: every earlier
+        block renders as before, so this loop's last request is a cached
+        prefix of the next one. `question` is text, a segment, or blocks; an
+        empty question is refused (`UsageError`), as every provider would.
+        """
+        segment = (
+            question
+            if isinstance(question, Segment)
+            else Segment.dynamic(question if isinstance(question, str) else list(question))
+        )
+        _check_question(segment)
+        history = [
+            dataclasses.replace(m, stability=Stability.SESSION)
+            if m.stability > Stability.SESSION
+            else m
+            for m in self.prompt.messages
+        ]
+        return dataclasses.replace(self.prompt, messages=(*history, segment))
+
 
 @dataclass(frozen=True)
 class _Reply:
@@ -67,33 +109,30 @@ class _Reply:
     calls: tuple[ToolCall, ...]
     text: str
     stats: CacheStats
+    paused: bool = False
 
 
-def _send(
-    client: AnthropicClient | OpenAIClient | VLLMClient,
-    api: LoopApi,
-    prompt: Prompt,
-    model: str,
-    options: Mapping[str, Any],
-) -> _Reply:
-    if isinstance(client, AnthropicClient):
-        message, stats = client.create(prompt, model=model, **options)
-        calls = tuple(
-            ToolCall(block.id, block.name, dict(block.input))
-            for block in message.content
-            if block.type == "tool_use"
-        )
-        text = "".join(block.text for block in message.content if block.type == "text")
-        return _Reply(list(message.content), calls, text, stats)
-    if isinstance(client, OpenAIClient) and api == "responses":
-        response, stats = client.responses(prompt, model=model, **options)
-        calls = tuple(
-            ToolCall(item.call_id, item.name, item.arguments)
-            for item in response.output
-            if item.type == "function_call"
-        )
-        return _Reply(list(response.output), calls, response.output_text, stats)
-    completion, stats = client.chat(prompt, model=model, **options)
+def _anthropic_reply(message: Any, stats: CacheStats) -> _Reply:
+    calls = tuple(
+        ToolCall(block.id, block.name, dict(block.input))
+        for block in message.content
+        if block.type == "tool_use"
+    )
+    text = "".join(block.text for block in message.content if block.type == "text")
+    paused = message.stop_reason == "pause_turn"
+    return _Reply(list(message.content), calls, text, stats, paused)
+
+
+def _responses_reply(response: Any, stats: CacheStats) -> _Reply:
+    calls = tuple(
+        ToolCall(item.call_id, item.name, item.arguments)
+        for item in response.output
+        if item.type == "function_call"
+    )
+    return _Reply(list(response.output), calls, response.output_text, stats)
+
+
+def _chat_reply(completion: Any, stats: CacheStats) -> _Reply:
     choice = completion.choices[0].message
     calls = tuple(
         ToolCall(call.id, call.function.name, call.function.arguments)
@@ -104,20 +143,163 @@ def _send(
     return _Reply([*content, *calls], calls, choice.content or "", stats)
 
 
-def _run(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
-    function = tools.get(call.name)
-    if function is None:
-        known = ", ".join(sorted(tools)) or "none"
-        return ToolResult(call.id, f"no tool named {call.name!r} (tools: {known})", True)
-    try:
-        value = function(**call.argument_dict())
-    except Exception as error:  # the model sees the failure and may retry or answer
-        return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
+def _send(
+    client: SyncClient, api: LoopApi, prompt: Prompt, model: str, options: Mapping[str, Any]
+) -> _Reply:
+    if isinstance(client, AnthropicClient):
+        return _anthropic_reply(*client.create(prompt, model=model, **options))
+    if isinstance(client, OpenAIClient) and api == "responses":
+        return _responses_reply(*client.responses(prompt, model=model, **options))
+    return _chat_reply(*client.chat(prompt, model=model, **options))
+
+
+async def _send_async(
+    client: AsyncClient, api: LoopApi, prompt: Prompt, model: str, options: Mapping[str, Any]
+) -> _Reply:
+    if isinstance(client, AsyncAnthropicClient):
+        return _anthropic_reply(*await client.create(prompt, model=model, **options))
+    if isinstance(client, AsyncOpenAIClient) and api == "responses":
+        return _responses_reply(*await client.responses(prompt, model=model, **options))
+    return _chat_reply(*await client.chat(prompt, model=model, **options))
+
+
+def _error_result(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult | None:
+    if call.name in tools:
+        return None
+    known = ", ".join(sorted(tools)) or "none"
+    return ToolResult(call.id, f"no tool named {call.name!r} (tools: {known})", True)
+
+
+def _result(call: ToolCall, value: Any) -> ToolResult:
     return ToolResult(call.id, value if isinstance(value, str) else json.dumps(value))
 
 
+def _run(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
+    unknown = _error_result(call, tools)
+    if unknown is not None:
+        return unknown
+    try:
+        value = tools[call.name](**call.argument_dict())
+        if inspect.isawaitable(value):
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
+            raise UsageError(
+                f"tool {call.name!r} is an async function: run the loop with arun_tool_loop "
+                "and an async client",
+                argument="tools",
+                value=call.name,
+            )
+    except UsageError:
+        raise
+    except Exception as error:  # the model sees the failure and may retry or answer
+        return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
+    return _result(call, value)
+
+
+async def _run_async(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
+    unknown = _error_result(call, tools)
+    if unknown is not None:
+        return unknown
+    try:
+        value = tools[call.name](**call.argument_dict())
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:  # the model sees the failure and may retry or answer
+        return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
+    return _result(call, value)
+
+
+def _check_question(segment: Segment) -> None:
+    if segment.role == "user" and not segment.blocks and not segment.text.strip():
+        raise UsageError(
+            f"the question ({segment.label}) is empty: Anthropic refuses empty text and an "
+            "empty message asks the model nothing; pass the user's question, or end the "
+            "conversation",
+            argument="question",
+            value=segment.text,
+        )
+
+
+def _check_prompt(prompt: Prompt) -> None:
+    if prompt.messages and prompt.messages[-1].role == "user":
+        _check_question(prompt.messages[-1])
+
+
+def _chosen_api(client: SyncClient | AsyncClient, api: LoopApi | None) -> LoopApi:
+    anthropic = (AnthropicClient, AsyncAnthropicClient)
+    openai = (OpenAIClient, AsyncOpenAIClient)
+    chosen: LoopApi = api or (
+        "anthropic"
+        if isinstance(client, anthropic)
+        else "responses"
+        if isinstance(client, openai)
+        else "chat"
+    )
+    allowed: tuple[LoopApi, ...] = (
+        ("anthropic",)
+        if isinstance(client, anthropic)
+        else ("responses", "chat")
+        if isinstance(client, openai)
+        else ("chat",)
+    )
+    if chosen not in allowed:
+        raise RenderError(
+            f"{type(client).__name__} has no {chosen!r} API: use one of {', '.join(allowed)}",
+            provider=chosen,
+        )
+    return chosen
+
+
+def _check_start(client: object, sync: bool, prompt: Prompt, max_steps: int) -> None:
+    if max_steps < 1:
+        raise UsageError(
+            f"max_steps must be at least 1, got {max_steps}", argument="max_steps", value=max_steps
+        )
+    expected: tuple[type, ...] = (
+        (AnthropicClient, OpenAIClient, VLLMClient)
+        if sync
+        else (AsyncAnthropicClient, AsyncOpenAIClient, AsyncVLLMClient)
+    )
+    if not isinstance(client, expected):
+        if sync and isinstance(client, (AsyncAnthropicClient, AsyncOpenAIClient, AsyncVLLMClient)):
+            fix = "await arun_tool_loop(...) with it"
+        elif not sync and isinstance(client, (AnthropicClient, OpenAIClient, VLLMClient)):
+            fix = "call run_tool_loop(...) with it"
+        else:
+            names = ", ".join(kind.__name__ for kind in expected)
+            fix = f"wrap it in a prefixkit client ({names}), e.g. AnthropicClient(client)"
+        function = "run_tool_loop" if sync else "arun_tool_loop"
+        raise UsageError(
+            f"{function} got a {type(client).__name__}: {fix}",
+            argument="client",
+            value=type(client).__name__,
+        )
+    _check_prompt(prompt)
+
+
+class _Turns:
+    """The loop's bookkeeping: turns sent, text of the current (possibly paused) turn."""
+
+    def __init__(self) -> None:
+        self.turns: list[LoopTurn] = []
+        self.text = ""
+
+    def add(self, step: int, reply: _Reply) -> None:
+        self.turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text))
+        self.text += reply.text
+
+    def after(self, prompt: Prompt, reply: _Reply, results: list[ToolResult]) -> Prompt:
+        """The prompt for the next request (the reply, then the tool results if any)."""
+        question = Segment.session(results) if results else None
+        following = prompt.next_turn(_reply_segment(reply), question)
+        if not reply.paused:
+            self.text = ""
+        return following
+
+
 def run_tool_loop(
-    client: AnthropicClient | OpenAIClient | VLLMClient,
+    client: SyncClient,
     prompt: Prompt,
     tools: Mapping[str, ToolFunction],
     *,
@@ -129,48 +311,63 @@ def run_tool_loop(
 ) -> LoopResult:
     """Run the tool loop from `prompt` until the model answers without tools.
 
+    - `client`: `AnthropicClient`, `OpenAIClient` or `VLLMClient` (for the
+      async ones, `await arun_tool_loop(...)`).
     - `tools`: the app's functions by tool name (the prompt's tool
       definitions describe them to the model).
     - `api`: for an `OpenAIClient`, "responses" (default) or "chat".
-    - `max_steps`: requests sent at most.
+    - `max_steps`: requests sent at most (a paused turn's continuation counts).
     - `step_options(step)`: extra options for request `step` (from 1), merged
       over `options` (e.g. a `tool_choice` that forces a tool on a small
       self-hosted model, then lets it answer).
     - `options`: passed to every request (`max_tokens` for Anthropic,
       `tenant`, `reuse_interval`, ...).
 
-    Raises `UsageError` for `max_steps` < 1, `RenderError` for an `api` the client
-    does not have; provider and render errors propagate.
+    Raises `UsageError` for `max_steps` < 1, an async or unwrapped client, or a
+    prompt whose last user message is empty; `RenderError` for an `api` the
+    client does not have; provider and render errors propagate.
     """
-    if max_steps < 1:
-        raise UsageError(
-            f"max_steps must be at least 1, got {max_steps}", argument="max_steps", value=max_steps
-        )
-    chosen: LoopApi = api or (
-        "anthropic"
-        if isinstance(client, AnthropicClient)
-        else "responses"
-        if isinstance(client, OpenAIClient)
-        else "chat"
-    )
-    expected = {AnthropicClient: ("anthropic",), OpenAIClient: ("responses", "chat")}
-    allowed = next((v for k, v in expected.items() if isinstance(client, k)), ("chat",))
-    if chosen not in allowed:
-        raise RenderError(
-            f"{type(client).__name__} has no {chosen!r} API: use one of {', '.join(allowed)}",
-            provider=chosen,
-        )
-    turns: list[LoopTurn] = []
+    _check_start(client, True, prompt, max_steps)
+    chosen = _chosen_api(client, api)
+    state = _Turns()
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
         reply = _send(client, chosen, prompt, model, merged)
-        turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text))
-        if not reply.calls:
-            prompt = prompt.next_turn(_reply_segment(reply), None)
-            return LoopResult(reply.text, tuple(turns), prompt, "answer")
-        results = [_run(call, tools) for call in reply.calls]
-        prompt = prompt.next_turn(_reply_segment(reply), Segment.session(results))
-    return LoopResult(turns[-1].text, tuple(turns), prompt, "step_limit")
+        state.add(step, reply)
+        text = state.text
+        results = [] if reply.paused else [_run(call, tools) for call in reply.calls]
+        prompt = state.after(prompt, reply, results)
+        if not reply.calls and not reply.paused:
+            return LoopResult(text, tuple(state.turns), prompt, "answer")
+    return LoopResult(state.turns[-1].text, tuple(state.turns), prompt, "step_limit")
+
+
+async def arun_tool_loop(
+    client: AsyncClient,
+    prompt: Prompt,
+    tools: Mapping[str, ToolFunction],
+    *,
+    model: str,
+    api: LoopApi | None = None,
+    max_steps: int = 8,
+    step_options: Callable[[int], Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> LoopResult:
+    """`run_tool_loop` for the async clients (`AsyncAnthropicClient`,
+    `AsyncOpenAIClient`, `AsyncVLLMClient`); a tool may be an async function."""
+    _check_start(client, False, prompt, max_steps)
+    chosen = _chosen_api(client, api)
+    state = _Turns()
+    for step in range(1, max_steps + 1):
+        merged = {**options, **(step_options(step) if step_options is not None else {})}
+        reply = await _send_async(client, chosen, prompt, model, merged)
+        state.add(step, reply)
+        text = state.text
+        results = [] if reply.paused else [await _run_async(call, tools) for call in reply.calls]
+        prompt = state.after(prompt, reply, results)
+        if not reply.calls and not reply.paused:
+            return LoopResult(text, tuple(state.turns), prompt, "answer")
+    return LoopResult(state.turns[-1].text, tuple(state.turns), prompt, "step_limit")
 
 
 def _reply_segment(reply: _Reply) -> Segment:
