@@ -14,6 +14,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 from .canonical import canonical_json, sha256_hex
@@ -34,15 +35,29 @@ _TOOL_MEMO = 1024
 # serialises to a new key, so a stale form is never served.
 _tool_segments: dict[str, Segment] = {}
 _tool_lock = threading.Lock()
-# Built once: json.dumps with non-default options builds an encoder per call.
+
+
+def _reject(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# Built once: json.dumps with options builds an encoder (and a circularity check)
+# per call, which costs more than encoding a small schema.
+_encode_tool: Any = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, _reject, encode_basestring, None, ":", ",", False, False, False)
+)
 _tool_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _tool_key(tool: Mapping[str, Any]) -> str | None:
     """The tool's JSON in written key order, or None when it is not plain JSON data."""
     try:
+        if _encode_tool is not None:
+            return "".join(_encode_tool(tool, 0))
         return _tool_encoder.encode(tool)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None  # the canonical path raises the precise CanonicalError
 
 

@@ -217,7 +217,7 @@ def _build_encoding(encoding: str, path: str | None, download: bool) -> Any:
     )
 
 
-_EncodingKey = tuple[str, str | None, str | None]
+_EncodingKey = tuple[str, str | None, str | None, str | None]
 _encodings: dict[_EncodingKey, Any] = {}
 _encoding_failures: dict[_EncodingKey, TokenizerError] = {}
 _encodings_lock = threading.Lock()
@@ -226,19 +226,19 @@ _encodings_lock = threading.Lock()
 def _tiktoken_encoding(encoding: str, path: str | None, *, download: bool = False) -> Any:
     """The encoding, loaded once per process; a failed offline load is remembered.
 
-    The key includes tiktoken's cache location, so pointing `TIKTOKEN_CACHE_DIR`
-    elsewhere looks again. Renderers build tokenizers per request: remembering
+    The key includes the variables that set tiktoken's cache location, so
+    pointing `TIKTOKEN_CACHE_DIR` elsewhere looks again. Renderers build tokenizers per request: remembering
     the failure keeps a missing file a dictionary lookup, not a retry.
     """
-    spec = _TIKTOKEN_SPECS.get(encoding)
-    cache = None if path is not None or spec is None else _tiktoken_cache_file(spec[2])
-    key = (encoding, path, cache)
+    environ = os.environ
+    key = (encoding, path, environ.get("TIKTOKEN_CACHE_DIR"), environ.get("DATA_GYM_CACHE_DIR"))
     loaded = _encodings.get(key)
     if loaded is not None:
         return loaded
     failure = _encoding_failures.get(key)
     if failure is not None and not download:
-        raise failure
+        # A fresh traceback: re-raising one object would grow its traceback per render.
+        raise failure.with_traceback(None)
     with _encodings_lock:
         loaded = _encodings.get(key)
         if loaded is not None:
