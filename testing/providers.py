@@ -32,7 +32,8 @@ Usage payloads are simulated from the providers' documented prompt caching
 - OpenAI (and vLLM's OpenAI-compatible endpoints): prompts of at least the
   model's minimum (1024 tokens) are cached implicitly per model,
   `prompt_cache_key` and `cache_salt`, hits in 128-token steps; with `prompt_cache_options` set, entries also end exactly
-  at `prompt_cache_breakpoint` markers, and explicit mode caches only there;
+  at `prompt_cache_breakpoint` markers (content parts, and `function_call_output`
+  parts at the end of their item), and explicit mode caches only there;
   a `prompt_cache_options.ttl` the API does not take (12h on Chat) answers 400.
 
 Set `anthropic_usage`, `chat_usage` or `responses_usage` to answer with that
@@ -652,8 +653,25 @@ def _openai_prompt(body: dict[str, Any], items: list[Any], field: str) -> _OpenA
         if not isinstance(item, dict):
             raise _BadRequest(f"{field}.{m}: expected an object", field)
         if not isinstance(item.get("role"), str):
-            # a Responses item that is not a message (function_call, reasoning, ...)
+            # a Responses item that is not a message (function_call, reasoning, ...); a
+            # function_call_output's output parts may carry breakpoints (not tokens)
+            output = item.get("output")
+            marked = isinstance(output, list) and any(
+                isinstance(part, dict) and "prompt_cache_breakpoint" in part for part in output
+            )
+            if marked:
+                item = {
+                    **item,
+                    "output": [
+                        {k: v for k, v in part.items() if k != "prompt_cache_breakpoint"}
+                        if isinstance(part, dict)
+                        else part
+                        for part in output
+                    ],
+                }
             ids += counter.encode(json.dumps(item))
+            if marked:
+                breakpoints.append(len(ids))
             continue
         ids += counter.encode(f"<|{item['role']}|>")
         content = item.get("content")
