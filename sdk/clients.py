@@ -10,8 +10,19 @@ first token (first content delta after the request was sent):
 - Anthropic: `messages.stream`; usage from `message_start` (cache counters)
   merged with `message_delta` (output tokens) by the SDK;
 - OpenAI / vLLM Chat: `stream=True` with `stream_options.include_usage`, the
-  usage arrives in the last chunk;
+  usage arrives in the last chunk; the chunks (streamed tool calls included)
+  are assembled into the final `ChatCompletion` by the openai SDK's
+  `ChatCompletionStreamState`;
 - OpenAI Responses: `stream=True`, usage in `response.completed`.
+
+Every `StreamResult` carries the reply's tool calls as `ToolCall`s.
+
+Stateful Responses: `OpenAIClient.responses` (and the streaming and async
+twins) remember the `prompt_cache_key` each response was sent with; a later
+request that continues it (`previous_response_id=`, or the same
+`conversation=`) without a key of its own is sent with the same key, so a
+conversation stays on one cache even when its later inputs (tool results
+only) have no static prefix to derive a key from.
 
 Options not consumed by the renderer (metadata, tool_choice, ...) are passed
 through to the API call; `stream=True` given to a non-streaming method is a
@@ -21,13 +32,16 @@ the official client's job.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .anthropic_request import AnthropicRequest, cacheable_prefixes, render_anthropic
 from .cache_stats import CacheStats, UsageShape
+from .content import ToolCall
 from .errors import UsageError
 from .extras import require_extra
 from .model_facts import model_info
@@ -56,8 +70,10 @@ class StreamResult:
     """A streamed reply: its text, cache statistics and timings.
 
     `ttft_seconds` is None when the stream carried no content delta;
-    `response` is the SDK's final object when the API sends one (Anthropic
-    `Message`, Responses `Response`), else None.
+    `response` is the SDK's final object (Anthropic `Message`, Responses
+    `Response`, Chat `ChatCompletion` assembled from the chunks), None when
+    the stream ended before one; `tool_calls` are the calls the model asked
+    for, in order (empty for a text answer).
     """
 
     text: str
@@ -65,6 +81,7 @@ class StreamResult:
     ttft_seconds: float | None
     total_seconds: float
     response: Any = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class _Clock:
@@ -78,8 +95,104 @@ class _Clock:
         if self.first is None:
             self.first = time.perf_counter() - self.start
 
-    def result(self, text: str, stats: CacheStats, response: Any = None) -> StreamResult:
-        return StreamResult(text, stats, self.first, time.perf_counter() - self.start, response)
+    def result(
+        self, text: str, stats: CacheStats, response: Any = None, calls: tuple[ToolCall, ...] = ()
+    ) -> StreamResult:
+        elapsed = time.perf_counter() - self.start
+        return StreamResult(text, stats, self.first, elapsed, response, calls)
+
+
+class _ChatStream:
+    """The chunks of one streamed chat reply: text, usage, and the final completion."""
+
+    def __init__(self) -> None:
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        self.clock = _Clock()
+        self.state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+        self.parts: list[str] = []
+        self.usage: Any = None
+        self.chunks = 0
+
+    def add(self, chunk: Any) -> None:
+        self.usage = _chat_chunk(self.clock, chunk, self.parts) or self.usage
+        self.state.handle_chunk(chunk)
+        self.chunks += 1
+
+    def result(self, model: str | None) -> StreamResult:
+        completion = self.state.get_final_completion() if self.chunks else None
+        calls: tuple[ToolCall, ...] = ()
+        if completion is not None and completion.choices:
+            calls = tuple(
+                ToolCall(call.id, call.function.name, call.function.arguments)
+                for call in completion.choices[0].message.tool_calls or ()
+                if call.type == "function"
+            )
+        stats = _stats(self.usage, model, "openai_chat")
+        return self.clock.result("".join(self.parts), stats, completion, calls)
+
+
+def _response_calls(response: Any) -> tuple[ToolCall, ...]:
+    """The `function_call` items of a Responses `Response` (or None) as `ToolCall`s."""
+    return tuple(
+        ToolCall(item.call_id, item.name, item.arguments)
+        for item in (response.output if response is not None else ())
+        if item.type == "function_call"
+    )
+
+
+def _message_calls(message: Any) -> tuple[ToolCall, ...]:
+    """The `tool_use` blocks of an Anthropic `Message` as `ToolCall`s."""
+    return tuple(
+        ToolCall(block.id, block.name, dict(block.input))
+        for block in message.content
+        if block.type == "tool_use"
+    )
+
+
+class _ConversationKeys:
+    """The `prompt_cache_key` of each stateful Responses conversation.
+
+    Keyed by response id (for `previous_response_id`) and conversation id; the
+    oldest of `size` entries is forgotten first.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.keys: OrderedDict[str, str] = OrderedDict()
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _conversation(options: Mapping[str, Any]) -> str | None:
+        conversation = options.get("conversation")
+        if isinstance(conversation, Mapping):
+            conversation = conversation.get("id")
+        return f"conversation:{conversation}" if isinstance(conversation, str) else None
+
+    def options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """`options` with the conversation's key when they continue one and set none."""
+        if options.get("prompt_cache_key") is not None:
+            return options
+        previous = options.get("previous_response_id")
+        names = [f"response:{previous}" if isinstance(previous, str) else None]
+        names.append(self._conversation(options))
+        with self.lock:
+            key = next((self.keys[n] for n in names if n is not None and n in self.keys), None)
+        return options if key is None else {**options, "prompt_cache_key": key}
+
+    def remember(self, kwargs: Mapping[str, Any], response: Any) -> None:
+        """Record the key `response` was sent with (nothing when it had none)."""
+        key = kwargs.get("prompt_cache_key")
+        if not isinstance(key, str) or response is None:
+            return
+        names = [f"response:{response.id}", self._conversation(kwargs)]
+        with self.lock:
+            for name in names:
+                if name is not None:
+                    self.keys[name] = key
+                    self.keys.move_to_end(name)
+            while len(self.keys) > self.size:
+                self.keys.popitem(last=False)
 
 
 def _stats(usage: Any, model: str | None, shape: UsageShape) -> CacheStats:
@@ -170,7 +283,8 @@ class AnthropicClient:
                     clock.content()
             message = stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
-        return clock.result(text, _stats(message.usage, model, "anthropic"), message)
+        stats = _stats(message.usage, model, "anthropic")
+        return clock.result(text, stats, message, _message_calls(message))
 
 
 class AsyncAnthropicClient:
@@ -225,7 +339,8 @@ class AsyncAnthropicClient:
                     clock.content()
             message = await stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
-        return clock.result(text, _stats(message.usage, model, "anthropic"), message)
+        stats = _stats(message.usage, model, "anthropic")
+        return clock.result(text, stats, message, _message_calls(message))
 
 
 class OpenAIClient:
@@ -241,6 +356,7 @@ class OpenAIClient:
 
             client = openai.OpenAI(**client_options)
         self.client = client
+        self._keys = _ConversationKeys()
 
     def chat(
         self, prompt: Prompt, *, model: str, **options: Any
@@ -256,31 +372,33 @@ class OpenAIClient:
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
         options = _no_stream(options, "OpenAIClient.responses", "OpenAIClient.stream_responses")
-        kwargs = render_openai_responses(prompt, model=model, **options)
+        kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
         response = self.client.responses.create(**kwargs)
+        self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses")
 
     def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""
         kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
-        clock, usage = _Clock(), None
-        parts: list[str] = []
+        stream = _ChatStream()
         for chunk in self.client.chat.completions.create(**kwargs):
-            usage = _chat_chunk(clock, chunk, parts) or usage
-        return clock.result("".join(parts), _stats(usage, model, "openai_chat"))
+            stream.add(chunk)
+        return stream.result(model)
 
     def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed Responses; usage from `response.completed`."""
         kwargs: dict[str, Any] = {
-            **render_openai_responses(prompt, model=model, **options),
+            **render_openai_responses(prompt, model=model, **self._keys.options(options)),
             "stream": True,
         }
         clock, final = _Clock(), None
         parts: list[str] = []
         for event in self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
+        self._keys.remember(kwargs, final)
         usage = final.usage if final is not None else None
-        return clock.result("".join(parts), _stats(usage, model, "openai_responses"), final)
+        stats = _stats(usage, model, "openai_responses")
+        return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
 class AsyncOpenAIClient:
@@ -293,6 +411,7 @@ class AsyncOpenAIClient:
 
             client = openai.AsyncOpenAI(**client_options)
         self.client = client
+        self._keys = _ConversationKeys()
 
     async def chat(
         self, prompt: Prompt, *, model: str, **options: Any
@@ -310,31 +429,33 @@ class AsyncOpenAIClient:
         options = _no_stream(
             options, "AsyncOpenAIClient.responses", "AsyncOpenAIClient.stream_responses"
         )
-        kwargs = render_openai_responses(prompt, model=model, **options)
+        kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
         response = await self.client.responses.create(**kwargs)
+        self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses")
 
     async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""
         kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
-        clock, usage = _Clock(), None
-        parts: list[str] = []
+        stream = _ChatStream()
         async for chunk in await self.client.chat.completions.create(**kwargs):
-            usage = _chat_chunk(clock, chunk, parts) or usage
-        return clock.result("".join(parts), _stats(usage, model, "openai_chat"))
+            stream.add(chunk)
+        return stream.result(model)
 
     async def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed Responses; usage from `response.completed`."""
         kwargs: dict[str, Any] = {
-            **render_openai_responses(prompt, model=model, **options),
+            **render_openai_responses(prompt, model=model, **self._keys.options(options)),
             "stream": True,
         }
         clock, final = _Clock(), None
         parts: list[str] = []
         async for event in await self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
+        self._keys.remember(kwargs, final)
         usage = final.usage if final is not None else None
-        return clock.result("".join(parts), _stats(usage, model, "openai_responses"), final)
+        stats = _stats(usage, model, "openai_responses")
+        return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
 class _VllmPrompts:
@@ -405,11 +526,10 @@ class VLLMClient(_VllmPrompts):
     def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""
         kwargs = _with_usage(self._render(prompt, model, **options))
-        clock, usage = _Clock(), None
-        parts: list[str] = []
+        stream = _ChatStream()
         for chunk in self.client.chat.completions.create(**kwargs):
-            usage = _chat_chunk(clock, chunk, parts) or usage
-        return clock.result("".join(parts), _stats(usage, None, "openai_chat"))
+            stream.add(chunk)
+        return stream.result(None)
 
 
 class AsyncVLLMClient(_VllmPrompts):
@@ -454,8 +574,7 @@ class AsyncVLLMClient(_VllmPrompts):
     async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""
         kwargs = _with_usage(self._render(prompt, model, **options))
-        clock, usage = _Clock(), None
-        parts: list[str] = []
+        stream = _ChatStream()
         async for chunk in await self.client.chat.completions.create(**kwargs):
-            usage = _chat_chunk(clock, chunk, parts) or usage
-        return clock.result("".join(parts), _stats(usage, None, "openai_chat"))
+            stream.add(chunk)
+        return stream.result(None)

@@ -15,9 +15,12 @@ Layout (static first, so the automatic prefix cache sees the same opening):
 - structured segments (see `provider_blocks`): images and documents as
   parts; a `ToolCall` joins the assistant message's `tool_calls` (Chat) or
   becomes a `function_call` item (Responses); a `ToolResult` becomes a role
-  "tool" message or a `function_call_output` item. Native Chat messages and
-  Responses items are sent unaltered. Every call must be answered before the
-  model's next turn.
+  "tool" message or a `function_call_output` item (its text as one content
+  part on models that take `prompt_cache_options`, so a breakpoint can sit
+  on it). Native Chat messages and Responses items are sent unaltered. Every
+  call must be answered before the model's next turn; with
+  `previous_response_id` or `conversation` (Responses), a result may answer
+  a call that lives on the server.
 
 `prompt_cache_key` is derived from the prompt's static-prefix digest (and the
 tenant's salt when `tenant` is given), so requests that share a prefix are
@@ -25,10 +28,13 @@ routed to the same cache and different tenants never share a key; pass
 `prompt_cache_key=...` to choose it per call (per conversation, say).
 
 Models whose data-table entry has `explicit_breakpoints` (GPT-5.6 and later)
-get `prompt_cache_breakpoint` markers at the tier ends (STATIC, rolling
-SESSION, VERSIONED; caller markers translated and counted) and
-`prompt_cache_options` with `mode` "explicit" (up to 4 markers) or "implicit"
-(up to 3: the implicit breakpoint uses one write). Other models use implicit
+get `prompt_cache_options` with `mode` "explicit" (up to 4 markers) or
+"implicit" (up to 3: the implicit breakpoint uses one write), and
+`prompt_cache_breakpoint` markers: caller markers (translated and counted),
+then, in explicit mode, the growing end (the last markable part, a tool result
+included) and the previous request's end (the last markable part before the
+latest assistant turn), then the tier ends (STATIC, rolling SESSION,
+VERSIONED) while slots remain. Other models use implicit
 caching: no markers, which OpenAI needs none for. Both parameters are typed
 in openai 3.52, so they are plain keyword arguments, not `extra_body`.
 
@@ -53,7 +59,7 @@ from .content import ContentBlock, Document, Image, Native, Text, ToolCall, Tool
 from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
 from .model_facts import ModelInfo, ProviderLimits, model_info, provider_limits
 from .prompt import Part, Prompt
-from .provider_blocks import check_tool_pairs, converted
+from .provider_blocks import check_tool_pairs, converted, tool_ids
 from .request_checks import check_request
 from .salt import tenant_salt
 from .segment import Segment
@@ -247,7 +253,14 @@ def _render(
             model=model,
         )
     located = list(prompt.parts())
-    check_tool_pairs([(s.role, s.blocks) for p, s in located if p == "messages"], _API_NAME[api])
+    turns: list[tuple[str, tuple[ContentBlock, ...]]] = [
+        (s.role, s.blocks) for p, s in located if p == "messages"
+    ]
+    if api == "responses" and any(
+        request.get(name) is not None for name in ("previous_response_id", "conversation")
+    ):
+        turns = _without_server_calls(turns)
+    check_tool_pairs(turns, _API_NAME[api])
     info = model_info("openai", model)
     extra_options: dict[str, Any] = {
         name: request.pop(name)
@@ -256,12 +269,11 @@ def _render(
     }
     mode = _resolve_mode(model, info, cache_mode, cache_ttl, extra_options)
     counter, estimate = _counter(info, tokenizer)
-    items, parts = _items(api, located, system_role)
+    items, parts = _items(api, located, system_role, listed=mode is not None)
     plan: list[Breakpoint] = []
     if mode is not None:
         blocks = _blocks(parts, counter, explicit=True)
-        limit = _limits().max_breakpoints
-        plan = plan_breakpoints(blocks, max_markers=limit, reserved=1 if mode == "implicit" else 0)
+        plan = _plan(parts, blocks, mode)
         if not plan and cache_mode is None:
             mode = "implicit"  # nothing to mark: explicit mode would cache nothing
         elif not plan:
@@ -293,6 +305,66 @@ def _render(
         kwargs["prompt_cache_options"] = options
     kwargs.update(request)
     return kwargs
+
+
+def _without_server_calls(
+    turns: list[tuple[str, tuple[ContentBlock, ...]]],
+) -> list[tuple[str, tuple[ContentBlock, ...]]]:
+    """`turns` without the results answering calls that are not in them.
+
+    With `previous_response_id` or `conversation`, the model's calls live on
+    the server: the input starts with the results that answer them.
+    """
+    calls = {call for _, blocks in turns for b in blocks for call, _ in tool_ids(b)[0]}
+    return [
+        (role, tuple(b for b in blocks if set(tool_ids(b)[1]) <= calls)) for role, blocks in turns
+    ]
+
+
+def _plan(parts: list[_Part], blocks: list[Block], mode: CacheMode) -> list[Breakpoint]:
+    """The breakpoints of one request within OpenAI's limit of 4 writes.
+
+    Implicit mode: the tier ends; the implicit breakpoint (one of the 4) covers the
+    growing end. Explicit mode places that breakpoint itself: on the last markable
+    part (a tool result included) and on the end of the previous request (the last
+    markable part before the latest assistant turn), where the previous request
+    wrote, so the next read finds it; the tier ends take the slots left.
+    """
+    limit = _limits().max_breakpoints
+    if mode == "implicit":
+        return plan_breakpoints(blocks, max_markers=limit, reserved=1)
+    callers = sum(1 for block in blocks if block.caller_ttl is not None)
+    tails = [i for i in _tails(parts) if blocks[i].caller_ttl is None][: max(limit - callers, 0)]
+    best: list[Breakpoint] = []
+    for budget in range(max(limit - len(tails), callers), limit + 1):
+        planned = plan_breakpoints(blocks, max_markers=budget)
+        chosen = {point.index: point for point in planned}
+        for index in tails:
+            chosen.setdefault(index, Breakpoint(index, None, "rolling"))
+        if len(chosen) > limit:
+            break
+        best = [chosen[index] for index in sorted(chosen)]
+    return best
+
+
+def _tails(parts: list[_Part]) -> list[int]:
+    """The last markable part, then the last one before the latest assistant turn."""
+    markable = [i for i, entry in enumerate(parts) if entry.markable]
+    if not markable:
+        return []
+    assistant = [
+        i
+        for i, entry in enumerate(parts)
+        if entry.part == "messages" and entry.segment.role == "assistant"
+    ]
+    if not assistant:
+        return [markable[-1]]
+    latest = parts[assistant[-1]].segment
+    start = next(i for i, entry in enumerate(parts) if entry.segment is latest)
+    before = [i for i in markable if i < start]
+    if not before or before[-1] == markable[-1]:
+        return [markable[-1]]
+    return [markable[-1], before[-1]]
 
 
 def _resolve_mode(
@@ -376,17 +448,18 @@ class _Part:
     index: int | None
     markable: bool
     caller: bool = False
+    field: str = "content"  # "output" for a function_call_output's parts
 
     def mark(self, items: list[dict[str, Any]]) -> None:
         """Add a breakpoint to this part (copying what the caller owns)."""
         assert self.index is not None
         message = dict(items[self.item])
-        content = list(message["content"])
+        content = list(message[self.field])
         content[self.index] = {
             **content[self.index],
             "prompt_cache_breakpoint": {"mode": "explicit"},
         }
-        message["content"] = content
+        message[self.field] = content
         items[self.item] = message
 
 
@@ -426,19 +499,25 @@ def _content_part(api: Api, block: ContentBlock, where: str) -> dict[str, Any]:
     )
 
 
-def _tool_result(api: Api, block: ToolResult) -> dict[str, Any]:
+def _tool_result(api: Api, block: ToolResult, *, listed: bool) -> dict[str, Any]:
+    """A result as a tool message or `function_call_output` item; `listed`: its text as
+    one content part, which can carry a breakpoint (models with `prompt_cache_options`)."""
     if api == "chat":
-        content = (
+        content: Any = (
             block.content
             if isinstance(block.content, str)
             else "".join(p.text for p in block.content if isinstance(p, Text))
         )
+        if listed and content:
+            content = [{"type": "text", "text": content}]
         return {"role": "tool", "tool_call_id": block.call_id, "content": content}
     output: Any = (
         block.content
         if isinstance(block.content, str)
         else [_content_part(api, part, block.call_id) for part in block.content]
     )
+    if listed and isinstance(output, str) and output:
+        output = [{"type": "input_text", "text": output}]
     return {"type": "function_call_output", "call_id": block.call_id, "output": output}
 
 
@@ -455,15 +534,23 @@ def _tool_call(api: Api, block: ToolCall) -> dict[str, Any]:
 
 
 def _items(
-    api: Api, located: list[tuple[Part, Segment]], system_role: str
+    api: Api, located: list[tuple[Part, Segment]], system_role: str, *, listed: bool = False
 ) -> tuple[list[dict[str, Any]], list[_Part]]:
-    """The messages (Chat) or input items (Responses), and every part in order."""
+    """The messages (Chat) or input items (Responses), and every part in order.
+
+    `listed`: tool results carry their text as content parts (see `_tool_result`).
+    """
     items: list[dict[str, Any]] = []
     parts: list[_Part] = []
     grouped: dict[Part, int] = {}
 
     def add_parts(
-        segment: Segment, part: Part, item: int, rendered: list[dict[str, Any]], role: str
+        segment: Segment,
+        part: Part,
+        item: int,
+        rendered: list[dict[str, Any]],
+        role: str,
+        field: str = "content",
     ) -> None:
         for index, content in enumerate(rendered):
             markable = role != "assistant" and content.get("type") in _MARKABLE[api]
@@ -476,7 +563,19 @@ def _items(
                     index,
                     markable,
                     caller="prompt_cache_breakpoint" in content,
+                    field=field,
                 )
+            )
+
+    def add_result(segment: Segment, part: Part, item: dict[str, Any]) -> None:
+        items.append(item)
+        field = "output" if item.get("type") == "function_call_output" else "content"
+        content = item.get(field)
+        if isinstance(content, list) and all(isinstance(c, dict) for c in content) and content:
+            add_parts(segment, part, len(items) - 1, content, "tool", field)
+        else:
+            parts.append(
+                _Part(f"{part} {segment.label}", segment, part, len(items) - 1, None, False)
             )
 
     for part, segment in located:
@@ -493,6 +592,11 @@ def _items(
         native = [b for b in blocks if isinstance(b, Native) and b.level == "message"]
         if native:
             for block in native:
+                if block.item.get("type") == "function_call_output" or (
+                    block.item.get("role") == "tool"
+                ):
+                    add_result(segment, part, dict(block.item))
+                    continue
                 items.append(dict(block.item))
                 content = block.item.get("content")
                 if isinstance(content, list):
@@ -505,8 +609,7 @@ def _items(
         results = [b for b in blocks if isinstance(b, ToolResult)]
         content_blocks = [b for b in blocks if not isinstance(b, (ToolCall, ToolResult))]
         for result in results:
-            items.append(_tool_result(api, result))
-            parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+            add_result(segment, part, _tool_result(api, result, listed=listed))
         if api == "responses" and role == "assistant":
             text = "".join(b.text for b in content_blocks if isinstance(b, Text))
             if len(text) < sum(1 for b in content_blocks if not isinstance(b, Text)):

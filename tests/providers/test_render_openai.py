@@ -88,7 +88,7 @@ def test_implicit_model_gets_no_breakpoints_and_no_cache_options(
     assert body["prompt_cache_key"].startswith("pk-")
 
 
-def test_explicit_model_marks_tier_ends_in_explicit_mode(
+def test_explicit_model_marks_tier_ends_and_the_growing_end_in_explicit_mode(
     openai_client: openai.OpenAI, api: MockProvider
 ) -> None:
     body = chat(openai_client, api, support_prompt(), model=EXPLICIT)
@@ -97,6 +97,7 @@ def test_explicit_model_marks_tier_ends_in_explicit_mode(
         ("system", LONG_INSTRUCTIONS[:20]),
         ("system", "Refund policy: refun"),
         ("user", "Price list: egress $"),
+        ("user", "How much is 500 GB o"),
     ]
     assert all(
         part.get("prompt_cache_breakpoint", {"mode": "explicit"}) == {"mode": "explicit"}
@@ -180,8 +181,13 @@ def test_responses_wire_uses_input_parts_and_flat_function_tools(
     assert body["input"][0]["content"][0]["type"] == "input_text"
     assert {"role": "assistant", "content": "It is $45."} in body["input"]
     assert body["prompt_cache_options"] == {"mode": "explicit", "ttl": "12h"}
-    # The assistant turn cannot carry a marker: the rolling one sits on the user turn before it.
-    assert breakpoints(body["input"])[-1] == ("user", "How much is 500 GB o")
+    # The assistant turn cannot carry a marker: the previous request's end is the user turn
+    # before it (read), the growing end is the new question (written); 4 writes at most.
+    assert breakpoints(body["input"])[-2:] == [
+        ("user", "How much is 500 GB o"),
+        ("user", "And 1 TB?"),
+    ]
+    assert len(breakpoints(body["input"])) == 4
 
 
 def test_responses_only_cache_options_pass_into_prompt_cache_options(

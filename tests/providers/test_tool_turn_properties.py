@@ -67,3 +67,34 @@ def _flat(items: list[Any], api: str) -> list[Any]:
     if api != "anthropic":
         return items
     return [[m["role"], block] for m in items for block in m["content"]]
+
+
+def _marked(item: Any) -> bool:
+    parts = item.get("output") if item.get("type") == "function_call_output" else item["content"]
+    return isinstance(parts, list) and any("prompt_cache_breakpoint" in part for part in parts)
+
+
+@settings(max_examples=15)
+@given(
+    turns=st.lists(turn, min_size=1, max_size=5),
+    api=st.sampled_from(["chat", "responses"]),
+)
+def test_explicit_tool_turns_mark_the_new_end_and_the_previous_one_within_four(
+    turns: list[tuple[list[dict[str, str]], str, bool]], api: str
+) -> None:
+    prompt = Prompt(
+        tools=[WEATHER_TOOL], system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("Plan my trip.")]
+    )
+    before = wire(prompt, api)
+    for number, (calls, note, with_text) in enumerate(turns):
+        tool_calls = [
+            ToolCall(f"call_{number}_{i}", "get_weather", args) for i, args in enumerate(calls)
+        ]
+        reply = [Text(note), *tool_calls] if with_text else tool_calls
+        results = [ToolResult(call.id, f"{note} {i}") for i, call in enumerate(tool_calls)]
+        prompt = prompt.next_turn(reply, results)
+        after = wire(prompt, api)
+        # The last result is written; the previous request's end, written then, is read now.
+        assert _marked(after[-1]) and _marked(after[len(before) - 1])
+        assert json.dumps(after).count("prompt_cache_breakpoint") <= 4
+        before = after
