@@ -120,7 +120,8 @@ class _ChatStream:
         self.chunks += 1
 
     def result(self, model: str | None) -> StreamResult:
-        completion = self.state.get_final_completion() if self.chunks else None
+        # the snapshot, not get_final_completion(): that raises on finish_reason "length"
+        completion = self.state.current_completion_snapshot if self.chunks else None
         calls: tuple[ToolCall, ...] = ()
         if completion is not None and completion.choices:
             calls = tuple(

@@ -48,9 +48,10 @@ class ToolCallingProvider:
         arguments = json.dumps({"invoice_id": f"INV-{self.answered}"})
         headers = {"x-request-id": answer.headers.get("x-request-id", "req")}
         if answer.headers.get("content-type", "").startswith("text/event-stream"):
-            if not path.endswith("/chat/completions"):
-                raise NotImplementedError("streamed Responses tool calls")
-            events = _chat_call_events(answer.content, call_id, self.name, arguments)
+            if path.endswith("/chat/completions"):
+                events = _chat_call_events(answer.content, call_id, self.name, arguments)
+            else:
+                events = _responses_call_events(answer.content, call_id, self.name, arguments)
             return httpx2.Response(
                 200,
                 headers={**headers, "content-type": "text/event-stream"},
@@ -139,3 +140,36 @@ def _chat_call_events(content: bytes, call_id: str, name: str, arguments: str) -
     events += [(None, chunk) for chunk in usage]
     events.append((None, "[DONE]"))
     return events
+
+
+def _responses_call_events(content: bytes, call_id: str, name: str, arguments: str) -> list[Event]:
+    """The mock's Responses stream answered instead by one streamed function call."""
+    completed = next(
+        json.loads(line[len("data: ") :])
+        for line in content.decode().splitlines()
+        if line.startswith("data: ") and '"response.completed"' in line
+    )
+    response = completed["response"]
+    item = {
+        "type": "function_call",
+        "id": "fc_stream",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+    where = {"item_id": item["id"], "output_index": 0}
+    in_progress = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": in_progress},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "arguments": "", "status": "in_progress"},
+        },
+        {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
+        {"type": "response.function_call_arguments.done", **where, "arguments": arguments},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {**response, "output": [item]}},
+    ]
+    return [(event["type"], {**event, "sequence_number": n}) for n, event in enumerate(events)]

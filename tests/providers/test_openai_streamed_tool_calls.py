@@ -1,11 +1,14 @@
 """stream_chat (OpenAI and vLLM, sync and async) assembles a streamed tool call: the
 chunks' argument pieces become the call of the final ChatCompletion and of
-StreamResult.tool_calls, with the usage of the last chunk."""
+StreamResult.tool_calls, with the usage of the last chunk; stream_responses returns
+the streamed function call too."""
 
 from __future__ import annotations
 
 import json
 
+import httpx2
+import openai
 from prefixkit.sdk import (
     AsyncOpenAIClient,
     AsyncVLLMClient,
@@ -15,7 +18,7 @@ from prefixkit.sdk import (
     ToolCall,
     VLLMClient,
 )
-from prefixkit.testing.providers import CHAT_USAGE, MockProvider
+from prefixkit.testing.providers import CHAT_USAGE, RESPONSES_USAGE, MockProvider
 
 from .openai_tool_answers import ToolCallingProvider
 from .prompts import support_prompt
@@ -75,3 +78,26 @@ def test_a_streamed_text_answer_has_no_tool_calls_and_its_completion() -> None:
         streamed = OpenAIClient(client).stream_chat(support_prompt(), model="gpt-4o")
     assert streamed.text == "No tool needed." and streamed.tool_calls == ()
     assert streamed.response.choices[0].message.content == "No tool needed."
+
+
+def test_a_stream_cut_by_the_token_limit_keeps_its_text_and_completion() -> None:
+    mock = MockProvider(chat_usage=CHAT_USAGE, reply="The answer is")
+
+    def truncated(request: httpx2.Request) -> httpx2.Response:
+        answer = mock.handle(request)
+        content = answer.content.replace(b'"finish_reason": "stop"', b'"finish_reason": "length"')
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=content)
+
+    http = openai.DefaultHttpxClient(transport=httpx2.MockTransport(truncated))
+    with openai.OpenAI(api_key="sk-test", http_client=http, max_retries=0) as client:
+        streamed = OpenAIClient(client).stream_chat(support_prompt(), model="gpt-4o")
+    assert streamed.text == "The answer is"
+    assert streamed.response.choices[0].finish_reason == "length"
+
+
+def test_stream_responses_returns_the_streamed_function_call() -> None:
+    answers = ToolCallingProvider(MockProvider(responses_usage=RESPONSES_USAGE), calls=1)
+    with answers.openai_client() as client:
+        streamed = OpenAIClient(client).stream_responses(support_prompt(), model="gpt-5.6-sol")
+    assert streamed.tool_calls == (CALL,) and streamed.text == ""
+    assert streamed.stats.cached_tokens == 1792
