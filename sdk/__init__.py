@@ -30,11 +30,15 @@ if TYPE_CHECKING:
     from .alignment import AlignmentReport as AlignmentReport
     from .alignment import align_static_prefix as align_static_prefix
     from .alignment import chat_messages as chat_messages
+    from .anthropic_request import AnthropicBatchRequest as AnthropicBatchRequest
+    from .anthropic_request import AnthropicBetaRequest as AnthropicBetaRequest
     from .anthropic_request import AnthropicRequest as AnthropicRequest
     from .anthropic_request import AnthropicTTL as AnthropicTTL
     from .anthropic_request import PrefixBody as PrefixBody
     from .anthropic_request import cacheable_prefixes as cacheable_prefixes
     from .anthropic_request import render_anthropic as render_anthropic
+    from .anthropic_request import render_anthropic_batch as render_anthropic_batch
+    from .anthropic_request import render_anthropic_beta as render_anthropic_beta
     from .block_hash import DEFAULT_NONE_HASH_SEED as DEFAULT_NONE_HASH_SEED
     from .block_hash import HashAlgo as HashAlgo
     from .block_hash import PrefixHashMemo as PrefixHashMemo
@@ -134,6 +138,8 @@ _EXPORTS: dict[str, str] = {
     "AlignmentReport": "alignment",
     "AnthropicClient": "clients",
     "AnthropicRequest": "anthropic_request",
+    "AnthropicBatchRequest": "anthropic_request",
+    "AnthropicBetaRequest": "anthropic_request",
     "AnthropicTTL": "anthropic_request",
     "AnthropicTokenCounter": "tokenizer",
     "AsyncAnthropicClient": "clients",
@@ -219,6 +225,8 @@ _EXPORTS: dict[str, str] = {
     "provider_limits": "model_facts",
     "read_lock": "registry",
     "render_anthropic": "anthropic_request",
+    "render_anthropic_batch": "anthropic_request",
+    "render_anthropic_beta": "anthropic_request",
     "render_openai_chat": "openai_request",
     "render_openai_responses": "openai_request",
     "render_vllm": "vllm_request",

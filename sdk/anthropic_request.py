@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
@@ -60,14 +60,24 @@ if TYPE_CHECKING:
         TextBlockParam,
         ToolUnionParam,
     )
+    from anthropic.types.beta.message_create_params import (
+        MessageCreateParamsBase as AnthropicBetaRequest,
+    )
+    from anthropic.types.messages.batch_create_params import (
+        Request as AnthropicBatchRequest,
+    )
 
 __all__ = [
     "DEFAULT_ANTHROPIC_TTLS",
+    "AnthropicBatchRequest",
+    "AnthropicBetaRequest",
     "AnthropicRequest",
     "AnthropicTTL",
     "PrefixBody",
     "cacheable_prefixes",
     "render_anthropic",
+    "render_anthropic_batch",
+    "render_anthropic_beta",
 ]
 
 AnthropicTTL = Literal["5m", "1h"]
@@ -100,6 +110,39 @@ class AnthropicRequest(TypedDict):
     system: NotRequired[list[TextBlockParam]]
     tools: NotRequired[list[ToolUnionParam]]
     cache_control: NotRequired[CacheControlEphemeralParam]
+
+
+if not TYPE_CHECKING:
+
+    class AnthropicBetaRequest(TypedDict):
+        """The keyword arguments of `anthropic.Anthropic().beta.messages.create`
+        (`render_anthropic_beta`).
+
+        For type checkers this is the official client's own beta parameters
+        (`anthropic.types.beta.message_create_params.MessageCreateParamsBase`),
+        so `client.beta.messages.create(**request, betas=[...])` and
+        `beta.messages.stream` accept it. prefixkit sets the keys of
+        `AnthropicRequest`.
+        """
+
+        model: str
+        max_tokens: int
+        messages: list[dict[str, Any]]
+        system: NotRequired[list[dict[str, Any]]]
+        tools: NotRequired[list[dict[str, Any]]]
+        cache_control: NotRequired[dict[str, Any]]
+
+    class AnthropicBatchRequest(TypedDict):
+        """One request of a Message Batch (`render_anthropic_batch`): its
+        `custom_id` and its `params`.
+
+        For type checkers this is the official client's own
+        `anthropic.types.messages.batch_create_params.Request`, so
+        `client.messages.batches.create(requests=...)` accepts a list of them.
+        """
+
+        custom_id: str
+        params: dict[str, Any]
 
 
 def render_anthropic(
@@ -189,6 +232,77 @@ def render_anthropic(
         kwargs["cache_control"] = {"type": "ephemeral", "ttl": automatic_ttl}
     kwargs.update(request)
     return cast(AnthropicRequest, kwargs)
+
+
+def render_anthropic_beta(
+    prompt: Prompt,
+    *,
+    model: str,
+    max_tokens: int,
+    ttl: Mapping[Stability, AnthropicTTL] | None = None,
+    reuse_interval: float | None = None,
+    automatic: bool = False,
+    automatic_ttl: AnthropicTTL = "5m",
+    tokenizer: Tokenizer | None = None,
+    betas: Sequence[str] = (),
+    **request: Any,
+) -> AnthropicBetaRequest:
+    """`render_anthropic`, typed for `client.beta.messages.create(**request, betas=[...])`.
+
+    The request is the same dict (with `betas`, which the client sends as the
+    `anthropic-beta` header); only its type differs (the beta API's own
+    parameter types), so a program that uses beta features type-checks.
+    Beta blocks (`compaction`, `mcp_tool_listing`, `fallback`, ...) are
+    rendered by either function.
+    """
+    rendered = render_anthropic(
+        prompt,
+        model=model,
+        max_tokens=max_tokens,
+        ttl=ttl,
+        reuse_interval=reuse_interval,
+        automatic=automatic,
+        automatic_ttl=automatic_ttl,
+        tokenizer=tokenizer,
+        **request,
+    )
+    if betas:
+        cast("dict[str, Any]", rendered)["betas"] = list(betas)
+    return cast("AnthropicBetaRequest", rendered)
+
+
+BATCH_TTL: AnthropicTTL = "1h"
+
+
+def render_anthropic_batch(
+    prompts: Mapping[str, Prompt],
+    *,
+    model: str,
+    max_tokens: int,
+    ttl: Mapping[Stability, AnthropicTTL] | None = None,
+    tokenizer: Tokenizer | None = None,
+    **request: Any,
+) -> list[AnthropicBatchRequest]:
+    """The `requests` of `client.messages.batches.create`, one per `custom_id` in `prompts`.
+
+    Each request's `params` is `render_anthropic(prompt, ...)`. A batch may
+    take longer than 5 minutes to reach a later request, so when two or more
+    prompts share their static prefix, its tiers (STATIC and VERSIONED) are
+    marked with a 1-hour TTL by default (Anthropic's guidance for batches
+    sharing a prefix); `ttl` overrides it. Prompts whose static prefix no other
+    prompt shares keep the default TTLs.
+    """
+    digests = [prompt.static_prefix_digest for prompt in prompts.values()]
+    requests: list[dict[str, Any]] = []
+    for (custom_id, prompt), digest in zip(prompts.items(), digests, strict=True):
+        tier_ttl = ttl
+        if tier_ttl is None and digests.count(digest) > 1 and prompt.static_segments():
+            tier_ttl = {Stability.STATIC: BATCH_TTL, Stability.VERSIONED: BATCH_TTL}
+        params = render_anthropic(
+            prompt, model=model, max_tokens=max_tokens, ttl=tier_ttl, tokenizer=tokenizer, **request
+        )
+        requests.append({"custom_id": custom_id, "params": params})
+    return cast("list[AnthropicBatchRequest]", requests)
 
 
 def _tier_ttls(
