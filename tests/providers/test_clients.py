@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
 from prefixkit.sdk import (
@@ -14,9 +16,11 @@ from prefixkit.sdk import (
     AsyncVLLMClient,
     HFTokenizer,
     OpenAIClient,
+    ToolCall,
     VLLMClient,
     tenant_salt,
 )
+from prefixkit.testing.openai_answers import sse
 from prefixkit.testing.providers import MockProvider
 
 from .prompts import support_prompt
@@ -46,6 +50,48 @@ def test_anthropic_stream_measures_ttft_and_reads_usage_from_message_start(
     assert result.ttft_seconds is not None and 0 <= result.ttft_seconds <= result.total_seconds
     assert result.stats.cached_tokens == 3584
     assert result.stats.output_tokens == 64
+
+
+def test_anthropic_stream_returns_a_streamed_tool_use(api: MockProvider) -> None:
+    def tool_use(request: httpx2.Request) -> httpx2.Response:
+        answer = api.handle(request)
+        start = next(
+            json.loads(line[len("data: ") :])
+            for line in answer.content.decode().splitlines()
+            if '"message_start"' in line and line.startswith("data: ")
+        )
+        block = {"type": "tool_use", "id": "toolu_1", "name": "lookup_invoice", "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": '{"invoice_id": "INV-1"}'}
+        events: list[tuple[str | None, dict[str, Any] | str]] = [
+            ("message_start", start),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": block},
+            ),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": 12},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"".join(sse(events))
+        )
+
+    http = anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(tool_use))
+    with anthropic.Anthropic(api_key="sk-ant-test", http_client=http, max_retries=0) as client:
+        result = AnthropicClient(client).stream(
+            support_prompt(), model="claude-opus-4-1", max_tokens=64
+        )
+    assert result.text == ""
+    assert result.tool_calls == (ToolCall("toolu_1", "lookup_invoice", {"invoice_id": "INV-1"}),)
+    assert result.stats.cached_tokens == 3584
 
 
 async def test_async_anthropic_create_and_stream(
