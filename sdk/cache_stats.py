@@ -210,14 +210,33 @@ class CacheStats:
         model: str | None = None,
         pricing: Pricing | None = None,
         shape: UsageShape | None = None,
+        service_tier: str | None = None,
     ) -> CacheStats:
         """Parse a usage object or dict of any supported provider.
 
         Prices come from `pricing`, else from the data table entry of `model`
         (no prices for self-hosted vLLM: leave both None). `shape` overrides
         the detection of which API the usage came from.
+
+        Prices are those of the request's service tier: `service_tier`, else
+        the one the usage names (Anthropic's `usage.service_tier`), else the
+        one of the whole response when a response is passed instead of its
+        usage (OpenAI's `completion.service_tier`). Pass `service_tier="batch"`
+        for a Batch API result. A tier priced by commitment or unknown to the
+        table (Anthropic Priority, OpenAI Scale) leaves the USD costs None.
         """
         data = _as_dict(usage)
+        nested = data.get("usage")
+        if isinstance(nested, Mapping) and not any(
+            key in data for key in ("input_tokens", "prompt_tokens", "output_tokens")
+        ):
+            # a whole response (message, completion, Response): its usage, and its tier
+            tier = data.get("service_tier")
+            data = dict(nested)
+            if tier is not None and data.get("service_tier") is None:
+                data["service_tier"] = tier
+        if service_tier is None and isinstance(data.get("service_tier"), str):
+            service_tier = data["service_tier"]
         kind = shape or _shape(data, model)
         split = _anthropic(data) if kind == "anthropic" else _openai(data, kind)
         written_by_ttl = dict(split.written_by_ttl)
@@ -227,7 +246,7 @@ class CacheStats:
         if pricing is None and model is not None:
             info = model_info(_provider(kind), model) or _known_model(model)
             pricing = info.pricing if info is not None else None
-        stats = cls._priced(split, written_by_ttl, pricing)
+        stats = cls._priced(split, written_by_ttl, pricing, service_tier)
         if split.reported:
             return stats
         return replace(
@@ -239,7 +258,11 @@ class CacheStats:
 
     @classmethod
     def _priced(
-        cls, split: _Split, written_by_ttl: Mapping[str, int], pricing: Pricing | None
+        cls,
+        split: _Split,
+        written_by_ttl: Mapping[str, int],
+        pricing: Pricing | None,
+        service_tier: str | None = None,
     ) -> CacheStats:
         cached, written, uncached, output = (
             split.cached,
@@ -254,7 +277,7 @@ class CacheStats:
             units += sum(
                 count * pricing.write_multiplier(ttl) for ttl, count in written_by_ttl.items()
             )
-            input_usd, output_usd_per_mtok = pricing.prices_for(prompt)
+            input_usd, output_usd_per_mtok = pricing.prices_for(prompt, service_tier)
             if input_usd is not None and output_usd_per_mtok is not None:
                 output_usd = output * output_usd_per_mtok / 1e6
                 cost = units * input_usd / 1e6 + output_usd

@@ -4,7 +4,16 @@ The facts live in `sdk/data/models.json` (one place to correct when a provider
 changes), each model with the page its facts were read from and the date;
 this module only reads them. `known_models()` lists every model the SDK knows. A model is found by its exact id or by
 its id plus a snapshot suffix (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`,
-`...-latest`); anything else is unknown, and callers warn instead of guessing.
+`...-latest`), and an Anthropic model by its Amazon Bedrock id
+(`anthropic.claude-sonnet-4-5-20250929-v1:0`, with a region prefix such as
+`us.` or `global.`, or an ARN ending in one) or its Google Vertex AI id
+(`claude-sonnet-4-5@20250929`); anything else is unknown, and callers warn
+instead of guessing.
+
+Prices depend on the service tier a request ran in (`Pricing.tier_multipliers`,
+from the table's `service_tiers`): Anthropic's Message Batches and OpenAI's
+Batch and Flex cost half, OpenAI's Priority more; a tier priced by commitment
+(Anthropic Priority, OpenAI Scale) or unknown has no USD price.
 """
 
 from __future__ import annotations
@@ -32,7 +41,16 @@ __all__ = [
 
 Provider = Literal["anthropic", "openai"]
 _PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai")
+# The names the providers give their standard tier (Anthropic "standard", OpenAI
+# "default", and "auto" as a request asks for it): standard prices.
+STANDARD_TIERS = frozenset({"standard", "default", "auto"})
 _SNAPSHOT_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
+# Amazon Bedrock: [arn:...:inference-profile/ or foundation-model/][us.|eu.|apac.|global.]
+# anthropic.<id>[-<snapshot>]-v<n>[:<n>]; Google Vertex AI: <id>@<snapshot> (or @latest).
+_BEDROCK_ID = re.compile(
+    r"^(?:arn:[^/]*/)?(?:[a-z]{2,6}\.)?anthropic\.(?P<id>claude-.+?)(?:-v\d+(?::\d+)?)?$"
+)
+_VERTEX_ID = re.compile(r"^(?P<id>claude-[^@]+)@(?:\d{8}|latest)$")
 
 
 @dataclass(frozen=True)
@@ -67,13 +85,33 @@ class Pricing:
     cache_write_multipliers: Mapping[str, float] = field(default_factory=dict)
     default_ttl: str = "5m"
     long_prompt: LongPromptPricing | None = None
+    tier_multipliers: Mapping[str, float | None] = field(default_factory=dict)
 
-    def prices_for(self, prompt_tokens: int) -> tuple[float | None, float | None]:
-        """USD per million input and output tokens of a request with this prompt length."""
+    def prices_for(
+        self, prompt_tokens: int, service_tier: str | None = None
+    ) -> tuple[float | None, float | None]:
+        """USD per million input and output tokens of a request with this prompt length,
+        run in `service_tier` (the standard tier when None).
+
+        A tier the table prices by commitment, or does not know, has no USD
+        price (None, None); the cache multipliers are the same in every tier.
+        """
         long = self.long_prompt
-        if long is not None and prompt_tokens > long.above_tokens:
-            return long.input_usd_per_mtok, long.output_usd_per_mtok
-        return self.input_usd_per_mtok, self.output_usd_per_mtok
+        prices: tuple[float | None, float | None] = (
+            (long.input_usd_per_mtok, long.output_usd_per_mtok)
+            if long is not None and prompt_tokens > long.above_tokens
+            else (self.input_usd_per_mtok, self.output_usd_per_mtok)
+        )
+        if service_tier is None or service_tier in STANDARD_TIERS:
+            return prices
+        multiplier = self.tier_multipliers.get(service_tier)
+        if multiplier is None:
+            return None, None
+        input_usd, output_usd = prices
+        return (
+            None if input_usd is None else input_usd * multiplier,
+            None if output_usd is None else output_usd * multiplier,
+        )
 
     def write_multiplier(self, ttl: str | None = None) -> float:
         """The price multiplier of a token written with `ttl` (default TTL if None)."""
@@ -159,10 +197,25 @@ def model_info(provider: Provider, model: str) -> ModelInfo | None:
     """The facts for `model` of `provider`, or None if prefixkit does not know it."""
     section = _table()[_check_provider(provider)]
     models: dict[str, Any] = section["models"]
-    name = model if model in models else _SNAPSHOT_SUFFIX.sub("", model)
-    if name not in models:
+    name = _table_name(model, models)
+    if name is None:
         return None
     return _entry(provider, name, {**section["defaults"], **models[name]})
+
+
+def _table_name(model: str, models: Mapping[str, Any]) -> str | None:
+    """The table's name for `model`: itself, without a snapshot suffix, or the model
+    behind a Bedrock or Vertex AI id."""
+    candidates = [model]
+    for form in (_BEDROCK_ID, _VERTEX_ID):
+        match = form.match(model)
+        if match is not None:
+            candidates.append(match["id"])
+    for candidate in candidates:
+        for name in (candidate, _SNAPSHOT_SUFFIX.sub("", candidate)):
+            if name in models:
+                return name
+    return None
 
 
 def known_models(provider: Provider | None = None) -> tuple[ModelInfo, ...]:
@@ -186,6 +239,10 @@ def _entry(provider: Provider, name: str, entry: Mapping[str, Any]) -> ModelInfo
             str(k): float(v) for k, v in entry["cache_write_multipliers"].items()
         },
         default_ttl=str(_table()[provider]["limits"]["default_ttl"]),
+        tier_multipliers={
+            str(tier): None if value is None else float(value)
+            for tier, value in (entry.get("service_tiers") or {}).items()
+        },
         long_prompt=None
         if long is None
         else LongPromptPricing(

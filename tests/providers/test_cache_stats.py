@@ -11,7 +11,7 @@ import openai.types.responses
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.sdk import CacheStats, Pricing
+from prefixkit.sdk import CacheStats, Pricing, model_info
 from prefixkit.testing.providers import (
     ANTHROPIC_USAGE,
     CHAT_USAGE,
@@ -471,3 +471,129 @@ def test_a_streamed_chat_reply_s_last_chunk_usage_is_read_as_chat() -> None:
     stats = CacheStats.from_usage(usage)
     assert stats.reported and stats.cached_tokens > 0
     assert stats.input_tokens == usage.prompt_tokens
+
+
+# --- service tiers, Bedrock and Vertex AI ids -----------------------------------------
+
+TIER_CLAUDE = "claude-sonnet-5"
+TIER_GPT = "gpt-5"
+counts = st.integers(min_value=0, max_value=2_000_000)
+
+
+def anthropic_usage(read: int, written: int, uncached: int, output: int) -> dict[str, Any]:
+    return {
+        "input_tokens": uncached,
+        "output_tokens": output,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": written,
+    }
+
+
+def chat_usage(read: int, written: int, uncached: int, output: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": read + written + uncached,
+        "completion_tokens": output,
+        "total_tokens": read + written + uncached + output,
+        "prompt_tokens_details": {"cached_tokens": read},
+    }
+
+
+def costs(stats: CacheStats) -> tuple[float | None, float | None]:
+    return stats.cost_usd, stats.cost_without_cache_usd
+
+
+@given(counts, counts, counts, counts)
+def test_an_anthropic_batch_request_costs_half_the_standard_price(
+    read: int, written: int, uncached: int, output: int
+) -> None:
+    usage = anthropic_usage(read, written, uncached, output)
+    standard = CacheStats.from_usage({**usage, "service_tier": "standard"}, model=TIER_CLAUDE)
+    batch = CacheStats.from_usage({**usage, "service_tier": "batch"}, model=TIER_CLAUDE)
+    assert standard.cost_usd is not None and standard.cost_without_cache_usd is not None
+    assert batch.cost_usd == pytest.approx(standard.cost_usd * 0.5)
+    assert batch.cost_without_cache_usd == pytest.approx(standard.cost_without_cache_usd * 0.5)
+    assert batch.prompt_cost_units == standard.prompt_cost_units
+
+
+@pytest.mark.parametrize(("tier", "factor"), [("flex", 0.5), ("batch", 0.5), ("priority", 2.0)])
+@given(read=counts, uncached=counts, output=counts)
+def test_an_openai_tier_scales_the_standard_price(
+    tier: str, factor: float, read: int, uncached: int, output: int
+) -> None:
+    usage = chat_usage(read, 0, uncached, output)
+    standard = CacheStats.from_usage(usage, model=TIER_GPT, service_tier="default")
+    tiered = CacheStats.from_usage(usage, model=TIER_GPT, service_tier=tier)
+    assert standard.cost_usd is not None and standard.cost_without_cache_usd is not None
+    assert tiered.cost_usd == pytest.approx(standard.cost_usd * factor)
+    assert tiered.cost_without_cache_usd == pytest.approx(standard.cost_without_cache_usd * factor)
+
+
+@pytest.mark.parametrize(("model", "tier"), [(TIER_CLAUDE, "priority"), (TIER_GPT, "scale")])
+def test_a_tier_priced_by_commitment_has_no_usd_cost_but_its_savings_units(
+    model: str, tier: str
+) -> None:
+    usage = (
+        anthropic_usage(3000, 0, 50, 10) if model == TIER_CLAUDE else chat_usage(3000, 0, 50, 10)
+    )
+    stats = CacheStats.from_usage(usage, model=model, service_tier=tier)
+    assert costs(stats) == (None, None)
+    assert stats.prompt_cost_units is not None
+
+
+def test_the_tier_of_a_whole_openai_completion_prices_it() -> None:
+    mock = MockProvider()
+    completion = mock.openai_client().chat.completions.create(
+        model=TIER_GPT, messages=[{"role": "user", "content": "Hello"}]
+    )
+    flex = completion.model_copy(update={"service_tier": "flex"})
+    assert completion.usage is not None
+    standard = CacheStats.from_usage(completion.usage, model=TIER_GPT)
+    assert standard.cost_usd is not None
+    assert CacheStats.from_usage(flex, model=TIER_GPT).cost_usd == pytest.approx(
+        standard.cost_usd * 0.5
+    )
+
+
+def test_the_usage_tier_of_an_anthropic_message_prices_it() -> None:
+    mock = MockProvider()
+    message = mock.anthropic_client().messages.create(
+        model=TIER_CLAUDE, max_tokens=16, messages=[{"role": "user", "content": "Hello"}]
+    )
+    usage = message.usage.model_copy(update={"service_tier": "batch"})
+    standard = CacheStats.from_usage(message.usage, model=TIER_CLAUDE)
+    assert standard.cost_usd is not None
+    assert CacheStats.from_usage(usage, model=TIER_CLAUDE).cost_usd == pytest.approx(
+        standard.cost_usd * 0.5
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_id", "name"),
+    [
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+        ("global.anthropic.claude-haiku-4-5-20251001-v1:0", "claude-haiku-4-5"),
+        ("eu.anthropic.claude-opus-4-1-20250805-v1:0", "claude-opus-4-1"),
+        (
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
+            "us.anthropic.claude-sonnet-4-20250514-v1:0",
+            "claude-sonnet-4",
+        ),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("claude-opus-4-1@20250805", "claude-opus-4-1"),
+        ("claude-haiku-4-5@latest", "claude-haiku-4-5"),
+    ],
+)
+def test_bedrock_and_vertex_ids_name_the_model_in_the_table(model_id: str, name: str) -> None:
+    info = model_info("anthropic", model_id)
+    assert info is not None and info.name == name
+    assert CacheStats.from_usage(
+        anthropic_usage(3000, 0, 50, 10), model=model_id
+    ) == CacheStats.from_usage(anthropic_usage(3000, 0, 50, 10), model=name)
+
+
+@pytest.mark.parametrize(
+    "model_id", ["anthropic.titan-text-v1", "mistral.claude-sonnet-4-5-v1:0", "claude-nova@x"]
+)
+def test_other_bedrock_and_vertex_ids_stay_unknown(model_id: str) -> None:
+    assert model_info("anthropic", model_id) is None
