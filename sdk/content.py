@@ -369,10 +369,14 @@ def _reply_kind(value: Any) -> str | None:
         and "stop_reason" in item
     ):
         return "message"
+    if _sdk_module(value) == "openai" and type(value).__module__.startswith("openai.types.chat"):
+        return "chat" if item.get("role") in _CHAT_ROLES else None
+    # a dict: only the shape of a Chat reply (a message's model_dump() always has
+    # "refusal"), so a list of role/content dicts given as data stays data
     if (
         "type" not in item
-        and item.get("role") in _CHAT_ROLES
-        and ("content" in item or "tool_calls" in item)
+        and item.get("role") == "assistant"
+        and ("refusal" in item or "tool_calls" in item)
     ):
         return "chat"
     return None

@@ -313,3 +313,10 @@ def test_openai_sdk_objects_are_still_accepted_by_their_client() -> None:
     message = chat_create(mock)
     assert as_sent_by_chat(mock, message)["role"] == "assistant"
     assert isinstance(mock.openai_client(), openai.OpenAI)
+
+
+def test_a_list_of_role_and_content_dicts_given_as_data_stays_data() -> None:
+    transcript = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    segment = Segment.session(transcript)
+    assert segment.blocks == ()
+    assert json.loads(segment.text) == transcript
