@@ -18,7 +18,7 @@ are generated in its schema's `properties` order, so what is sent
 order written. Only hashing forms that must not depend on how a dict was
 built (`canonical_blocks`) sort keys, the default. Dicts whose key order
 varies between processes (built from a set, merged from runtime data) are
-found by the linter (PFX003), not reordered here.
+the linter's to find, not reordered here.
 """
 
 from __future__ import annotations
