@@ -6,8 +6,8 @@
 
 What the app does with an admitted request:
 
-* ``GET /health``: the routing stage's answer (the precise router's replica health) or
-  its upstream's; no key needed.
+* ``GET /health``: the routing stage's answer from its last poll of the upstreams (200
+  while one is healthy), in microseconds however busy they are; no key needed.
 * ``GET /metrics``: a tenant's own numbers (`tenant_usage`); for an operator (or without
   tenants) every replica's Prometheus metrics in one exposition, each sample labelled
   with its ``replica`` (`merge_replica_metrics`), and every tenant's numbers.
@@ -44,7 +44,7 @@ from .gateway import Admitted, admit
 from .limits import Limits, TenantSlots, read_body
 from .refused import Refused
 from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
-from .router import Routing, Target
+from .router import Routing
 from .routes import RouteUse
 from .tenant_usage import TenantUsage, Usage, usage_of
 from .tenants import Tenants
@@ -204,20 +204,10 @@ class ServingApp:
     async def _answer(self, decision: Admitted) -> Response:
         """The gateway routes' answers: health, metrics, router state."""
         if decision.path == "/health":
-            answer = self.routing.health()
-            if answer is not None:
-                return answer
-            return await self._upstream_health(self.routing.utility("/health", None))
+            return self.routing.health()
         if decision.path == "/metrics":
             return await self._metrics(decision)
         return self._router_state()
-
-    async def _upstream_health(self, target: Target) -> Response:
-        try:
-            response = await self.upstreams.client(target.url).get("/health", timeout=5.0)
-        except httpx.HTTPError as exc:
-            return openai_error(503, f"{target.name}: {exc!r}", "upstream_unreachable")
-        return Response(response.content, response.status_code)
 
     async def _metrics(self, decision: Admitted) -> Response:
         caller = decision.caller

@@ -2,8 +2,9 @@
 it. `admit` decides, from the method, the raw request target and the headers alone: answer
 it here, forward it (salted, read-only, or an operator's engine route), or refuse it.
 
-1. ``GET /health`` is public; every other request needs a known API key (`Tenants`),
-   else 401.
+1. A request framed both by length and by chunks is 400 (a proxy in front may have
+   framed it the other way). ``GET /health`` is public; every other request needs a
+   known API key (`Tenants`), else 401.
 2. The raw request target must be in canonical form (`routes.canonical_path`), else 400:
    the relay sends exactly the path admitted, so what the engine runs is what was checked.
 3. A tenant may use the routes of `routes.TENANT_ROUTES` and nothing else (404): a
@@ -19,7 +20,7 @@ it here, forward it (salted, read-only, or an operator's engine route), or refus
 A deployment without tenants (no gateway stage) admits every canonical request as an
 operator's, without salts: nothing is isolated there.
 
-Every refusal is a `refused.Refused`, answered in OpenAI's error shape.
+Every refusal is a `refused.Refused`, answered in OpenAI's error shape, closing the connection.
 """
 
 from __future__ import annotations
@@ -102,6 +103,12 @@ def admit(
     method: str, raw_path: bytes, headers: Mapping[str, str], tenants: Tenants | None
 ) -> Admitted | Refused:
     """The gateway's decision for one request (module docstring)."""
+    if "content-length" in headers and "transfer-encoding" in headers:
+        return Refused(
+            400,
+            "the request has both Content-Length and Transfer-Encoding: frame its body one way",
+            "invalid_request_error",
+        )
     path = canonical_path(raw_path)
     if path is not None and (method, path) in PUBLIC_ROUTES:
         return Admitted(method, path, RouteUse.GATEWAY)

@@ -17,7 +17,8 @@ over that size arriving complete in one read passes.
 * a head over `max_head_bytes` (request line, headers and the blank line after them)
   gets ``431 Request Header Fields Too Large`` and the connection is closed.
 
-Both answers carry an error in OpenAI's shape, as the app's own errors do.
+These answers, and uvicorn's 400 to bytes that are not an HTTP/1.1 request, carry an
+error in OpenAI's shape, as the app's own errors do.
 """
 
 from __future__ import annotations
@@ -120,6 +121,15 @@ class BoundedH11Protocol(H11Protocol):
             "of the connection opening or of the request's first byte: send each request "
             "head whole, without pausing",
             "request_timeout",
+        )
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not an HTTP/1.1 request, in OpenAI's shape."""
+        self._refuse(
+            400,
+            f"the request is not valid HTTP/1.1 ({msg}): send a request line, headers and a "
+            "body framed by Content-Length or chunked encoding",
+            "invalid_request_error",
         )
 
     def _refuse(self, status: int, message: str, code: str) -> None:

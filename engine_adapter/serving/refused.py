@@ -33,6 +33,9 @@ class Refused(Exception):
         self.param = param
 
     def response(self) -> JSONResponse:
+        """The answer; it closes the connection, since the request's body may be unread
+        (a client could otherwise hold the connection open by trickling it)."""
         from starlette.responses import JSONResponse
 
-        return JSONResponse(error_body(self.message, self.code, self.param), self.status)
+        body = error_body(self.message, self.code, self.param)
+        return JSONResponse(body, self.status, headers={"connection": "close"})

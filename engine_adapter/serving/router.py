@@ -23,7 +23,9 @@ it through.
   has no ``/tokenize``.
 
 A stage answers `place` (a generation request's `Target`) and `utility` (any other
-path's), and `replace` when a target refused the connection. It raises `Refused` for a
+path's), and `replace` when a target refused the connection. Every stage answers ``GET
+/health`` itself, from a poll of its upstreams every second (`polled_health`): in
+microseconds, however busy the engines are. It raises `Refused` for a
 request it will not forward (a pin to a replica that does not exist,
 no replica left to tokenize).
 """
@@ -112,8 +114,8 @@ class Routing(Protocol):
         nowhere, the client gets a 502)."""
         ...
 
-    def health(self) -> Response | None:
-        """The answer to ``GET /health`` when the stage gives it itself (else relayed)."""
+    def health(self) -> Response:
+        """The answer to ``GET /health``, from the last poll of the upstreams."""
         ...
 
     def state(self) -> RouterState | None:
@@ -121,31 +123,88 @@ class Routing(Protocol):
         ...
 
 
-class DirectRoute:
-    """Every request to `upstream` (the only replica, or a router such as SMG)."""
+@contextlib.asynccontextmanager
+async def polled_health(
+    urls: Sequence[str],
+    upstreams: Upstreams,
+    interval_s: float,
+    record: Callable[[int, bool], None],
+) -> AsyncIterator[None]:
+    """Poll each URL's ``/health`` every `interval_s` for the length of the block, once
+    before it starts, and `record(index, healthy)`: the app answers ``/health`` from the
+    last poll, in microseconds, however busy the upstreams are."""
 
-    def __init__(self, upstream: str, replica_urls: Sequence[str], name: str = "") -> None:
+    async def poll() -> None:
+        for index, url in enumerate(urls):
+            try:
+                response = await upstreams.client(url).get("/health", timeout=2.0)
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            record(index, ok)
+
+    async def polling() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await poll()
+
+    await poll()
+    task = asyncio.create_task(polling())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def health_answer(healthy: Sequence[bool]) -> Response:
+    """``GET /health`` from the last poll: 200 while any upstream is healthy, else 503."""
+    return JSONResponse({"healthy": list(healthy)}, status_code=200 if any(healthy) else 503)
+
+
+class DirectRoute:
+    """Every request to `upstream` (the only replica, or a router such as SMG); its health
+    polled every `health_interval_s`."""
+
+    def __init__(
+        self,
+        upstream: str,
+        replica_urls: Sequence[str],
+        name: str = "",
+        health_interval_s: float = 1.0,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.replica_urls = list(replica_urls)
         self.name = name or f"upstream {self.upstream}"
+        self.health_interval_s = health_interval_s
+        self.healthy = [False]
+        self._stack = contextlib.AsyncExitStack()
 
     async def start(self, upstreams: Upstreams) -> None:
-        return None
+        def record(index: int, ok: bool) -> None:
+            self.healthy[index] = ok
+
+        await self._stack.enter_async_context(
+            polled_health([self.upstream], upstreams, self.health_interval_s, record)
+        )
 
     async def stop(self) -> None:
-        return None
+        await self._stack.aclose()
 
     async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
-        return Target(self.upstream, self.name)
+        return self.utility(path, pin)
 
     def utility(self, path: str, pin: int | None) -> Target:
+        if pin is not None and pin >= len(self.replica_urls):
+            raise _no_such_replica(pin, len(self.replica_urls))
         return Target(self.upstream, self.name)
 
     def replace(self, target: Target) -> Target | None:
         return None
 
-    def health(self) -> Response | None:
-        return None
+    def health(self) -> Response:
+        return health_answer(self.healthy)
 
     def state(self) -> RouterState | None:
         return None
@@ -333,31 +392,17 @@ class PreciseRoute:
             stack.callback(setattr, self.router, "decision_sink", None)
         await self.router.follower.start()
         stack.push_async_callback(self.router.follower.stop)
-        await stack.enter_async_context(self._health_loop())
+        await stack.enter_async_context(
+            polled_health(
+                self.replica_urls,
+                upstreams,
+                self.router.settings.health_interval_s,
+                self.router.set_health,
+            )
+        )
 
     async def stop(self) -> None:
         await self._stack.aclose()
-
-    @contextlib.asynccontextmanager
-    async def _health_loop(self) -> AsyncIterator[None]:
-        async def poll() -> None:
-            while True:
-                for replica, url in enumerate(self.replica_urls):
-                    try:
-                        response = await self.upstreams.client(url).get("/health", timeout=2.0)
-                        ok = response.status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    self.router.set_health(replica, ok)
-                await asyncio.sleep(self.router.settings.health_interval_s)
-
-        task = asyncio.create_task(poll())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     @property
     def upstreams(self) -> Upstreams:
@@ -382,18 +427,11 @@ class PreciseRoute:
 
     def _pinned(self, pin: int) -> int:
         if pin >= len(self.replica_urls):
-            raise Refused(
-                400,
-                f"x-prefixkit-replica {pin}: this deployment has replicas 0 to "
-                f"{len(self.replica_urls) - 1}",
-                "invalid_request_error",
-                "x-prefixkit-replica",
-            )
+            raise _no_such_replica(pin, len(self.replica_urls))
         return pin
 
-    def health(self) -> Response | None:
-        healthy = self.router.healthy
-        return JSONResponse({"healthy": healthy}, status_code=200 if any(healthy) else 503)
+    def health(self) -> Response:
+        return health_answer(self.router.healthy)
 
     def state(self) -> RouterState | None:
         return self.router
@@ -419,13 +457,14 @@ class PreciseRoute:
                 "invalid_request_error",
                 "cache_salt",
             )
+        replica = None if pin is None else self._pinned(pin)
         started = time.perf_counter()
         tokens = await self._token_ids(path, body)
         tokenized = time.perf_counter()
         routed_tokens = tokens[: MAX_ROUTED_BLOCKS * self.router.settings.block_size]
         hashes = self.router.hashes(routed_tokens, salt)
         placement = (
-            self.router.route(hashes) if pin is None else self.router.pin(self._pinned(pin), hashes)
+            self.router.route(hashes) if replica is None else self.router.pin(replica, hashes)
         )
         routed = time.perf_counter()
         timing = server_timing(
@@ -484,10 +523,12 @@ class SmgRoute:
         self.replica_urls = precise.replica_urls
 
     async def start(self, upstreams: Upstreams) -> None:
+        await self.smg.start(upstreams)
         await self.precise.start(upstreams)
 
     async def stop(self) -> None:
         await self.precise.stop()
+        await self.smg.stop()
 
     async def place(self, path: str, body: dict[str, Any], pin: int | None) -> Target:
         if path in _SMG_PATHS and pin is None:
@@ -502,8 +543,17 @@ class SmgRoute:
     def replace(self, target: Target) -> Target | None:
         return self.precise.replace(target)
 
-    def health(self) -> Response | None:
-        return None
+    def health(self) -> Response:
+        return self.smg.health()
 
     def state(self) -> RouterState | None:
         return self.precise.state()
+
+
+def _no_such_replica(pin: int, replicas: int) -> Refused:
+    return Refused(
+        400,
+        f"x-prefixkit-replica {pin}: this deployment has replicas 0 to {replicas - 1}",
+        "invalid_request_error",
+        "x-prefixkit-replica",
+    )

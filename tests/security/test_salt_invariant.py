@@ -21,7 +21,7 @@ from prefixkit.engine_adapter import Deployment, Tenants, Topology, deploy
 from prefixkit.engine_adapter.ray.gateway import TenantGateway
 from prefixkit.sdk import tenant_salt
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
-from starlette.types import Message
+from starlette.types import Message, Receive, Scope, Send
 
 from .engine_routes import (
     RAY_VLLM_0_29,
@@ -169,17 +169,17 @@ def test_the_ray_gateway_holds_the_same_invariant(
 ) -> None:
     reached: list[tuple[str, str, bytes]] = []
 
-    async def ingress(scope: dict[str, object], receive: object, send: object) -> None:
+    async def ingress(scope: Scope, receive: Receive, send: Send) -> None:
         chunks = []
         while True:
-            message: Message = await receive()  # type: ignore[operator]
+            message = await receive()
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
         # Ray's ingress routes on the decoded path, as any Starlette app
         reached.append((str(scope["method"]), str(scope["path"]), b"".join(chunks)))
-        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
-        await send({"type": "http.response.body", "body": b"{}"})  # type: ignore[operator]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
 
     raw_path, _, query = target.partition(b"?")
     scope = {
