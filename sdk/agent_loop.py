@@ -110,6 +110,7 @@ class _Reply:
     text: str
     stats: CacheStats
     paused: bool = False
+    ident: str = ""  # the Responses response id
 
 
 def _anthropic_reply(message: Any, stats: CacheStats) -> _Reply:
@@ -129,7 +130,7 @@ def _responses_reply(response: Any, stats: CacheStats) -> _Reply:
         for item in response.output
         if item.type == "function_call"
     )
-    return _Reply(list(response.output), calls, response.output_text, stats)
+    return _Reply(list(response.output), calls, response.output_text, stats, ident=response.id)
 
 
 def _chat_reply(completion: Any, stats: CacheStats) -> _Reply:
@@ -281,9 +282,26 @@ def _check_start(client: object, sync: bool, prompt: Prompt, max_steps: int) -> 
 class _Turns:
     """The loop's bookkeeping: turns sent, text of the current (possibly paused) turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, stateful: bool, api: LoopApi) -> None:
+        if stateful and api != "responses":
+            raise RenderError(
+                f"stateful=True needs the Responses API (the server keeps the conversation), "
+                f"not {api!r}: use an OpenAIClient with api='responses'",
+                provider=api,
+            )
+        self.stateful = stateful
         self.turns: list[LoopTurn] = []
         self.text = ""
+        self.sending: Prompt | None = None  # what the next request sends, when not the prompt
+        self.previous = ""
+
+    def request(self, prompt: Prompt, options: dict[str, Any]) -> Prompt:
+        """The prompt to send next; `options` gain `previous_response_id` when stateful."""
+        if self.sending is None:
+            return prompt
+        if "conversation" not in options:
+            options["previous_response_id"] = self.previous
+        return self.sending
 
     def add(self, step: int, reply: _Reply) -> None:
         self.turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text))
@@ -295,6 +313,9 @@ class _Turns:
         following = prompt.next_turn(_reply_segment(reply), question)
         if not reply.paused:
             self.text = ""
+        if self.stateful:
+            self.previous = reply.ident
+            self.sending = Prompt(messages=[question]) if question is not None else None
         return following
 
 
@@ -307,6 +328,7 @@ def run_tool_loop(
     api: LoopApi | None = None,
     max_steps: int = 8,
     step_options: Callable[[int], Mapping[str, Any]] | None = None,
+    stateful: bool = False,
     **options: Any,
 ) -> LoopResult:
     """Run the tool loop from `prompt` until the model answers without tools.
@@ -320,6 +342,12 @@ def run_tool_loop(
     - `step_options(step)`: extra options for request `step` (from 1), merged
       over `options` (e.g. a `tool_choice` that forces a tool on a small
       self-hosted model, then lets it answer).
+    - `stateful` (Responses): the server keeps the conversation; after the
+      first request each one sends only what is new (the tool results), with
+      `previous_response_id` set to the last response, or in the
+      `conversation=` given in `options`. The client keeps the first
+      request's `prompt_cache_key`; `LoopResult.prompt` is the whole
+      conversation all the same.
     - `options`: passed to every request (`max_tokens` for Anthropic,
       `tenant`, `reuse_interval`, ...).
 
@@ -329,10 +357,10 @@ def run_tool_loop(
     """
     _check_start(client, True, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns()
+    state = _Turns(stateful, chosen)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
-        reply = _send(client, chosen, prompt, model, merged)
+        reply = _send(client, chosen, state.request(prompt, merged), model, merged)
         state.add(step, reply)
         text = state.text
         results = [] if reply.paused else [_run(call, tools) for call in reply.calls]
@@ -351,16 +379,17 @@ async def arun_tool_loop(
     api: LoopApi | None = None,
     max_steps: int = 8,
     step_options: Callable[[int], Mapping[str, Any]] | None = None,
+    stateful: bool = False,
     **options: Any,
 ) -> LoopResult:
     """`run_tool_loop` for the async clients (`AsyncAnthropicClient`,
     `AsyncOpenAIClient`, `AsyncVLLMClient`); a tool may be an async function."""
     _check_start(client, False, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns()
+    state = _Turns(stateful, chosen)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
-        reply = await _send_async(client, chosen, prompt, model, merged)
+        reply = await _send_async(client, chosen, state.request(prompt, merged), model, merged)
         state.add(step, reply)
         text = state.text
         results = [] if reply.paused else [await _run_async(call, tools) for call in reply.calls]

@@ -187,3 +187,43 @@ def test_a_result_without_its_call_or_server_state_is_still_refused(render: Any)
     orphan = Prompt(messages=[Segment.session([ToolResult("call_9", "ok")])])
     with pytest.raises(RenderError, match="answers no earlier tool call"):
         render(orphan, model=EXPLICIT)
+
+
+@pytest.mark.parametrize("where", [{}, {"conversation": "conv_1"}])
+def test_a_stateful_loop_sends_only_the_new_tool_results_on_one_cache_key(
+    where: dict[str, str],
+) -> None:
+    provider = ToolCallingProvider(MockProvider(), calls=3)
+    with provider.openai_client() as client:
+        result = run_tool_loop(
+            OpenAIClient(client),
+            support_prompt(QUESTION),
+            {"lookup_invoice": lookup_invoice},
+            model=EXPLICIT,
+            stateful=True,
+            **where,
+        )
+    later = provider.mock.bodies[1:]
+    assert result.stopped == "answer" and later
+    assert len({body["prompt_cache_key"] for body in provider.mock.bodies}) == 1
+    for body in later:
+        assert {item.get("type") for item in body["input"]} == {"function_call_output"}
+        if where:
+            assert body["conversation"] == "conv_1" and "previous_response_id" not in body
+        else:
+            assert body["previous_response_id"].startswith("resp")
+
+
+def test_a_stateful_loop_needs_the_responses_api() -> None:
+    with (
+        ToolCallingProvider(MockProvider(), calls=1).openai_client() as client,
+        pytest.raises(RenderError, match="stateful=True needs the Responses API"),
+    ):
+        run_tool_loop(
+            OpenAIClient(client),
+            support_prompt(QUESTION),
+            {"lookup_invoice": lookup_invoice},
+            model=EXPLICIT,
+            api="chat",
+            stateful=True,
+        )
