@@ -18,7 +18,7 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any, Literal
 
 from .canonical import canonical_json, sha256_hex
-from .content import ContentBlock, Dialect, Native, as_blocks
+from .content import ContentBlock, Dialect, Native, as_blocks, turn_content
 from .errors import CanonicalError, LayoutError
 from .segment import Role, Segment, Stability
 
@@ -368,13 +368,13 @@ class Prompt:
         history.append(
             reply
             if isinstance(reply, Segment)
-            else Segment.session(reply if isinstance(reply, str) else list(reply), role="assistant")
+            else Segment.session(turn_content(reply), role="assistant")
         )
         added: list[Segment] = []
         if isinstance(question, Segment):
             added.append(question)
         elif question is not None:
-            added.append(Segment.dynamic(question if isinstance(question, str) else list(question)))
+            added.append(Segment.dynamic(turn_content(question)))
         following = Prompt(
             tools=self.tools,
             system=self.system,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .canonical import canonical_json, canonical_text, sha256_hex
-from .content import ContentBlock, as_blocks, canonical_blocks, is_block_list
+from .content import ContentBlock, as_blocks, canonical_blocks, is_block_list, turn_content
 from .errors import CanonicalError, LayoutError
 
 __all__ = ["Role", "Segment", "Stability"]
@@ -53,6 +53,7 @@ def _split(content: Content) -> tuple[str, tuple[ContentBlock, ...]]:
     """Text (a JSON value is serialised canonically, key order kept) or content blocks."""
     if isinstance(content, str):
         return content, ()
+    content = turn_content(content)
     if is_block_list(content):
         return "", as_blocks(content)
     return canonical_json(content, sort_keys=False), ()

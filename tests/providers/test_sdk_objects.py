@@ -320,3 +320,23 @@ def test_a_list_of_role_and_content_dicts_given_as_data_stays_data() -> None:
     segment = Segment.session(transcript)
     assert segment.blocks == ()
     assert json.loads(segment.text) == transcript
+
+
+@pytest.mark.parametrize("kind", sorted(CHAT))
+def test_a_bare_chat_message_goes_back_as_the_same_message_in_a_list(kind: str) -> None:
+    mock = MockProvider()
+    message = CHAT[kind](mock)
+    bare = render_openai_chat(first_turn().next_turn(message, "And in Rome?"), model=GPT)
+    listed = render_openai_chat(first_turn().next_turn([message], "And in Rome?"), model=GPT)
+    assert bare == listed
+
+
+@pytest.mark.parametrize("kind", sorted(ANTHROPIC))
+def test_a_bare_anthropic_message_goes_back_as_its_content_blocks(kind: str) -> None:
+    mock = MockProvider()
+    message = ANTHROPIC[kind](mock)
+    bare = first_turn().next_turn(message, "And in Rome?")
+    listed = first_turn().next_turn([message], "And in Rome?")
+    assert render_anthropic(bare, model=CLAUDE, max_tokens=64) == render_anthropic(
+        listed, model=CLAUDE, max_tokens=64
+    )
