@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .anthropic_request import AnthropicRequest, cacheable_prefixes, render_anthropic
+from .anthropic_request import cacheable_prefixes, render_anthropic, render_anthropic_beta
 from .cache_stats import CacheStats, UsageShape
 from .content import ToolCall
 from .errors import UsageError
@@ -248,6 +248,21 @@ def _responses_event(clock: _Clock, event: Any, parts: list[str]) -> Any:
     return None
 
 
+def _anthropic_request(
+    prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
+) -> dict[str, Any]:
+    """`render_anthropic`, or with ``betas=[...]`` `render_anthropic_beta` (the request
+    for the client's beta Messages API, beta blocks and features included)."""
+    if options.get("betas"):
+        return dict(render_anthropic_beta(prompt, model=model, max_tokens=max_tokens, **options))
+    return dict(render_anthropic(prompt, model=model, max_tokens=max_tokens, **options))
+
+
+def _messages_api(client: Any, request: Mapping[str, Any]) -> Any:
+    """The client's Messages API for `request`: the beta one when it names betas."""
+    return client.beta.messages if request.get("betas") else client.messages
+
+
 class AnthropicClient:
     """`anthropic.Anthropic` with prefixkit rendering and cache statistics.
 
@@ -266,19 +281,20 @@ class AnthropicClient:
     def create(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
-        """Render with `render_anthropic(**options)`, send, return the message and stats."""
+        """Render with `render_anthropic(**options)` (with ``betas=[...]``, for the beta
+        Messages API), send, return the message and stats."""
         options = _no_stream(options, "AnthropicClient.create", "AnthropicClient.stream")
-        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
-        message = self.client.messages.create(**kwargs)
+        kwargs = _anthropic_request(prompt, model, max_tokens, options)
+        message = _messages_api(self.client, kwargs).create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
 
     def stream(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> StreamResult:
         """Stream the reply; time to first token is the first content delta."""
-        kwargs = render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        kwargs = _anthropic_request(prompt, model, max_tokens, options)
         clock = _Clock()
-        with self.client.messages.stream(**kwargs) as stream:
+        with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             for event in stream:
                 if event.type == "content_block_delta":
                     clock.content()
@@ -303,7 +319,7 @@ class AsyncAnthropicClient:
 
     async def _render(
         self, prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
-    ) -> AnthropicRequest:
+    ) -> dict[str, Any]:
         """`render_anthropic`, its exact counts made first without blocking the event loop."""
         tokenizer = options.get("tokenizer")
         if isinstance(tokenizer, AnthropicTokenCounter) and not tokenizer.estimate:
@@ -312,7 +328,7 @@ class AsyncAnthropicClient:
             if minimum is not None:
                 prefixes = cacheable_prefixes(prompt)
                 await tokenizer.prepare(prefixes=prefixes, min_tokens=minimum)
-        return render_anthropic(prompt, model=model, max_tokens=max_tokens, **options)
+        return _anthropic_request(prompt, model, max_tokens, options)
 
     async def create(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
@@ -325,7 +341,7 @@ class AsyncAnthropicClient:
         """
         options = _no_stream(options, "AsyncAnthropicClient.create", "AsyncAnthropicClient.stream")
         kwargs = await self._render(prompt, model, max_tokens, options)
-        message = await self.client.messages.create(**kwargs)
+        message = await _messages_api(self.client, kwargs).create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
 
     async def stream(
@@ -334,7 +350,7 @@ class AsyncAnthropicClient:
         """Stream the reply; time to first token is the first content delta."""
         kwargs = await self._render(prompt, model, max_tokens, options)
         clock = _Clock()
-        async with self.client.messages.stream(**kwargs) as stream:
+        async with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             async for event in stream:
                 if event.type == "content_block_delta":
                     clock.content()

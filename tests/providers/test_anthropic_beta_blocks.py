@@ -4,12 +4,15 @@ response had them, as dicts or as the SDK's beta objects."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 import anthropic
 import pytest
 from prefixkit.sdk import (
+    AnthropicClient,
+    AsyncAnthropicClient,
     Native,
     Prompt,
     RenderError,
@@ -102,3 +105,31 @@ def test_an_openai_compaction_item_stays_a_responses_item() -> None:
 def test_an_anthropic_compaction_block_is_refused_for_openai_responses() -> None:
     with pytest.raises(RenderError, match="compaction"):
         render_openai_responses(conversation(copy.deepcopy(COMPACTION)), model="gpt-4o")
+
+
+def test_anthropic_client_sends_betas_through_the_beta_messages_api() -> None:
+    mock = MockProvider()
+    prompt = Prompt(
+        system=[Segment.static(LONG_INSTRUCTIONS)],
+        messages=[Segment.dynamic("Summarise clause 4.")],
+    )
+    client = AnthropicClient(mock.anthropic_client())
+    message, stats = client.create(
+        prompt, model="claude-sonnet-5", max_tokens=64, betas=["context-management-2025-06-27"]
+    )
+    sent = mock.requests[-1]
+    assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
+    assert "betas" not in sent.body
+    assert message.content and stats is not None
+
+
+def test_async_anthropic_client_streams_with_betas() -> None:
+    mock = MockProvider()
+    prompt = Prompt(messages=[Segment.dynamic("Hello.")])
+
+    async def run() -> None:
+        client = AsyncAnthropicClient(mock.async_anthropic_client())
+        await client.stream(prompt, model="claude-sonnet-5", max_tokens=16, betas=["b-1"])
+
+    asyncio.run(run())
+    assert mock.requests[-1].headers["anthropic-beta"] == "b-1"
