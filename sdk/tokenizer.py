@@ -33,7 +33,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -481,6 +481,9 @@ class AnthropicTokenCounter:
         prefix = "anthropic-estimate" if self.estimate else "anthropic"
         self._name = f"{prefix}:{model}"
         self._probe_tokens: int | None = None  # the one-letter request, measured once
+        # counts being made now, by event loop and memo key: concurrent first requests
+        # wait for the one count instead of each making its own
+        self._flights: dict[tuple[asyncio.AbstractEventLoop, Any], asyncio.Task[int]] = {}
 
     @property
     def name(self) -> str:
@@ -589,9 +592,23 @@ class AnthropicTokenCounter:
             result = await asyncio.to_thread(client.messages.count_tokens, **request)
         return int(result.input_tokens)
 
+    async def _once(self, key: Any, count: Callable[[], Coroutine[Any, Any, int]]) -> int:
+        """`count()`, made once however many callers ask for `key` at the same time."""
+        loop = asyncio.get_running_loop()
+        flight = (loop, key)
+        task = self._flights.get(flight)
+        if task is None:
+            task = self._flights[flight] = loop.create_task(count())
+            task.add_done_callback(lambda _: self._flights.pop(flight, None))
+        return await asyncio.shield(task)
+
     async def _abaseline(self) -> int:
         if self._probe_tokens is None:
-            self._probe_tokens = await self.acount_request(**self._request(_PROBE_MESSAGES))
+
+            async def probe() -> int:
+                return await self.acount_request(**self._request(_PROBE_MESSAGES))
+
+            self._probe_tokens = await self._once("probe", probe)
         return self._probe_tokens
 
     async def acount(self, text: str) -> int:
@@ -602,10 +619,14 @@ class AnthropicTokenCounter:
             return cached
         if self._client is None:
             return self.count(text)
-        counted = await self.acount_request(messages=[{"role": "user", "content": text}])
-        value = counted - (await self._abaseline() - 1)
-        _memo_put(key, value)
-        return value
+
+        async def count() -> int:
+            counted = await self.acount_request(messages=[{"role": "user", "content": text}])
+            value = counted - (await self._abaseline() - 1)
+            _memo_put(key, value)
+            return value
+
+        return await self._once(key, count)
 
     async def acount_prefix(
         self, *, tools: Any = None, system: Any = None, messages: Sequence[Any] = ()
@@ -615,10 +636,14 @@ class AnthropicTokenCounter:
         cached = _memo_get(key)
         if cached is not None:
             return cached
-        body = self._request([*messages, *_PROBE_MESSAGES], tools=tools, system=system)
-        value = await self.acount_request(**body) - await self._abaseline()
-        _memo_put(key, value)
-        return value
+
+        async def count() -> int:
+            body = self._request([*messages, *_PROBE_MESSAGES], tools=tools, system=system)
+            value = await self.acount_request(**body) - await self._abaseline()
+            _memo_put(key, value)
+            return value
+
+        return await self._once(key, count)
 
     async def prepare(
         self,

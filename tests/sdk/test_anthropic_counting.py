@@ -194,6 +194,18 @@ async def test_the_async_client_counts_the_prefix_before_rendering_without_block
     assert api.paths.count("/v1/messages") == 3
 
 
+async def test_concurrent_first_requests_count_the_prefix_once() -> None:
+    api = MockProvider()
+    counter = AnthropicTokenCounter(SENT_MODEL, client=api.async_anthropic_client())
+    client = AsyncAnthropicClient(api.async_anthropic_client())
+    prompts = [_support_prompt("render C", f"Question {n}: and in yen?") for n in range(20)]
+    await asyncio.gather(
+        *(client.create(p, model=SENT_MODEL, max_tokens=64, tokenizer=counter) for p in prompts)
+    )
+    assert _calls(api) == 2  # the framing baseline and the static prefix
+    assert api.paths.count("/v1/messages") == 20
+
+
 async def test_the_async_client_runs_a_sync_counter_off_the_event_loop() -> None:
     api = MockProvider()
     threads: list[str] = []
