@@ -119,7 +119,7 @@ def test_anthropic_client_sends_betas_through_the_beta_messages_api() -> None:
     )
     sent = mock.requests[-1]
     assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
-    assert "betas" not in sent.body
+    assert sent.body is not None and "betas" not in sent.body
     assert message.content and stats is not None
 
 
