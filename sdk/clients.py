@@ -196,10 +196,13 @@ class _ConversationKeys:
                 self.keys.popitem(last=False)
 
 
-def _stats(usage: Any, model: str | None, shape: UsageShape) -> CacheStats:
+def _stats(
+    usage: Any, model: str | None, shape: UsageShape, service_tier: str | None = None
+) -> CacheStats:
+    """The stats of an answer's usage, priced at the service tier it was served on."""
     if usage is None:
         return CacheStats()
-    return CacheStats.from_usage(usage, model=model, shape=shape)
+    return CacheStats.from_usage(usage, model=model, shape=shape, service_tier=service_tier)
 
 
 def _no_stream(options: dict[str, Any], method: str, instead: str) -> dict[str, Any]:
@@ -382,7 +385,7 @@ class OpenAIClient:
         options = _no_stream(options, "OpenAIClient.chat", "OpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = self.client.chat.completions.create(**kwargs)
-        return completion, _stats(completion.usage, model, "openai_chat")
+        return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
 
     def responses(
         self, prompt: Prompt, *, model: str, **options: Any
@@ -392,7 +395,7 @@ class OpenAIClient:
         kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
         response = self.client.responses.create(**kwargs)
         self._keys.remember(kwargs, response)
-        return response, _stats(response.usage, model, "openai_responses")
+        return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
     def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""
@@ -437,7 +440,7 @@ class AsyncOpenAIClient:
         options = _no_stream(options, "AsyncOpenAIClient.chat", "AsyncOpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = await self.client.chat.completions.create(**kwargs)
-        return completion, _stats(completion.usage, model, "openai_chat")
+        return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
 
     async def responses(
         self, prompt: Prompt, *, model: str, **options: Any
@@ -449,7 +452,7 @@ class AsyncOpenAIClient:
         kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
         response = await self.client.responses.create(**kwargs)
         self._keys.remember(kwargs, response)
-        return response, _stats(response.usage, model, "openai_responses")
+        return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
     async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
         """Streamed chat with `include_usage`; TTFT is the first content chunk."""

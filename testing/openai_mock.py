@@ -83,7 +83,8 @@ class OpenAIMock:
             usage = _completion_usage(len(prompt.ids), cached, written, self.reply)
         if stream:
             return chat_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
-        return chat_completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+        answer = chat_completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+        return {**answer, "service_tier": _served_tier(body)}
 
     def _completions(self, body: dict[str, Any], number: int) -> Answer:
         model = _require(body, "model", str)
@@ -142,7 +143,9 @@ class OpenAIMock:
             }
         reply = Reply(_pieces(self.reply))
         response = response_object(model, f"mock{number:04d}", usage, reply)
-        return responses_events(response, reply) if stream else response
+        if stream:
+            return responses_events(response, reply)
+        return {**response, "service_tier": _served_tier(body)}
 
     def _openai_cache(self, body: dict[str, Any], prompt: _OpenAIPrompt) -> tuple[int, int]:
         """(cached, written) tokens of `prompt`, updating the simulated cache."""
@@ -235,6 +238,12 @@ def _openai_prompt(body: dict[str, Any], items: list[Any], field: str) -> _OpenA
         if "tool_calls" in item:
             ids += counter.encode(json.dumps(item["tool_calls"]))
     return _OpenAIPrompt(ids, breakpoints)
+
+
+def _served_tier(body: dict[str, Any]) -> str:
+    """The tier OpenAI names in its answer: the one asked for, ``default`` for ``auto``."""
+    asked = body.get("service_tier")
+    return asked if isinstance(asked, str) and asked != "auto" else "default"
 
 
 def _completion_usage(prompt_tokens: int, cached: int, written: int, reply: str) -> dict[str, Any]:

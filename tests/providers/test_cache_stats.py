@@ -597,3 +597,19 @@ def test_bedrock_and_vertex_ids_name_the_model_in_the_table(model_id: str, name:
 )
 def test_other_bedrock_and_vertex_ids_stay_unknown(model_id: str) -> None:
     assert model_info("anthropic", model_id) is None
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_openai_client_prices_an_answer_at_the_tier_it_was_served_on(api: str) -> None:
+    from prefixkit.sdk import OpenAIClient, Prompt, Segment
+
+    prompt = Prompt(
+        system=[Segment.static("You answer billing questions. " * 300)],
+        messages=[Segment.dynamic("Why was I charged twice?")],
+    )
+    client = OpenAIClient(MockProvider().openai_client())
+    create = client.chat if api == "chat" else client.responses
+    _, standard = create(prompt, model=TIER_GPT)
+    _, flex = create(prompt, model=TIER_GPT, service_tier="flex")
+    assert standard.cost_without_cache_usd is not None
+    assert flex.cost_without_cache_usd == pytest.approx(standard.cost_without_cache_usd * 0.5)
