@@ -21,7 +21,8 @@ Bounds (`limits.Limits`): a body is read whole within ``body_timeout_s`` and at 
 ``max_body_bytes``; a tenant has at most ``max_inflight_per_tenant`` requests in flight.
 A client that hangs up, before or after the answer starts, streaming or not, cancels its
 request: the connection to the engine is closed, and vLLM aborts a request whose client
-is gone. Errors the app answers itself are in OpenAI's error shape.
+is gone. Errors the app answers itself are in OpenAI's error shape, a failure of its
+own (a 500) too.
 """
 
 from __future__ import annotations
@@ -83,7 +84,22 @@ class ServingApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._http(scope, receive, send)
+            started = False
+
+            async def tracked(message: Message) -> None:
+                nonlocal started
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+
+            try:
+                await self._http(scope, receive, tracked)
+            except Exception:
+                if started:
+                    raise  # the answer is under way: the client sees it broken off
+                log.exception("the serving app failed on %s %s", scope["method"], scope["path"])
+                await openai_error(500, "the gateway failed on this request", "server_error")(
+                    scope, receive, send
+                )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -155,3 +156,21 @@ def test_an_unreachable_upstream_answers_502_in_openais_shape(
     response = client.post("/v1/completions", json={**BODY, "stream": False})
     assert response.status_code == 502
     assert set(response.json()["error"]) == {"message", "type", "code", "param"}
+
+
+class _FailingRoute(DirectRoute):
+    async def place(self, path: str, body: dict[str, object], pin: int | None) -> Any:
+        raise RuntimeError("a bug in a routing stage")
+
+
+def test_a_failure_of_the_app_itself_is_a_500_in_openais_shape(
+    replicas: list[FakeVLLM],
+) -> None:
+    routing = _FailingRoute(replicas[0].url, [replicas[0].url])
+    with (
+        served_in_thread(serving_app(routing, TENANTS), "127.0.0.1", free_port()) as url,
+        httpx.Client(base_url=url, headers=KEY) as client,
+    ):
+        response = client.post("/v1/completions", json={**BODY, "stream": False})
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "server_error"
