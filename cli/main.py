@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "prefixkit.cli.warm",
         "warm a new prompt version's prefix on every replica, per tenant salt",
     ),
+    "rule": ("prefixkit.cli.rule", "print a lint rule's documentation, or --all to list them"),
     "models": ("prefixkit.cli.models", "list the models prefixkit knows: minimums and prices"),
 }
 

@@ -15,9 +15,10 @@ import inspect
 import sys
 from pathlib import Path
 
+from .rule import Rule
 from .rules import ALL_RULES
 
-__all__ = ["render_rules_doc"]
+__all__ = ["render_rules_doc", "rule_section"]
 
 _HEADER = """\
 # prefixkit lint rules
@@ -44,24 +45,24 @@ def render_rules_doc() -> str:
         f"{f'{rule.fix_applicability} fix' if rule.fixable() else ''} |"
         for rule in ALL_RULES
     ]
-    sections = []
-    for rule in ALL_RULES:
-        doc = inspect.cleandoc(rule.__doc__ or "")
-        summary, _, body = doc.partition("\n")
-        body = body.strip().replace("\n## ", "\n### ")
-        if body.startswith("## "):
-            body = "#" + body
-        option = "--fix" if rule.fix_applicability == "safe" else "--unsafe-fixes"
-        fix = (
-            f"\n\nAutofix: {rule.fix_applicability} (`prefixkit lint {option}`)."
-            if rule.fixable()
-            else ""
-        )
-        sections.append(
-            f'<a id="{rule.code.lower()}"></a>\n## {rule.code} `{rule.name}`\n\n{summary}'
-            f"{fix}\n\n{body}\n"
-        )
+    sections = [f'<a id="{rule.code.lower()}"></a>\n{rule_section(rule)}' for rule in ALL_RULES]
     return _HEADER + "\n".join(rows) + "\n\n" + "\n".join(sections)
+
+
+def rule_section(rule: type[Rule]) -> str:
+    """One rule's section of docs/rules.md (what `prefixkit rule CODE` prints)."""
+    doc = inspect.cleandoc(rule.__doc__ or "")
+    summary, _, body = doc.partition("\n")
+    body = body.strip().replace("\n## ", "\n### ")
+    if body.startswith("## "):
+        body = "#" + body
+    option = "--fix" if rule.fix_applicability == "safe" else "--unsafe-fixes"
+    fix = (
+        f"\n\nAutofix: {rule.fix_applicability} (`prefixkit lint {option}`)."
+        if rule.fixable()
+        else ""
+    )
+    return f"## {rule.code} `{rule.name}`\n\n{summary}{fix}\n\n{body}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
