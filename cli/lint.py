@@ -8,6 +8,9 @@
     prefixkit lint --exclude vendor --no-cache
     prefixkit lint --include-tests         # test code too (skipped by default)
     prefixkit lint analysis.ipynb          # notebooks: findings as nb.ipynb:cell 3:12:5
+    prefixkit lint --diff origin/main      # only findings on lines changed since a git ref
+    prefixkit lint --write-baseline prefixkit-baseline.json   # record today's findings
+    prefixkit lint --baseline prefixkit-baseline.json         # report only new ones
 
 Exit codes: 0 clean, 1 findings (`--exit-zero` turns 1 into 0), 2 usage or
 configuration error, 3 a file the linter failed on (an internal error).
@@ -103,6 +106,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="print counts (files checked and skipped, findings per rule) instead of "
         "the findings; JSON with --format json",
     )
+    parser.add_argument(
+        "--diff",
+        default=None,
+        metavar="REF",
+        help="report only findings on lines added or changed since the git ref REF "
+        "(`git diff REF`, plus untracked files; a changed notebook counts as wholly changed)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="report only findings not recorded in this baseline file",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="record the current findings in FILE (for --baseline) and exit 0",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,10 +139,22 @@ def run(args: argparse.Namespace) -> int:
     from prefixkit.linter.result_cache import ResultCache
     from prefixkit.linter.summary import RunSummary
 
+    from . import lint_scope
+
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if args.config is not None and not args.config.is_file():
         raise UsageError(f"--config {args.config}: no such file")
+    if args.write_baseline is not None and (args.baseline is not None or args.diff):
+        raise UsageError(
+            "--write-baseline records every current finding: drop --baseline and --diff"
+        )
+    baseline = None if args.baseline is None else lint_scope.read_baseline(args.baseline)
+    changed = (
+        None
+        if args.diff is None
+        else lint_scope.git_changed_lines(args.diff, [*args.paths, Path(".")][0])
+    )
     known = frozenset(RULE_CODES)
     resolver = ConfigResolver(known, args.config)
     try:
@@ -160,15 +196,32 @@ def run(args: argparse.Namespace) -> int:
     errors = [outcome.error for outcome in outcomes if outcome.error]
     for message in errors:
         print(f"prefixkit lint: error: {message}", file=sys.stderr)
+    hidden = ""
+    if changed is not None:
+        lines, path_of = changed
+        kept = lines.keep(findings, path_of)
+        if len(kept) < len(findings):
+            hidden += f"; {len(findings) - len(kept)} finding(s) on lines unchanged since {args.diff} not shown"
+        findings = kept
+    if baseline is not None:
+        findings, count = baseline.hide(findings, lint_scope.baseline_keys(findings, args.baseline))
+        hidden += f"; {count} finding(s) hidden by the baseline {args.baseline}"
     summary = RunSummary.of(outcomes, findings)
-    if args.statistics:
+    if args.write_baseline is not None:
+        lint_scope.write_baseline(args.write_baseline, findings)
+        print(
+            f"prefixkit lint: {summary.line()}; recorded {len(findings)} finding(s) "
+            f"in the baseline {args.write_baseline}",
+            file=sys.stderr,
+        )
+    elif args.statistics:
         print(render_statistics(args.format, summary))
     else:
         texts = _texts(args.format, findings)
         output = render(args.format, findings, texts, args.unsafe_fixes)
         if output:
             print(output)
-        print(f"prefixkit lint: {summary.line()}", file=sys.stderr)
+        print(f"prefixkit lint: {summary.line()}{hidden}", file=sys.stderr)
     fixed = sum(outcome.fixed for outcome in outcomes)
     if fixed:
         print(f"prefixkit lint: fixed {fixed} finding(s)", file=sys.stderr)
@@ -176,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_RUNTIME  # the linter itself failed on a file
     if errors:
         return EXIT_CONFIG  # the project's configuration (its lock) is broken
+    if args.write_baseline is not None:
+        return 0
     return 1 if findings and not args.exit_zero else 0
 
 
