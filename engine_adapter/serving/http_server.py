@@ -18,7 +18,10 @@ over that size arriving complete in one read passes.
   gets ``431 Request Header Fields Too Large`` and the connection is closed.
 
 These answers, and uvicorn's 400 to bytes that are not an HTTP/1.1 request, carry an
-error in OpenAI's shape, as the app's own errors do.
+error in OpenAI's shape, as the app's own errors do; the connection then closes after a
+lingering moment (`LINGER_S`, what the client still sends discarded), so a client that
+reads its answer late gets the answer, not a reset. The same holds whenever uvicorn
+closes a connection (an answer with ``Connection: close``, as every gateway refusal).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from uvicorn.server import ServerState
 
 from .refused import error_body
 
-__all__ = ["BoundedH11Protocol", "bounded_h11_protocol"]
+__all__ = ["LINGER_S", "BoundedH11Protocol", "bounded_h11_protocol"]
+
+LINGER_S = 2.0  # how long a refused connection reads and discards before it closes
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -55,12 +60,15 @@ class BoundedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         self._head_deadline: asyncio.TimerHandle | None = None
         self._head_bytes = 0  # of the awaited head, received so far
+        self._lingering = False  # refused: what the client still sends is discarded
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_LingeringClose(transport, self))  # type: ignore[arg-type]
         self._start_head(0)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         if self.conn.their_state is not h11.IDLE:  # a body, or pipelined requests h11 holds
             super().data_received(data)
             self._follow_held_head()
@@ -162,6 +170,39 @@ class BoundedH11Protocol(H11Protocol):
                 )
             )
         self.transport.close()
+
+
+class _LingeringClose:
+    """The connection's transport as uvicorn sees it, except that closing it lingers:
+    writing stops at once (the client reads the end of the answer), but what the client
+    is still sending is read and discarded for `LINGER_S` before the socket closes.
+    Closing with unread bytes makes the kernel reset the connection, and a client that
+    reads its answer late (after sending the rest of a refused body) would get the reset
+    instead of the answer."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: BoundedH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._closing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._protocol._lingering = True
+        transport = self._transport
+        if transport.is_closing():
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        transport.resume_reading()  # keep draining, whatever flow control paused
+        self._protocol.loop.call_later(LINGER_S, transport.close)
 
 
 def bounded_h11_protocol(header_timeout_s: float, max_head_bytes: int) -> type[BoundedH11Protocol]:
