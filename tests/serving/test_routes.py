@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from prefixkit.engine_adapter import Deployment, Tenants, Topology, deploy
+from prefixkit.engine_adapter.engine.replicas import port_is_free
 from prefixkit.sdk import tenant_salt
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,6 +28,13 @@ GENERATION: dict[str, dict[str, object]] = {
 }
 
 
+def _free_port_pair() -> int:
+    """A free port whose next port is free too (SMG listens on both)."""
+    while not port_is_free("127.0.0.1", (port := free_port()) + 1):
+        pass
+    return port
+
+
 @pytest.fixture(params=["one replica", "smg", "precise"], scope="module")
 def deployment(request: pytest.FixtureRequest) -> Iterator[tuple[Deployment, list[FakeVLLM]]]:
     count = 1 if request.param == "one replica" else 2
@@ -35,7 +43,7 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[tuple[Deployment, lis
         replicas=count,
         router="precise" if request.param == "precise" else "smg",
         port=free_port(),
-        router_port=free_port(),
+        router_port=_free_port_pair(),
     )
     try:
         with deploy([r.endpoint for r in replicas], topology, tenants=TENANTS) as running:
