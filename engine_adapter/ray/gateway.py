@@ -22,7 +22,6 @@ and that request is never sent on to another engine (it may be what killed the f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 
 from starlette.datastructures import Headers
@@ -30,17 +29,16 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..serving.bodies import BodyWorkers
-from ..serving.gateway import PIN_FIELD, Admitted, admit
+from ..serving.gateway import Admitted, admit_scope, body_admission
 from ..serving.limits import Limits, TenantSlots, read_body
 from ..serving.refused import Refused
 from ..serving.relay import openai_error
 from ..serving.routes import RouteUse
-from ..serving.tenant_usage import TenantUsage, usage_of
+from ..serving.tenant_usage import PROMETHEUS_TEXT, TenantUsage, usage_of
 from ..serving.tenants import Tenants
 
 __all__ = ["TenantGateway", "tenants_loader"]
 
-_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _KEPT_BYTES = 16384
 
 
@@ -62,9 +60,7 @@ class TenantGateway:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        raw_path = scope.get("raw_path") or scope["path"].encode()
-        decision = admit(scope["method"], raw_path, headers, self.tenants)
+        headers, decision = admit_scope(scope, self.tenants)
         if isinstance(decision, Refused):
             await decision.response()(scope, receive, send)
             return
@@ -74,8 +70,7 @@ class TenantGateway:
         if scope["method"] != "POST" or not decision.gated:
             await self.app(_exact(scope, decision, None), receive, send)
             return
-        tenant = None if decision.caller is None or decision.caller.operator else decision.tenant
-        with self.slots.slot(tenant) as full:
+        with self.slots.slot(decision.limited_tenant) as full:
             if full is not None:
                 await full.response()(scope, receive, send)
                 return
@@ -86,18 +81,13 @@ class TenantGateway:
     ) -> None:
         try:
             raw = await read_body(receive, headers, self.limits)
-            admitted = await self.bodies.admit(
-                raw,
-                content_type=headers.get("content-type", ""),
-                content_encoding=headers.get("content-encoding", ""),
-                salt=decision.salt,
-                strip=decision.stripped,
-                max_depth=self.limits.max_json_depth,
+            options = body_admission(
+                decision, headers, self.limits.max_json_depth, pin_in_body=True
             )
+            body = (await self.bodies.admit(raw, **options)).body
         except Refused as refused:
             await refused.response()(scope, receive, send)
             return
-        body = admitted.body if decision.pin is None else _pinned(admitted.body, decision.pin)
         kept = bytearray()
 
         async def counted(message: Message) -> None:
@@ -116,7 +106,7 @@ class TenantGateway:
             return openai_error(404, "this deployment has no precise router state", "not_found")
         shown = [caller.name] if caller is not None and not caller.operator else None
         text = self.usage.exposition(shown if shown is not None else self.tenants.tenant_ids)
-        return Response(text, media_type=_PROMETHEUS)
+        return Response(text, media_type=PROMETHEUS_TEXT)
 
 
 def _replay(body: bytes, client: Receive) -> Receive:
@@ -131,12 +121,6 @@ def _replay(body: bytes, client: Receive) -> Receive:
         return await client()
 
     return receive
-
-
-def _pinned(body: bytes, pin: int) -> bytes:
-    payload = json.loads(body)
-    payload[PIN_FIELD] = pin
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _exact(scope: Scope, decision: Admitted, length: int | None) -> Scope:

@@ -41,20 +41,19 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..engine.metrics import merge_replica_metrics
 from .bodies import AdmittedBody, BodyWorkers
-from .gateway import Admitted, admit
+from .gateway import Admitted, admit_scope, body_admission
 from .limits import Limits, TenantSlots, read_body
 from .refused import Refused
 from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
 from .router import Routing
 from .routes import RouteUse
-from .tenant_usage import TenantUsage, Usage, usage_of
+from .tenant_usage import PROMETHEUS_TEXT, TenantUsage, Usage, usage_of
 from .tenants import Tenants
 
 __all__ = ["ServingApp", "serving_app"]
 
 log = logging.getLogger(__name__)
 
-_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _T = TypeVar("_T")
 
 
@@ -118,17 +117,14 @@ class ServingApp:
             await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = Headers(scope=scope)
-        raw_path = scope.get("raw_path") or scope["path"].encode()
-        decision = admit(scope["method"], raw_path, headers, self.tenants)
+        headers, decision = admit_scope(scope, self.tenants)
         if isinstance(decision, Refused):
             await decision.response()(scope, receive, send)
             return
         if decision.use is RouteUse.GATEWAY:
             await (await self._answer(decision))(scope, receive, send)
             return
-        tenant = None if decision.caller is None or decision.caller.operator else decision.tenant
-        with self.slots.slot(tenant) as full:
+        with self.slots.slot(decision.limited_tenant) as full:
             if full is not None:
                 await full.response()(scope, receive, send)
                 return
@@ -157,15 +153,9 @@ class ServingApp:
         parsed = decision.use in (RouteUse.SALTED, RouteUse.READ_ONLY)
         if not parsed:
             return AdmittedBody(raw, {})
-        admitted = await self.bodies.admit(
-            raw,
-            content_type=headers.get("content-type", ""),
-            content_encoding=headers.get("content-encoding", ""),
-            salt=decision.salt,
-            strip=decision.stripped,
-            max_depth=self.limits.max_json_depth,
+        return await self.bodies.admit(
+            raw, **body_admission(decision, headers, self.limits.max_json_depth)
         )
-        return admitted
 
     async def _relay(
         self,
@@ -228,7 +218,7 @@ class ServingApp:
     async def _metrics(self, decision: Admitted) -> Response:
         caller = decision.caller
         if caller is not None and not caller.operator:
-            return Response(self.usage.exposition([caller.name]), media_type=_PROMETHEUS)
+            return Response(self.usage.exposition([caller.name]), media_type=PROMETHEUS_TEXT)
 
         async def scrape(url: str) -> str | None:
             try:
@@ -242,7 +232,8 @@ class ServingApp:
         texts = await asyncio.gather(*(scrape(url) for url in self.routing.replica_urls))
         tenants = [] if self.tenants is None else self.tenants.tenant_ids
         return Response(
-            merge_replica_metrics(texts) + self.usage.exposition(tenants), media_type=_PROMETHEUS
+            merge_replica_metrics(texts) + self.usage.exposition(tenants),
+            media_type=PROMETHEUS_TEXT,
         )
 
     def _router_state(self) -> Response:

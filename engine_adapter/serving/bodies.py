@@ -20,8 +20,9 @@ import concurrent.futures
 import functools
 import json
 import multiprocessing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from .refused import Refused
@@ -38,6 +39,7 @@ __all__ = [
 DEFAULT_MAX_DEPTH = 64
 # bodies up to this size are admitted on the event loop (well under a millisecond)
 INLINE_BODY_BYTES = 256 * 1024
+_NO_FIELDS: Mapping[str, object] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,13 @@ def admit_body(
     *,
     content_type: str,
     content_encoding: str,
-    salt: str | None,
+    fields: Mapping[str, object] = _NO_FIELDS,
     strip: Iterable[str] = ("cache_salt",),
     max_depth: int = DEFAULT_MAX_DEPTH,
     view_budget: int = 1 << 17,
 ) -> AdmittedBody:
-    """Check `raw` and return it without the `strip` keys, with ``cache_salt: salt`` when
-    `salt` is given (module docstring); raises `Refused`."""
+    """Check `raw` and return it without the `strip` keys and with `fields` set (the
+    tenant's ``cache_salt``, a pin: module docstring); raises `Refused`."""
     encoding = content_encoding.strip().lower()
     if encoding not in ("", "identity"):
         raise Refused(
@@ -93,8 +95,7 @@ def admit_body(
         raise _too_deep(max_depth)
     for key in strip:
         payload.pop(key, None)
-    if salt is not None:
-        payload["cache_salt"] = salt
+    payload.update(fields)
     try:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from starlette.datastructures import Headers
 from starlette.responses import Response
+from starlette.types import Scope
 
 from .refused import Refused
 from .routes import OPERATOR_ROUTES, PUBLIC_ROUTES, TENANT_ROUTES, RouteUse, canonical_path
@@ -42,6 +45,8 @@ __all__ = [
     "TENANT_STRIPPED_FIELDS",
     "Admitted",
     "admit",
+    "admit_scope",
+    "body_admission",
     "unauthorized",
 ]
 
@@ -83,6 +88,12 @@ class Admitted:
     tenant: str | None = None
     salt: str | None = None
     pin: int | None = None
+
+    @property
+    def limited_tenant(self) -> str | None:
+        """The tenant whose requests in flight this one counts against (None for an
+        operator's request and for a deployment without tenants)."""
+        return None if self.caller is None or self.caller.operator else self.tenant
 
     @property
     def stripped(self) -> tuple[str, ...]:
@@ -130,6 +141,33 @@ def admit(
         return Refused(404, f"{method} {path} is not a route of this API", "not_found")
     salt = tenants.salt_of(caller.name) if use is RouteUse.SALTED else None
     return Admitted(method, path, use, caller, caller.name, salt)
+
+
+def admit_scope(scope: Scope, tenants: Tenants | None) -> tuple[Headers, Admitted | Refused]:
+    """`admit` for an ASGI request: its headers, and the decision on its raw target."""
+    headers = Headers(scope=scope)
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    return headers, admit(scope["method"], raw_path, headers, tenants)
+
+
+def body_admission(
+    decision: Admitted, headers: Mapping[str, str], max_depth: int, *, pin_in_body: bool = False
+) -> dict[str, Any]:
+    """The options of `bodies.admit_body` for an admitted request: its content type and
+    encoding, the fields it loses, and those it gets (the salt; with `pin_in_body`, an
+    operator's pin as `PIN_FIELD`, for Ray's request router)."""
+    fields: dict[str, object] = {}
+    if decision.salt is not None:
+        fields["cache_salt"] = decision.salt
+    if pin_in_body and decision.pin is not None:
+        fields[PIN_FIELD] = decision.pin
+    return {
+        "content_type": headers.get("content-type", ""),
+        "content_encoding": headers.get("content-encoding", ""),
+        "fields": fields,
+        "strip": decision.stripped,
+        "max_depth": max_depth,
+    }
 
 
 def _operators(

@@ -15,7 +15,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["TenantUsage", "Usage", "usage_of"]
+__all__ = ["PROMETHEUS_TEXT", "TenantUsage", "Usage", "usage_of"]
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # the exposition's media type
 
 # a "usage" object with objects one level inside it (prompt_tokens_details)
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{(?:[^{}]|\{[^{}]*\})*\})')

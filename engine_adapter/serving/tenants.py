@@ -225,8 +225,10 @@ class Tenants:
         given: what the gateway forwards for a generation request sent to it, for a
         request sent straight to a replica (warm-up). Raises `Refused` for a body
         the gateway would refuse."""
-        salt = None if tenant is None else self._salts[tenant]
-        admitted = admit_body(body, content_type="application/json", content_encoding="", salt=salt)
+        fields = {} if tenant is None else {"cache_salt": self._salts[tenant]}
+        admitted = admit_body(
+            body, content_type="application/json", content_encoding="", fields=fields
+        )
         return admitted.body
 
 
