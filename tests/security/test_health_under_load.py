@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from prefixkit.testing.fake_vllm import free_port
 
 from .conftest import ACME
@@ -61,6 +62,7 @@ def _token_id_completion(size: int) -> bytes:
     return body
 
 
+@pytest.mark.slow  # a latency measurement: it needs the cores to itself (make test runs serially)
 def test_health_answers_within_50_ms_at_p99_while_a_tenant_sends_8_mb_bodies() -> None:
     body = _token_id_completion(BODY_BYTES)
     replica = f"http://127.0.0.1:{free_port()}"
