@@ -35,10 +35,10 @@ distinct prefix; the DYNAMIC question never is.
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from .breakpoints import Block, Breakpoint, plan_breakpoints
@@ -200,7 +200,7 @@ def render_anthropic(
         wire, owners, blocks = _wire(located)
         minimum = info.min_cache_tokens if info is not None else None
         tokens = _exact_prefix_tokens(located, wire, owners, counter, minimum)
-        blocks = [replace(b, prefix_tokens=tokens[o]) for b, o in zip(blocks, owners, strict=True)]
+        blocks = [b._replace(prefix_tokens=tokens[o]) for b, o in zip(blocks, owners, strict=True)]
     else:
         wire, owners, blocks = _wire(located, _local_prefix_tokens(located, counter))
     plan = plan_breakpoints(
@@ -413,9 +413,15 @@ def _content(block: ContentBlock) -> dict[str, Any]:
 WireBlock = tuple[tuple[Part, Segment], dict[str, Any]]
 
 
+@functools.lru_cache(maxsize=1024)
+def _shaped_tool(text: str) -> dict[str, Any]:
+    return anthropic_tool(json.loads(text))
+
+
 def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
     if part == "tools":
-        return [anthropic_tool(json.loads(segment.text))]
+        # converted once per distinct definition; each request gets its own outer dict
+        return [dict(_shaped_tool(segment.text))]
     if not segment.blocks:
         if not segment.text.strip():
             raise RenderError(
@@ -452,39 +458,57 @@ def _wire(
     blocks: list[Block] = []
     for position, (part, segment) in enumerate(located):
         rendered = _segment_blocks(part, segment)
-        markable = [block.get("type") not in _UNMARKABLE for block in rendered]
-        last = max((i for i, ok in enumerate(markable) if ok), default=None)
-        if segment.cache_control is not None and last is None:
-            raise RenderError(
-                f"{part} {segment.label} carries cache_control but none of its blocks can "
-                "(thinking blocks cannot): move the marker to another segment",
-                provider="anthropic",
-                segment=segment.label,
-            )
+        where = f"{part} {segment.label}"
+        caller = _caller_ttl(segment.cache_control, where)
+        prefix_tokens = None if tokens is None else tokens[position]
+        if len(rendered) == 1 and "cache_control" not in rendered[0]:
+            # one block without a marker of its own: text, a tool, most message blocks
+            (block,) = rendered
+            markable = block.get("type") not in _UNMARKABLE
+            if caller is not None:
+                if not markable:
+                    raise _unmarkable(part, segment)
+                block = {**block, "cache_control": {"type": "ephemeral", "ttl": caller}}
+            wire.append(((part, segment), block))
+            owners.append(position)
+            blocks.append(Block(where, segment.stability, markable, caller, prefix_tokens))
+            continue
+        markable_blocks = [block.get("type") not in _UNMARKABLE for block in rendered]
+        last = max((i for i, ok in enumerate(markable_blocks) if ok), default=None)
+        if caller is not None and last is None:
+            raise _unmarkable(part, segment)
         for index, block in enumerate(rendered):
-            where = f"{part} {segment.label}"
             own = _caller_ttl(block.get("cache_control"), where)
-            caller = _caller_ttl(segment.cache_control, where) if index == last else None
-            if own is not None and caller is not None and own != caller:
+            marker = caller if index == last else None
+            if own is not None and marker is not None and own != marker:
                 raise RenderError(
-                    f"{where} has two cache markers: {own} and {caller}",
+                    f"{where} has two cache markers: {own} and {marker}",
                     provider="anthropic",
                     segment=where,
                 )
-            if caller is not None and own is None:
-                block = {**block, "cache_control": {"type": "ephemeral", "ttl": caller}}
+            if marker is not None and own is None:
+                block = {**block, "cache_control": {"type": "ephemeral", "ttl": marker}}
             wire.append(((part, segment), block))
             owners.append(position)
             blocks.append(
                 Block(
-                    label=where if len(rendered) == 1 else f"{where} block {index}",
-                    stability=segment.stability,
-                    markable=markable[index],
-                    caller_ttl=own if own is not None else caller,
-                    prefix_tokens=None if tokens is None else tokens[position],
+                    where if len(rendered) == 1 else f"{where} block {index}",
+                    segment.stability,
+                    markable_blocks[index],
+                    own if own is not None else marker,
+                    prefix_tokens,
                 )
             )
     return wire, owners, blocks
+
+
+def _unmarkable(part: Part, segment: Segment) -> RenderError:
+    return RenderError(
+        f"{part} {segment.label} carries cache_control but none of its blocks can "
+        "(thinking blocks cannot): move the marker to another segment",
+        provider="anthropic",
+        segment=segment.label,
+    )
 
 
 class PrefixBody(TypedDict):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .errors import RenderError
 from .segment import Stability
@@ -35,13 +35,13 @@ __all__ = ["Block", "Breakpoint", "plan_breakpoints"]
 Reason = Literal["caller", "tier", "rolling", "checkpoint"]
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(NamedTuple):
     """One markable-or-not unit of a rendered request.
 
     `caller_ttl` is set when the caller's segment carries its own marker
     ("" for a marker without TTL); `prefix_tokens` counts every token up to
-    and including this block (None when not counted).
+    and including this block (None when not counted). A tuple: a render builds
+    one per block, and a tuple is the cheapest immutable record to build.
     """
 
     label: str

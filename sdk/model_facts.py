@@ -174,6 +174,7 @@ def _check_provider(provider: str) -> Provider:
     )
 
 
+@functools.cache
 def provider_limits(provider: Provider) -> ProviderLimits:
     """The request-level limits of `provider` from the data table."""
     limits = _table()[_check_provider(provider)]["limits"]

@@ -59,7 +59,7 @@ from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
 from .content import ContentBlock, Document, Image, Native, Text, ToolCall, ToolResult
 from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
-from .model_facts import ModelInfo, ProviderLimits, model_info, provider_limits
+from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted, tool_ids
 from .request_checks import check_request
@@ -246,7 +246,7 @@ def _render(
         provider=api,
         model=model,
     )
-    allowed = _limits().api_ttls.get(api, ())
+    allowed = provider_limits("openai").api_ttls.get(api, ())
     if cache_ttl is not None and cache_ttl not in allowed:
         raise RenderError(
             f"cache_ttl {cache_ttl!r} is not accepted by the {api} API: use one of "
@@ -332,7 +332,7 @@ def _plan(parts: list[_Part], blocks: list[Block], mode: CacheMode) -> list[Brea
     markable part before the latest assistant turn), where the previous request
     wrote, so the next read finds it; the tier ends take the slots left.
     """
-    limit = _limits().max_breakpoints
+    limit = provider_limits("openai").max_breakpoints
     if mode == "implicit":
         return plan_breakpoints(blocks, max_markers=limit, reserved=1)
     callers = sum(1 for block in blocks if block.caller_ttl is not None)
@@ -410,11 +410,6 @@ def _shaped_tool(api: Api, text: str) -> dict[str, Any]:
 def _tool(api: Api, text: str) -> dict[str, Any]:
     """A tool segment in `api`'s shape, converted once per distinct definition."""
     return dict(_shaped_tool(api, text))
-
-
-@functools.cache
-def _limits() -> ProviderLimits:
-    return provider_limits("openai")
 
 
 @functools.cache
