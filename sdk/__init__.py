@@ -42,12 +42,15 @@ if TYPE_CHECKING:
     from .block_hash import DEFAULT_NONE_HASH_SEED as DEFAULT_NONE_HASH_SEED
     from .block_hash import HashAlgo as HashAlgo
     from .block_hash import PrefixHashMemo as PrefixHashMemo
+    from .block_hash import VllmVersion as VllmVersion
     from .block_hash import block_hashes as block_hashes
     from .block_hash import event_block_hash as event_block_hash
     from .block_hash import event_block_hashes as event_block_hashes
     from .block_hash import hash_block as hash_block
     from .block_hash import none_hash as none_hash
     from .block_hash import none_hash_seed as none_hash_seed
+    from .block_hash import salt_extra_keys as salt_extra_keys
+    from .block_hash import vllm_version_of as vllm_version_of
     from .cache_payoff import BreakEven as BreakEven
     from .cache_payoff import TTLChoice as TTLChoice
     from .cache_payoff import break_even as break_even
@@ -203,6 +206,7 @@ _EXPORTS: dict[str, str] = {
     "VLLMChatRequest": "vllm_request",
     "VLLMClient": "clients",
     "VLLMCompletionRequest": "vllm_request",
+    "VllmVersion": "block_hash",
     "align_static_prefix": "alignment",
     "block_hashes": "block_hash",
     "break_even": "cache_payoff",
@@ -221,6 +225,7 @@ _EXPORTS: dict[str, str] = {
     "model_info": "model_facts",
     "none_hash": "block_hash",
     "none_hash_seed": "block_hash",
+    "salt_extra_keys": "block_hash",
     "prompt_cache_key": "openai_request",
     "provider_limits": "model_facts",
     "read_lock": "registry",
@@ -237,6 +242,7 @@ _EXPORTS: dict[str, str] = {
     "salt_secret": "salt",
     "tenant_salt": "salt",
     "vllm_tool": "vllm_request",
+    "vllm_version_of": "block_hash",
     "write_lock": "registry",
 }
 

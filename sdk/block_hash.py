@@ -6,9 +6,25 @@ prompt in full blocks of ``block_size`` tokens. Block ``i`` is keyed by
     hash_fn((parent_hash or NONE_HASH, tuple(block_token_ids), extra_keys))
 
 where ``NONE_HASH = hash_fn(seed)``, ``seed`` is the engine's ``PYTHONHASHSEED``
-or ``"vllm-none-hash"``, and ``extra_keys`` is ``(("cache_salt", salt),)`` on the
-first block of a salted request and ``None`` otherwise (LoRA, multimodal and
-prompt-embedding keys are out of scope). A trailing partial block is never hashed.
+or ``"vllm-none-hash"``, and ``extra_keys`` carries a salted request's ``cache_salt``
+on its first block and is ``None`` otherwise (LoRA, multimodal and prompt-embedding
+keys are out of scope). A trailing partial block is never hashed.
+
+The engine versions prefixkit runs hash the same way but for one difference, the
+shape of the salt in the first block's extra keys (`salt_extra_keys`):
+
+======== ===================================== =====================================
+vLLM     first block of a salted request        where prefixkit runs it
+======== ===================================== =====================================
+``0.29`` ``(salt,)``: the bare salt              the Ray backend (Ray Serve 2.60 pins it)
+``0.32`` ``(("cache_salt", salt),)``: tagged     the local engine
+======== ===================================== =====================================
+
+vLLM tagged its extra keys (LoRA names, multimodal ids, the salt) so that a LoRA
+named like a tenant's salt no longer shares its blocks. Every function here takes
+the engine's version as ``vllm`` (a `VllmVersion`; `vllm_version_of` reads one from
+an installed version string such as ``"0.29.0+cpu"``); unsalted prompts hash the
+same under both.
 
 KV events publish each hash as an int: the digest's last 8 bytes, big-endian
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``, vLLM's default); see `event_block_hash`.
@@ -44,6 +60,7 @@ __all__ = [
     "DEFAULT_NONE_HASH_SEED",
     "HashAlgo",
     "PrefixHashMemo",
+    "VllmVersion",
     "block_hashes",
     "cbor_block",
     "event_block_hash",
@@ -51,11 +68,18 @@ __all__ = [
     "hash_block",
     "none_hash",
     "none_hash_seed",
+    "salt_extra_keys",
     "sha256",
     "sha256_cbor",
+    "vllm_version_of",
 ]
 
 HashAlgo = Literal["sha256", "sha256_cbor"]
+
+VllmVersion = Literal["0.29", "0.32"]
+"""An engine version whose block hash prefixkit reproduces (see the module docstring)."""
+
+VLLM_VERSIONS: tuple[VllmVersion, ...] = ("0.29", "0.32")
 
 DEFAULT_NONE_HASH_SEED = "vllm-none-hash"
 
@@ -160,6 +184,50 @@ def _check_block_size(block_size: int) -> None:
         )
 
 
+def vllm_version_of(version: str) -> VllmVersion:
+    """The `VllmVersion` whose block hash an engine reporting `version` computes.
+
+    `version` is vLLM's own (``vllm.__version__``, ``/version``, a pinned install such
+    as ``"0.32.0"`` or ``"0.29.0+cpu"``); any patch release of a known minor version
+    hashes as that version.
+    """
+    major_minor = ".".join(version.split("+", 1)[0].split(".")[:2])
+    for known in VLLM_VERSIONS:
+        if major_minor == known:
+            return known
+    raise UsageError(
+        f"prefixkit does not know vLLM {version}'s block hash: it reproduces vLLM "
+        f"{' and '.join(VLLM_VERSIONS)}; run one of those engine versions",
+        argument="version",
+        value=version,
+    )
+
+
+# The one place the engine versions' block hashes differ: a salted first block's extra keys
+_SALT_KEYS: dict[str, Callable[[str], tuple[object, ...]]] = {
+    "0.29": lambda salt: (salt,),  # the bare salt
+    "0.32": lambda salt: (("cache_salt", salt),),  # tagged, apart from LoRA names
+}
+
+
+def salt_extra_keys(
+    cache_salt: str | None, vllm: VllmVersion = "0.32"
+) -> tuple[object, ...] | None:
+    """The extra keys of a request's first block under `cache_salt`, as vLLM `vllm`
+    writes them: ``(salt,)`` in 0.29, ``(("cache_salt", salt),)`` in 0.32; None when
+    unsalted (an empty salt is no salt in both)."""
+    try:
+        tag = _SALT_KEYS[vllm]
+    except KeyError:
+        raise UsageError(
+            f"unknown vLLM version {vllm!r} for block hashes: use one of "
+            f"{', '.join(VLLM_VERSIONS)}",
+            argument="vllm",
+            value=vllm,
+        ) from None
+    return tag(cache_salt) if cache_salt else None
+
+
 def none_hash_seed(environ: Mapping[str, str] | None = None) -> str:
     """The seed an engine started with `environ` derives NONE_HASH from.
 
@@ -196,8 +264,9 @@ def block_hashes(
     algo: HashAlgo = "sha256",
     cache_salt: str | None = None,
     seed: str | None = None,
+    vllm: VllmVersion = "0.32",
 ) -> list[bytes]:
-    """The chained hashes of every full block of a prompt, as vLLM computes them.
+    """The chained hashes of every full block of a prompt, as vLLM `vllm` computes them.
 
     `token_ids` are the exact ids the engine sees (BOS and chat template
     included). An empty `cache_salt` counts as no salt, as in vLLM. `seed`
@@ -205,20 +274,21 @@ def block_hashes(
     """
     _check_block_size(block_size)
     first = none_hash(algo, none_hash_seed() if seed is None else seed)
-    return _chain(token_ids, block_size, first, cache_salt, _block_hash_function(algo))
+    salt_keys = salt_extra_keys(cache_salt, vllm)
+    return _chain(token_ids, block_size, first, salt_keys, _block_hash_function(algo))
 
 
 def _chain(
     token_ids: Sequence[int],
     block_size: int,
     first_parent: bytes,
-    cache_salt: str | None,
+    salt_keys: tuple[object, ...] | None,
     hash_block: _BlockHasher,
 ) -> list[bytes]:
     """Every full block's hash, each from its parent's (`first_parent` for the
-    first block, whose extra keys carry the salt)."""
+    first block, whose extra keys are `salt_keys`)."""
     parent = first_parent
-    extra: tuple[object, ...] | None = (("cache_salt", cache_salt),) if cache_salt else None
+    extra = salt_keys
     hashes: list[bytes] = []
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         parent = hash_block(parent, token_ids[start : start + block_size], extra)
@@ -239,16 +309,19 @@ def event_block_hashes(
     algo: HashAlgo = "sha256",
     cache_salt: str | None = None,
     seed: str | None = None,
+    vllm: VllmVersion = "0.32",
 ) -> list[int]:
     """`block_hashes` in the int form KV events publish (what the router indexes)."""
     return [
         event_block_hash(h)
-        for h in block_hashes(token_ids, block_size, algo=algo, cache_salt=cache_salt, seed=seed)
+        for h in block_hashes(
+            token_ids, block_size, algo=algo, cache_salt=cache_salt, seed=seed, vllm=vllm
+        )
     ]
 
 
 class PrefixHashMemo:
-    """`event_block_hashes` for one engine's settings, remembering up to `limit`
+    """`event_block_hashes` for one engine's settings and version, remembering up to `limit`
     block hashes (about 1 KB each) by (parent hash, block tokens, extra keys): a
     block is hashed once however many later prompts repeat it after the same
     prefix and salt."""
@@ -259,9 +332,11 @@ class PrefixHashMemo:
         *,
         algo: HashAlgo = "sha256",
         seed: str | None = None,
+        vllm: VllmVersion = "0.32",
         limit: int = 1 << 14,
     ) -> None:
         _check_block_size(block_size)
+        salt_extra_keys(None, vllm)  # refuses an unknown version
         if limit < 1:
             raise UsageError(
                 f"the memo must hold at least one hash, got limit {limit}",
@@ -270,6 +345,7 @@ class PrefixHashMemo:
             )
         self.block_size = block_size
         self.limit = limit
+        self.vllm: VllmVersion = vllm
         self._hash = _block_hash_function(algo)
         self._none = none_hash(algo, none_hash_seed() if seed is None else seed)
         self._memo: OrderedDict[tuple[bytes, tuple[int, ...], object], bytes] = OrderedDict()
@@ -279,7 +355,8 @@ class PrefixHashMemo:
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[int]:
         """The KV-event hashes of every full block of `token_ids` (see `block_hashes`)."""
-        chain = _chain(token_ids, self.block_size, self._none, cache_salt, self._remembered)
+        salt_keys = salt_extra_keys(cache_salt, self.vllm)
+        chain = _chain(token_ids, self.block_size, self._none, salt_keys, self._remembered)
         return [event_block_hash(digest) for digest in chain]
 
     def _remembered(self, parent: bytes, token_ids: Sequence[int], extra: object) -> bytes:

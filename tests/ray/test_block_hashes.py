@@ -1,4 +1,5 @@
-"""The prefixkit router's block hashes are those of the Ray engine's own vLLM, salted or not."""
+"""The block hashes prefixkit computes for the Ray engine's vLLM version are that vLLM's own,
+salted or not."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import json
 import subprocess
 
 import pytest
-from prefixkit.engine_adapter.ray.block_hashes import ray_engine_block_hashes
-from prefixkit.engine_adapter.ray.install import ensure_ray_engine
+from prefixkit.engine_adapter.ray.install import RAY_VLLM_VERSION, ensure_ray_engine
+from prefixkit.sdk import event_block_hashes, vllm_version_of
 
 pytestmark = pytest.mark.ray
 
@@ -51,5 +52,11 @@ def engine_hashes() -> list[list[int]]:
 def test_router_hashes_are_the_ray_engines(engine_hashes: list[list[int]], case: int) -> None:
     salt, algo = CASES[case]
     assert len(engine_hashes[case]) == 3
-    ours = ray_engine_block_hashes(TOKENS, 32, algo=algo, cache_salt=salt)  # type: ignore[arg-type]
+    ours = event_block_hashes(
+        TOKENS,
+        32,
+        algo=algo,  # type: ignore[arg-type]
+        cache_salt=salt,
+        vllm=vllm_version_of(RAY_VLLM_VERSION),
+    )
     assert ours == engine_hashes[case]

@@ -2,8 +2,10 @@
 hashes bit for bit.
 
 The golden digests were produced by vLLM 0.32's own `hash_block_tokens` and
-`init_none_hash` (engine virtualenv) for tokens 100..169 and block size 32; the
-live engine comparison is in test_live_engine.py.
+`init_none_hash` (engine virtualenv) for tokens 100..169 and block size 32, and by
+vLLM 0.29's request block hasher (the Ray engine's virtualenv) for the salted 0.29
+ones; the live engine comparisons are in tests/routing/test_live_engine.py and
+tests/ray/test_block_hashes.py.
 """
 
 from typing import cast
@@ -15,12 +17,15 @@ from hypothesis import strategies as st
 from prefixkit.sdk import (
     HashAlgo,
     PrefixHashMemo,
+    VllmVersion,
     block_hashes,
     event_block_hash,
     event_block_hashes,
     hash_block,
     none_hash,
     none_hash_seed,
+    salt_extra_keys,
+    vllm_version_of,
 )
 from prefixkit.sdk.block_hash import cbor_block
 
@@ -53,6 +58,27 @@ GOLDEN = {
         "b4a2ded032a7e6aa5334fe3532a46c3cb358775e174ddb301d79e679a80b4827",
     ),
 }
+
+
+GOLDEN_0_29 = {
+    # (algo, salt) -> first two block digests of vLLM 0.29, seed "vllm-none-hash"
+    ("sha256", "tenant-a"): (
+        "9f023e9c4fefc419bc07ce90e05ebe785cacd34d196a60cc9cba414ba34d4dc7",
+        "ae75ce5488ef2476d092e3789955002d040632927c36e92871fd5a4244153805",
+    ),
+    ("sha256_cbor", "tenant-a"): (
+        "3dcf0e730d8514e6e097405d4b00dddeb54fb2938deb02fb62577b07b117a103",
+        "e01bcd56afa4e029ae39abea46c31490d1be6cf698811814251b16ae5b7798f6",
+    ),
+}
+
+
+@pytest.mark.parametrize(("algo", "salt"), list(GOLDEN_0_29))
+def test_vllm_0_29_block_hashes_match_its_golden_digests(algo: HashAlgo, salt: str) -> None:
+    hashes = block_hashes(
+        TOKENS, 32, algo=algo, cache_salt=salt, seed="vllm-none-hash", vllm="0.29"
+    )
+    assert [h.hex() for h in hashes] == list(GOLDEN_0_29[(algo, salt)])
 
 
 @pytest.mark.parametrize(("algo", "seed", "salt"), list(GOLDEN))
@@ -206,3 +232,97 @@ def test_prefix_memo_hashes_only_the_blocks_a_next_turn_adds() -> None:
 def test_prefix_memo_refuses_an_empty_limit() -> None:
     with pytest.raises(ValueError, match="at least one hash"):
         PrefixHashMemo(4, limit=0)
+
+
+# --- one hasher per engine version: vLLM 0.29 and 0.32 ---
+
+versions = st.sampled_from(["0.29", "0.32"])
+algos = st.sampled_from(["sha256", "sha256_cbor"])
+
+
+@given(tokens_st, algos, st.sampled_from([None, ""]))
+def test_engine_versions_agree_on_unsalted_prompts(
+    tokens: list[int], algo: HashAlgo, salt: str | None
+) -> None:
+    assert block_hashes(tokens, 4, algo=algo, cache_salt=salt, seed="s", vllm="0.29") == (
+        block_hashes(tokens, 4, algo=algo, cache_salt=salt, seed="s", vllm="0.32")
+    )
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=1000), min_size=4, max_size=40),
+    algos,
+    st.text(min_size=1, max_size=20),
+)
+def test_engine_versions_differ_on_every_block_of_a_salted_prompt(
+    tokens: list[int], algo: HashAlgo, salt: str
+) -> None:
+    old = block_hashes(tokens, 4, algo=algo, cache_salt=salt, seed="s", vllm="0.29")
+    new = block_hashes(tokens, 4, algo=algo, cache_salt=salt, seed="s", vllm="0.32")
+    assert len(old) == len(new) >= 1
+    assert not set(old) & set(new)  # the first block differs, and the chain carries it on
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=1000), min_size=4, max_size=40),
+    algos,
+    versions,
+    st.text(min_size=1, max_size=20),
+)
+def test_versions_differ_only_in_the_salted_first_blocks_extra_keys(
+    tokens: list[int], algo: HashAlgo, vllm: VllmVersion, salt: str
+) -> None:
+    # the same chain, the first block keyed by that version's salt keys, nothing else
+    parent = None
+    expected = []
+    for start in range(0, len(tokens) - 3, 4):
+        extra = salt_extra_keys(salt, vllm) if start == 0 else None
+        parent = hash_block(parent, tokens[start : start + 4], extra, algo=algo, seed="s")
+        expected.append(parent)
+    assert block_hashes(tokens, 4, algo=algo, cache_salt=salt, seed="s", vllm=vllm) == expected
+
+
+def test_salt_extra_keys_are_bare_in_0_29_and_tagged_in_0_32() -> None:
+    assert salt_extra_keys("t", "0.29") == ("t",)
+    assert salt_extra_keys("t", "0.32") == (("cache_salt", "t"),)
+    assert salt_extra_keys("", "0.29") is None
+    assert salt_extra_keys(None, "0.32") is None
+
+
+@given(_turns, algos, versions, st.integers(1, 6))
+def test_prefix_memo_hashes_as_its_engine_version(
+    turns: list[tuple[int, int, str | None]], algo: HashAlgo, vllm: VllmVersion, limit: int
+) -> None:
+    memo = PrefixHashMemo(4, algo=algo, seed="s", vllm=vllm, limit=limit)
+    prompts: dict[int, list[int]] = {}
+    for conversation, added, salt in turns:
+        prompt = prompts.setdefault(conversation, list(range(conversation, conversation + 8)))
+        prompt.extend((conversation * 7 + k) % 50 for k in range(added))
+        expected = event_block_hashes(prompt, 4, algo=algo, cache_salt=salt, seed="s", vllm=vllm)
+        assert memo.hashes(prompt, salt) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("0.32.0", "0.32"), ("0.32.1+cpu", "0.32"), ("0.29.0+cpu", "0.29"), ("0.29.0", "0.29")],
+)
+def test_vllm_version_of_an_installed_version(version: str, expected: str) -> None:
+    assert vllm_version_of(version) == expected
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.3.2", "1.0.0", "dev"])
+def test_an_engine_version_whose_hash_is_unknown_is_refused_with_the_known_ones(
+    version: str,
+) -> None:
+    with pytest.raises(ValueError, match=r"0\.29 and 0\.32"):
+        vllm_version_of(version)
+
+
+def test_an_unknown_hash_version_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown vLLM version"):
+        salt_extra_keys("t", cast(VllmVersion, "0.30"))  # the mistake under test
+
+
+def test_a_memo_for_an_unknown_hash_version_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown vLLM version"):
+        PrefixHashMemo(4, vllm=cast(VllmVersion, "0.30"))  # the mistake under test
