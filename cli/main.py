@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "warm a new prompt version's prefix on every replica, per tenant salt",
     ),
     "rule": ("prefixkit.cli.rule", "print a lint rule's documentation, or --all to list them"),
+    "lsp": ("prefixkit.cli.lsp", "run the linter as a language server (LSP) for editors"),
     "models": ("prefixkit.cli.models", "list the models prefixkit knows: minimums and prices"),
 }
 
