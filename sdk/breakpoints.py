@@ -23,6 +23,7 @@ are raised or lowered to fit between them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -102,11 +103,55 @@ def plan_breakpoints(
         )
     rank = {ttl: len(ttl_order) - position for position, ttl in enumerate(ttl_order)}
     _check_caller_order(blocks, callers, rank, trailing_ttl)
-    if tier_ttl:
-        _check_tier_order(tier_ttl, rank)
+    # What decides the plan, and nothing else: a conversation's blocks differ from one
+    # request to the next in text and counts, rarely in this shape.
+    shape = tuple(
+        _Shape(block.stability, block.markable, block.caller_ttl, _long_enough(block, min_tokens))
+        for block in blocks
+    )
+    return list(
+        _plan(
+            shape,
+            max_markers,
+            reserved,
+            tuple(sorted(tier_ttl.items())) if tier_ttl else (),
+            tuple(ttl_order),
+            trailing_ttl,
+            lookback,
+            len(blocks) - 1 if trailing_index is None else trailing_index,
+            frozenset(unmarked),
+        )
+    )
 
-    last = len(blocks) - 1 if trailing_index is None else trailing_index
-    candidates = _candidates(blocks, reserved > 0, last, lookback, min_tokens, unmarked)
+
+class _Shape(NamedTuple):
+    """The planner's view of a block: all `plan_breakpoints` decides on."""
+
+    stability: Stability
+    markable: bool
+    caller_ttl: str | None
+    long_enough: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(
+    blocks: tuple[_Shape, ...],
+    max_markers: int,
+    reserved: int,
+    tier_ttl: tuple[tuple[Stability, str], ...],
+    ttl_order: tuple[str, ...],
+    trailing_ttl: str | None,
+    lookback: int | None,
+    last: int,
+    unmarked: frozenset[Stability],
+) -> tuple[Breakpoint, ...]:
+    """The plan for blocks of this shape (memoised: equal shapes, equal plans)."""
+    rank = {ttl: len(ttl_order) - position for position, ttl in enumerate(ttl_order)}
+    tiers = dict(tier_ttl)
+    if tiers:
+        _check_tier_order(tiers, rank)
+    callers = [i for i, block in enumerate(blocks) if block.caller_ttl is not None]
+    candidates = _candidates(blocks, reserved > 0, last, lookback, unmarked)
     chosen: dict[int, Reason] = {i: "caller" for i in callers}
     free = max_markers - reserved - len(callers)
     for index, reason in candidates:
@@ -120,9 +165,9 @@ def plan_breakpoints(
         Breakpoint(i, (blocks[i].caller_ttl or None) if reason == "caller" else None, reason)
         for i, reason in sorted(chosen.items())
     ]
-    if tier_ttl:
-        plan = _assign_ttls(plan, blocks, tier_ttl, rank, trailing_ttl)
-    return plan
+    if tiers:
+        plan = _assign_ttls(plan, blocks, tiers, rank, trailing_ttl)
+    return tuple(plan)
 
 
 def _check_caller_order(
@@ -168,7 +213,7 @@ def _check_tier_order(tier_ttl: Mapping[Stability, str], rank: Mapping[str, int]
         previous = (tier, ttl)
 
 
-def _tier_end(blocks: Sequence[Block], tier: Stability, upto: int) -> int | None:
+def _tier_end(blocks: Sequence[_Shape], tier: Stability, upto: int) -> int | None:
     """The last markable block of `tier` at or before `upto`."""
     for index in range(min(upto, len(blocks) - 1), -1, -1):
         block = blocks[index]
@@ -184,12 +229,11 @@ def _long_enough(block: Block, min_tokens: int | None) -> bool:
 
 
 def _candidates(
-    blocks: Sequence[Block],
+    blocks: Sequence[_Shape],
     trailing_marked: bool,
     last: int,
     lookback: int | None,
-    min_tokens: int | None,
-    unmarked: Collection[Stability] = (),
+    unmarked: Collection[Stability],
 ) -> list[tuple[int, Reason]]:
     """prefixkit's own candidate markers, most valuable first."""
     static_end = None if Stability.STATIC in unmarked else _tier_end(blocks, Stability.STATIC, last)
@@ -204,9 +248,7 @@ def _candidates(
         (versioned_end, "tier"),
     ]
     ordered: list[tuple[int, Reason]] = [
-        (i, reason)
-        for i, reason in priority
-        if i is not None and _long_enough(blocks[i], min_tokens)
+        (i, reason) for i, reason in priority if i is not None and blocks[i].long_enough
     ]
     if not ordered:
         # Nothing reaches the minimum: still mark the longest candidate (harmless, and
@@ -223,11 +265,7 @@ def _candidates(
         grid = anchor + ((moving_end - 1 - anchor) // stride) * stride
         while grid > anchor and moving_end - anchor > lookback:
             block = blocks[grid]
-            if (
-                block.markable
-                and block.stability <= Stability.SESSION
-                and _long_enough(block, min_tokens)
-            ):
+            if block.markable and block.stability <= Stability.SESSION and block.long_enough:
                 ordered.append((grid, "checkpoint"))
             grid -= stride
     return ordered
@@ -235,7 +273,7 @@ def _candidates(
 
 def _assign_ttls(
     plan: Sequence[Breakpoint],
-    blocks: Sequence[Block],
+    blocks: Sequence[_Shape],
     tier_ttl: Mapping[Stability, str],
     rank: Mapping[str, int],
     trailing_ttl: str | None,

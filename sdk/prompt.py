@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import marshal
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 from .canonical import canonical_json, sha256_hex
@@ -30,35 +30,24 @@ MessageLike = Segment | Mapping[str, Any]
 
 
 _TOOL_MEMO = 1024
-# A tool definition's JSON as written -> its segment. Keyed by content, not by the
-# dict: apps rebuild equal tool dicts per call, and a dict mutated in place
-# serialises to a new key, so a stale form is never served.
-_tool_segments: dict[str, Segment] = {}
+# A tool definition's content -> its segment. Keyed by content, not by the dict:
+# apps rebuild equal tool dicts per call, and a dict mutated in place has new
+# content, so a stale form is never served.
+_tool_segments: dict[bytes, Segment] = {}
 _tool_lock = threading.Lock()
+# marshal's version 0 writes every str the same way (no interning or reference
+# flags), so equal plain data (dict, list, str, int, float, bool, None, in the
+# order written) always gives equal bytes; it is several times faster than
+# json.dumps and refuses every other type, subclasses included.
+_MARSHAL_VERSION = 0
 
 
-def _reject(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-# Built once: json.dumps with options builds an encoder (and a circularity check)
-# per call, which costs more than encoding a small schema.
-_encode_tool: Any = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, _reject, encode_basestring, None, ":", ",", False, False, False)
-)
-_tool_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _tool_key(tool: Mapping[str, Any]) -> str | None:
-    """The tool's JSON in written key order, or None when it is not plain JSON data."""
+def _tool_key(tool: dict[str, Any]) -> bytes | None:
+    """The tool's content as bytes, or None when it is not plain data."""
     try:
-        if _encode_tool is not None:
-            return "".join(_encode_tool(tool, 0))
-        return _tool_encoder.encode(tool)
-    except (TypeError, ValueError, RecursionError):
-        return None  # the canonical path raises the precise CanonicalError
+        return marshal.dumps(tool, _MARSHAL_VERSION)
+    except ValueError:
+        return None  # the canonical path raises the precise CanonicalError, or converts it
 
 
 def _tool_segment(tool: ToolSpec | Segment) -> Segment:

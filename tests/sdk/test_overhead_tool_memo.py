@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
-from prefixkit.sdk import CanonicalError, Prompt
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.sdk import CanonicalError, Prompt, Segment
 
 
 def lookup_tool() -> dict[str, Any]:
@@ -43,3 +46,42 @@ def test_a_tool_that_is_not_json_is_refused_every_time() -> None:
     for _ in range(2):
         with pytest.raises(CanonicalError, match="no stable order across processes"):
             Prompt(tools=[tool])
+
+
+def test_equal_content_built_from_runtime_strings_shares_the_segment() -> None:
+    """Interned literals and strings joined at run time are the same content."""
+    literal = Prompt(tools=[lookup_tool()]).tools[0]
+    joined = lookup_tool()
+    joined["name"] = "".join(["lookup", "_", "bucket"])
+    joined["input_schema"]["type"] = "".join(["obj", "ect"])
+    assert Prompt(tools=[joined]).tools[0] is literal
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(first=json_values, second=json_values)
+def test_every_tool_renders_its_own_content_whatever_the_memo_holds(
+    first: object, second: object
+) -> None:
+    """Two tools of any content: each is rendered as a fresh prompt would render it alone."""
+    tools = [
+        {"name": "a", "description": "first", "input_schema": {"x": first}},
+        {"name": "b", "description": "second", "input_schema": {"x": second}},
+    ]
+    for tool in tools:
+        Prompt(tools=[tool])  # fill the memo with both
+    for tool in tools:
+        memoised = Prompt(tools=[tool]).tools[0]
+        unmemoised = Segment.static(copy.deepcopy(tool), role="system", name=tool["name"])
+        assert memoised.text == unmemoised.text
