@@ -26,6 +26,7 @@ from .mock_bodies import (
     _streamed,
 )
 from .openai_answers import (
+    CREATED,
     Reply,
     chat_completion,
     chat_events,
@@ -70,6 +71,8 @@ class OpenAIMock:
     reply: str
     _openai_prompts: dict[tuple[str, ...], list[list[int]]]
     _openai_entries: set[str]
+    _stored_responses: dict[str, list[Any]]  # response id -> its conversation's items
+    _conversation_items: dict[str, list[Any]]  # conversation id -> its items
 
     def _chat(self, body: dict[str, Any], number: int) -> Answer:
         model = _require(body, "model", str)
@@ -109,6 +112,37 @@ class OpenAIMock:
             return completion_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
         return completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
 
+    def _conversations(self, body: dict[str, Any], number: int) -> Answer:
+        """`POST /conversations`: a new conversation, holding `items` if given."""
+        items = _optional_list(body, "items")
+        ident = f"conv_mock{number:04d}"
+        self._conversation_items[ident] = list(items)
+        return {"id": ident, "object": "conversation", "created_at": CREATED, "metadata": {}}
+
+    def _server_history(self, body: dict[str, Any]) -> tuple[list[Any], str | None]:
+        """The items the server keeps before this request's input, and the conversation id."""
+        previous = body.get("previous_response_id")
+        conversation = body.get("conversation")
+        if isinstance(conversation, dict):
+            conversation = conversation.get("id")
+        if previous is not None and conversation is not None:
+            raise _BadRequest(
+                "previous_response_id and conversation cannot be used together",
+                "previous_response_id",
+            )
+        if previous is not None:
+            if not isinstance(previous, str) or previous not in self._stored_responses:
+                raise _BadRequest(
+                    f"Previous response with id '{previous}' not found.", "previous_response_id"
+                )
+            return list(self._stored_responses[previous]), None
+        if conversation is not None:
+            if not isinstance(conversation, str):
+                raise _BadRequest("conversation: expected an id or {id}", "conversation")
+            # lenient: an id the mock never made starts an empty conversation
+            return list(self._conversation_items.get(conversation, [])), conversation
+        return [], None
+
     def _responses(self, body: dict[str, Any], number: int) -> Answer:
         model = _require(body, "model", str)
         stream = _streamed(body)
@@ -116,6 +150,10 @@ class OpenAIMock:
         items = _require(body, "input", (str, list))
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
+        history, conversation = self._server_history(body)
+        # the whole conversation as the model reads it: what the server keeps, then the input
+        items = [*history, *items]
+        kept = list(items)
         instructions = body.get("instructions")
         if instructions is not None:
             if not isinstance(instructions, str):
@@ -143,6 +181,12 @@ class OpenAIMock:
             }
         reply = Reply(_pieces(self.reply))
         response = response_object(model, f"mock{number:04d}", usage, reply)
+        # instructions are not kept: a continuing request sends its own, as with OpenAI
+        kept += response["output"]
+        if body.get("store", True) is not False:
+            self._stored_responses[response["id"]] = kept
+        if conversation is not None:
+            self._conversation_items[conversation] = kept
         if stream:
             return responses_events(response, reply)
         return {**response, "service_tier": _served_tier(body)}

@@ -35,6 +35,13 @@ Usage payloads are simulated from the providers' documented prompt caching
   at `prompt_cache_breakpoint` markers (content parts, and `function_call_output`
   parts at the end of their item), and explicit mode caches only there;
   a `prompt_cache_options.ttl` the API does not take (12h on Chat) answers 400.
+- Responses keeps conversations as OpenAI does: a response (unless `store` is false)
+  and a conversation (`POST /conversations`) hold their input and output items, and
+  a request with `previous_response_id` or `conversation` is read (and cached) as
+  those items followed by its own input; an unknown `previous_response_id` answers
+  400, an unknown conversation id starts an empty conversation. The items kept
+  are the mock's own answers (a handler that rewrites an answer changes what the
+  client reads, not what the mock keeps).
 
 Set `anthropic_usage`, `chat_usage` or `responses_usage` to answer with that
 fixed payload instead (`ANTHROPIC_USAGE`, `CHAT_USAGE` and `RESPONSES_USAGE`
@@ -136,6 +143,8 @@ class MockProvider(AnthropicMock, OpenAIMock):
         self._anthropic_entries: set[str] = set()
         self._openai_prompts: dict[tuple[str, ...], list[list[int]]] = {}
         self._openai_entries: set[str] = set()
+        self._stored_responses: dict[str, list[Any]] = {}
+        self._conversation_items: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -324,4 +333,5 @@ _ROUTES: dict[str, tuple[_Provider, Callable[[MockProvider, dict[str, Any], int]
     "/chat/completions": ("openai", MockProvider._chat),
     "/completions": ("openai", MockProvider._completions),
     "/responses": ("openai", MockProvider._responses),
+    "/conversations": ("openai", MockProvider._conversations),
 }

@@ -1,0 +1,98 @@
+"""Stateful Responses loops against a mock that keeps conversations as OpenAI does: a
+request on `previous_response_id` or in a `conversation` is read as the stored items
+followed by its input. Tools are not carried over from one response to the next (OpenAI
+keeps items, not request parameters), so each stateful request sends them again, and
+reads the previous request from the cache."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from prefixkit.sdk import OpenAIClient, Prompt, Segment, ToolResult, run_tool_loop
+from prefixkit.testing.providers import MockProvider
+
+from .openai_tool_answers import ToolCallingProvider
+from .prompts import support_prompt
+
+MODEL = "gpt-5.6-sol"
+QUESTION = "Why was I charged twice in March? Check each invoice you find."
+
+
+def lookup_invoice(invoice_id: str) -> str:
+    return "\n".join(
+        f"{invoice_id} line {n}: egress {n * 37} GB at $0.09/GB, status "
+        f"{'paid' if n % 2 else 'refunded'}"
+        for n in range(1, 9)
+    )
+
+
+def stateful_loop(where: str, **options: Any) -> tuple[Any, MockProvider]:
+    provider = ToolCallingProvider(MockProvider(), calls=3)
+    with provider.openai_client() as client:
+        if where == "conversation":
+            options["conversation"] = client.conversations.create().id
+        result = run_tool_loop(
+            OpenAIClient(client),
+            support_prompt(QUESTION),
+            {"lookup_invoice": lookup_invoice},
+            model=MODEL,
+            stateful=True,
+            **options,
+        )
+    return result, provider.mock
+
+
+def response_bodies(mock: MockProvider) -> list[dict[str, Any]]:
+    return [r.body for r in mock.requests if r.path.endswith("/responses") and r.body]
+
+
+@pytest.mark.parametrize("where", ["previous_response_id", "conversation"])
+def test_every_stateful_request_sends_the_tools_of_the_first(where: str) -> None:
+    result, mock = stateful_loop(where)
+    bodies = response_bodies(mock)
+    assert result.stopped == "answer" and len(bodies) == 4
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)
+
+
+@pytest.mark.parametrize("where", ["previous_response_id", "conversation"])
+def test_each_stateful_request_reads_the_previous_one_from_the_cache(where: str) -> None:
+    result, _ = stateful_loop(where)
+    prompts = [turn.stats.input_tokens for turn in result.turns]
+    cached = [turn.stats.cached_tokens for turn in result.turns]
+    assert cached[0] == 0
+    for before, now in zip(prompts, cached[1:], strict=False):
+        assert now >= 0.9 * before, (prompts, cached)
+
+
+def test_a_stateful_request_sends_only_the_new_results_but_is_read_whole() -> None:
+    result, mock = stateful_loop("previous_response_id")
+    bodies = response_bodies(mock)
+    assert [len(body["input"]) for body in bodies[1:]] == [1, 1, 1]
+    prompts = [turn.stats.input_tokens for turn in result.turns]
+    assert prompts == sorted(prompts) and len(set(prompts)) == 4
+
+
+def test_the_mock_refuses_a_previous_response_that_was_not_stored() -> None:
+    mock = MockProvider()
+    with mock.openai_client() as client:
+        first = client.responses.create(model=MODEL, input="hi", store=False)
+        with pytest.raises(openai.BadRequestError, match="not found"):
+            client.responses.create(model=MODEL, input="again", previous_response_id=first.id)
+
+
+def test_a_result_for_a_call_on_the_server_reaches_the_model_after_its_call() -> None:
+    provider = ToolCallingProvider(MockProvider(), calls=1)
+    with provider.openai_client() as client:
+        prefixkit = OpenAIClient(client)
+        first, _ = prefixkit.responses(support_prompt(QUESTION), model=MODEL)
+        call = first.output[-1]
+        assert call.type == "function_call"
+        follow = Prompt(messages=[Segment.session([ToolResult(call.call_id, "INV-1 paid")])])
+        prefixkit.responses(follow, model=MODEL, previous_response_id=first.id)
+    stored = provider.mock._stored_responses[f"resp_mock{len(provider.mock.requests):04d}"]
+    kinds = [item.get("type", "message") for item in stored]
+    assert kinds[-2:] == ["function_call_output", "message"]
+    assert json.dumps(stored).count("INV-1 paid") == 1
