@@ -315,7 +315,7 @@ class _Turns:
             self.text = ""
         if self.stateful:
             self.previous = reply.ident
-            self.sending = Prompt(messages=[question]) if question is not None else None
+            self.sending = _continuation(prompt, question) if question is not None else None
         return following
 
 
@@ -343,7 +343,8 @@ def run_tool_loop(
       over `options` (e.g. a `tool_choice` that forces a tool on a small
       self-hosted model, then lets it answer).
     - `stateful` (Responses): the server keeps the conversation; after the
-      first request each one sends only what is new (the tool results), with
+      first request each one sends only what is new (the tool results) and the
+      tools (OpenAI keeps a conversation's items, not its tools), with
       `previous_response_id` set to the last response, or in the
       `conversation=` given in `options`. The client keeps the first
       request's `prompt_cache_key`; `LoopResult.prompt` is the whole
@@ -397,6 +398,14 @@ async def arun_tool_loop(
         if not reply.calls and not reply.paused:
             return LoopResult(text, tuple(state.turns), prompt, "answer")
     return LoopResult(state.turns[-1].text, tuple(state.turns), prompt, "step_limit")
+
+
+def _continuation(prompt: Prompt, question: Segment) -> Prompt:
+    """What a stateful request sends: the tool results, and the tools again (the server
+    keeps a conversation's items, not its tools). The static prefix lives on the server,
+    in the first request; here the tools are the session's, not a prefix of their own."""
+    tools = [dataclasses.replace(tool, stability=Stability.SESSION) for tool in prompt.tools]
+    return Prompt(tools=tools, messages=[question], sort_tools=False)
 
 
 def _reply_segment(reply: _Reply) -> Segment:
