@@ -12,7 +12,12 @@ every request after the first reads the previous one from the cache.
 `--dry-run` sends every request through the official `anthropic` and `openai`
 clients over prefixkit.testing's mock transport, whose usage payloads simulate
 each provider's documented caching; a scripted model asks for the two tools,
-then answers. Live, the embedded engine serves SmolLM2-135M, which has no tool
+then answers. Besides the loop on each API it runs two more shapes: a stateful
+Responses loop (`run_tool_loop(..., stateful=True)`: the server keeps the
+conversation, on `previous_response_id` or in a `conversation`, and each request
+after the first sends only the new tool result), and a streaming Chat loop written
+by hand (`OpenAIClient.stream_chat`, whose `StreamResult` carries the streamed
+`tool_calls` and the assembled `response`, appended with `Prompt.next_turn`). Live, the embedded engine serves SmolLM2-135M, which has no tool
 calling of its own: a named `tool_choice` makes vLLM constrain the reply to
 the tool's argument schema with structured output (vLLM accepts a named choice
 only from a server with a tool-call parser, so the example starts it with
@@ -39,10 +44,13 @@ from typing import Any
 
 from prefixkit.sdk import (
     AnthropicClient,
+    CacheStats,
     LoopResult,
     OpenAIClient,
     Prompt,
     Segment,
+    ToolCall,
+    ToolResult,
     VLLMClient,
     run_tool_loop,
 )
@@ -118,21 +126,63 @@ def trip_prompt(paragraphs: int) -> Prompt:
 
 def report(label: str, result: LoopResult) -> bool:
     """Print the turns; True when every turn after the first read >= 90% of the previous."""
-    print(f"\n{label}: {len(result.turns)} turns, stopped on {result.stopped}")
+    turns = [(turn.stats, turn.tool_calls) for turn in result.turns]
+    return report_turns(label, turns, result.stopped, result.text)
+
+
+def report_turns(
+    label: str,
+    turns: list[tuple[CacheStats, tuple[ToolCall, ...]]],
+    stopped: str,
+    text: str,
+) -> bool:
+    """Print (stats, tool calls) per turn; True when every turn after the first read >= 90%
+    of the previous turn's prompt from the cache."""
+    print(f"\n{label}: {len(turns)} turns, stopped on {stopped}")
     print("turn  tool calls                 prompt  cached  cached/previous prompt")
     held = True
     previous: int | None = None
-    for turn in result.turns:
-        stats = turn.stats
+    for number, (stats, tool_calls) in enumerate(turns, 1):
         prompt_tokens = stats.input_tokens
         share = f"{stats.cached_tokens / previous:6.1%}" if previous else "     -"
         if previous and stats.cached_tokens < 0.9 * previous:
             held = False
-        calls = ", ".join(call.name for call in turn.tool_calls) or "(answer)"
-        print(f"{turn.number:>4}  {calls:<25} {prompt_tokens:>7} {stats.cached_tokens:>7}  {share}")
+        calls = ", ".join(call.name for call in tool_calls) or "(answer)"
+        print(f"{number:>4}  {calls:<25} {prompt_tokens:>7} {stats.cached_tokens:>7}  {share}")
         previous = prompt_tokens
-    print(f"answer: {result.text[:160]!r}")
+    print(f"answer: {text[:160]!r}")
     return held
+
+
+def run_tool(call: ToolCall) -> ToolResult:
+    """Run the app's function for `call`; its JSON result (or the error) goes back."""
+    try:
+        value = APP_TOOLS[call.name](**call.argument_dict())
+    except Exception as error:  # the model sees the failure
+        return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
+    return ToolResult(call.id, json.dumps(value))
+
+
+def streaming_tool_loop(
+    client: OpenAIClient, prompt: Prompt, *, model: str, max_steps: int = 8, **options: Any
+) -> tuple[list[tuple[CacheStats, tuple[ToolCall, ...]]], Prompt, str]:
+    """A tool loop on streamed Chat replies: (stats and calls per turn, the conversation, the
+    answer).
+
+    Each reply streams (the text could be shown as it arrives); its `StreamResult`
+    has the streamed tool calls and the `ChatCompletion` assembled from the
+    chunks, which `Prompt.next_turn` appends as the Chat SDK sends it back, with
+    the tool results as the next turn.
+    """
+    turns: list[tuple[CacheStats, tuple[ToolCall, ...]]] = []
+    for _ in range(max_steps):
+        streamed = client.stream_chat(prompt, model=model, **options)
+        turns.append((streamed.stats, streamed.tool_calls))
+        results = [run_tool(call) for call in streamed.tool_calls]
+        prompt = prompt.next_turn(streamed.response, Segment.session(results) if results else None)
+        if not streamed.tool_calls:
+            return turns, prompt, streamed.text
+    return turns, prompt, ""
 
 
 # --- dry run: official clients, mock transport, a scripted model ----------------------
@@ -147,10 +197,18 @@ def scripted(kind: str, handle: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     def answer(request: Any) -> Any:
         response = handle(request)
-        if response.status_code != 200:
+        if response.status_code != 200 or request.url.path.endswith("/conversations"):
+            return response
+        headers = {k: v for k, v in response.headers.items() if k.endswith("request-id")}
+        step = next(steps)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            if step < len(plan) and kind == "chat":
+                name, arguments = plan[step]
+                events = streamed_chat_call(response.content, f"call_{step}", name, arguments)
+                headers["content-type"] = "text/event-stream"
+                return httpx2.Response(200, content=events, headers=headers)
             return response
         body = json.loads(response.content)
-        step = next(steps)
         if step < len(plan):
             name, arguments = plan[step]
             call_id = f"call_{step}"
@@ -184,10 +242,36 @@ def scripted(kind: str, handle: Callable[[Any], Any]) -> Callable[[Any], Any]:
                     ],
                 }
                 body["choices"][0]["finish_reason"] = "tool_calls"
-        headers = {k: v for k, v in response.headers.items() if k.endswith("request-id")}
         return httpx2.Response(200, json=body, headers=headers)
 
     return answer
+
+
+def streamed_chat_call(content: bytes, call_id: str, name: str, arguments: dict[str, Any]) -> bytes:
+    """The mock's chat stream with its text replaced by one tool call, its arguments in two
+    chunks (as OpenAI streams them); the usage chunk is kept."""
+    chunks = [
+        json.loads(line.removeprefix("data: "))
+        for line in content.decode().splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    base = {key: value for key, value in chunks[0].items() if key != "choices"}
+    text = json.dumps(arguments)
+    opening = {"index": 0, "id": call_id, "type": "function"}
+    deltas: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**opening, "function": {"name": name, "arguments": ""}}],
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": text[: len(text) // 2]}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": text[len(text) // 2 :]}}]},
+    ]
+    out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    out += [chunk for chunk in chunks if chunk.get("usage")]
+    lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in out] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
 
 
 def dry_run() -> int:
@@ -222,7 +306,58 @@ def dry_run() -> int:
                 prompt_cache_key="trip-42",
             )
             report(f"{label} (gpt-5.6-sol, simulated)", result)
+    stateful_loops(prompt)
+    turns, text, _ = streaming_loop(prompt)
+    stopped = "answer" if not turns[-1][1] else "step_limit"
+    report_turns("OpenAI Chat, streamed (gpt-5.6-sol, simulated)", turns, stopped, text)
     return 0
+
+
+def stateful_loop(prompt: Prompt, where: str) -> tuple[LoopResult, Any]:
+    """A Responses loop whose conversation the server keeps: after the first request each
+    sends only the new tool result and the tools, on `previous_response_id` (`where`
+    "previous_response_id") or in a conversation made first (`where` "conversation").
+    Returns the loop's result and the mock (its requests as sent)."""
+    import httpx2
+    import openai
+    from prefixkit.testing.providers import MockProvider
+
+    mock = MockProvider()
+    transport = httpx2.MockTransport(scripted("responses", mock.handle))
+    with openai.OpenAI(api_key="sk-dry-run", http_client=httpx2.Client(transport=transport)) as raw:
+        options: dict[str, Any] = {"prompt_cache_key": "trip-42"}
+        if where == "conversation":
+            options["conversation"] = raw.conversations.create().id
+        result = run_tool_loop(
+            OpenAIClient(raw), prompt, APP_TOOLS, model="gpt-5.6-sol", stateful=True, **options
+        )
+    return result, mock
+
+
+def stateful_loops(prompt: Prompt) -> None:
+    for where in ("previous_response_id", "conversation"):
+        result, mock = stateful_loop(prompt, where)
+        report(f"OpenAI Responses, stateful on {where} (gpt-5.6-sol, simulated)", result)
+        sent = [len(r.body["input"]) for r in mock.requests if r.path.endswith("/responses")]
+        print(f"input items sent per request: {', '.join(map(str, sent))}")
+
+
+def streaming_loop(
+    prompt: Prompt,
+) -> tuple[list[tuple[CacheStats, tuple[ToolCall, ...]]], str, Any]:
+    """A tool loop on streamed Chat replies, written by hand with `stream_chat`: (stats and
+    calls per turn, the answer, the mock)."""
+    import httpx2
+    import openai
+    from prefixkit.testing.providers import MockProvider
+
+    mock = MockProvider()
+    transport = httpx2.MockTransport(scripted("chat", mock.handle))
+    with openai.OpenAI(api_key="sk-dry-run", http_client=httpx2.Client(transport=transport)) as raw:
+        turns, _, text = streaming_tool_loop(
+            OpenAIClient(raw), prompt, model="gpt-5.6-sol", prompt_cache_key="trip-42"
+        )
+    return turns, text, mock
 
 
 # --- live: the embedded vLLM engine ---------------------------------------------------
