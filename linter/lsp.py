@@ -38,7 +38,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from .config import ConfigResolver
-from .discovery import discover, file_kind
+from .discovery import discover, file_kind, is_test_path, relative_to_root
 from .finding import Edit, Finding, Position
 from .rule_codes import RULE_CODES
 
@@ -55,7 +55,7 @@ SOURCE = "prefixkit"
 _LINTED_KINDS = frozenset({"python", "prompt"})
 _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 _NOQA = re.compile(
-    r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE
+    r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE
 )
 
 
@@ -74,13 +74,14 @@ class DocumentLint:
 
 
 def lint_document(path: Path, text: str, version: int | None = None) -> DocumentLint:
-    """Lint `text` as the file at `path` (which need not exist yet), as
-    `prefixkit lint --force-exclude path` would lint that text.
+    """Lint `text` as the file at `path`, as `prefixkit lint --force-exclude path` would
+    lint that text. A file not on disk yet is judged by its name (exclude patterns
+    apply once it is saved).
 
     A `PrefixkitError` (invalid settings, a malformed lock) becomes `problem`.
     """
     # the rules and libcst load on the first lint, not before the editor's handshake
-    from .lint_file import lint_text
+    from .lint_file import lint_source
 
     try:
         resolver = ConfigResolver(frozenset(RULE_CODES))
@@ -88,11 +89,13 @@ def lint_document(path: Path, text: str, version: int | None = None) -> Document
         if path.is_file():
             targets = discover([path], resolver, force_exclude=True).targets
             kind = targets[0].kind if targets else None
+        elif not config.include_tests and is_test_path(relative_to_root(path, config.root)):
+            kind = None  # not on disk yet: its name says whether it is test code
         else:
             kind = file_kind(path, config)
         if kind not in _LINTED_KINDS or len(text.encode("utf-8")) > config.max_file_size:
             return DocumentLint(version, None)
-        findings = lint_text(text, path, config, kind=kind)
+        findings = lint_source(text, path, config)  # its kind: what `path` says, as here
     except PrefixkitError as error:
         return DocumentLint(version, None, problem=str(error))
     if kind == "python" and _is_template(text, findings):

@@ -306,6 +306,10 @@ async def test_test_code_is_left_out_as_prefixkit_lint_leaves_it_out(
     assert await editor.open(path, CLOCK) == []
 
 
+async def test_test_code_not_saved_yet_is_left_out_too(editor: Editor, project: Path) -> None:
+    assert await editor.open(project / "tests" / "test_new.py", CLOCK) == []
+
+
 async def test_a_prompt_file_gets_the_prompt_rules(editor: Editor, project: Path) -> None:
     text = "You are a support agent. Today is {{ current_date }}.\n"
     path = write(project / "prompts" / "support.md", text)
