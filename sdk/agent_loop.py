@@ -21,12 +21,14 @@ paused by the API) is not an answer: as Anthropic documents, it is sent back
 as it is, with no new user turn, and the model continues it; the answer's
 text is the text of the whole turn. `arun_tool_loop` is the same loop for the
 async clients (`AsyncAnthropicClient`, `AsyncOpenAIClient`, `AsyncVLLMClient`;
-a tool may then be an async function). `LoopResult.next_question` asks the next
+a tool may then be an async function, and the tools of one reply run
+concurrently). `LoopResult.next_question` asks the next
 question after a finished loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -384,7 +386,10 @@ async def arun_tool_loop(
     **options: Any,
 ) -> LoopResult:
     """`run_tool_loop` for the async clients (`AsyncAnthropicClient`,
-    `AsyncOpenAIClient`, `AsyncVLLMClient`); a tool may be an async function."""
+    `AsyncOpenAIClient`, `AsyncVLLMClient`); a tool may be an async function.
+
+    The tools a reply asks for run concurrently (an async tool awaiting I/O
+    does not wait for the one before it); their results go back in call order."""
     _check_start(client, False, prompt, max_steps)
     chosen = _chosen_api(client, api)
     state = _Turns(stateful, chosen)
@@ -393,7 +398,9 @@ async def arun_tool_loop(
         reply = await _send_async(client, chosen, state.request(prompt, merged), model, merged)
         state.add(step, reply)
         text = state.text
-        results = [] if reply.paused else [await _run_async(call, tools) for call in reply.calls]
+        # the calls of one reply are independent: their tools run concurrently
+        calls = () if reply.paused else reply.calls
+        results = list(await asyncio.gather(*(_run_async(call, tools) for call in calls)))
         prompt = state.after(prompt, reply, results)
         if not reply.calls and not reply.paused:
             return LoopResult(text, tuple(state.turns), prompt, "answer")
