@@ -49,7 +49,7 @@ from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted
 from .request_checks import check_request
-from .segment import Segment, Stability
+from .segment import Segment, Stability, token_count
 from .tokenizer import AnthropicTokenCounter, Tokenizer
 from .tool_schema import anthropic_tool
 
@@ -562,7 +562,7 @@ def _local_prefix_tokens(located: list[tuple[Part, Segment]], counter: Tokenizer
     counts: list[int] = []
     total = 0
     for _, segment in located:
-        total += counter.count(segment.text)
+        total += token_count(segment, counter)
         counts.append(total)
     return counts
 

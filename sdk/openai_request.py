@@ -65,7 +65,7 @@ from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted, tool_ids
 from .request_checks import check_request
 from .salt import tenant_salt
-from .segment import Segment
+from .segment import Segment, token_count
 from .tokenizer import TiktokenTokenizer, Tokenizer
 from .tool_schema import openai_chat_tool, openai_responses_tool
 
@@ -689,7 +689,7 @@ def _blocks(parts: list[_Part], counter: Tokenizer, *, explicit: bool) -> list[B
         segment = entry.segment
         if id(segment) not in counted:
             counted.add(id(segment))
-            total += counter.count(segment.text)
+            total += token_count(segment, counter)
         caller = entry.caller
         if segment.cache_control is not None and explicit:
             if id(segment) not in last_markable:
@@ -735,7 +735,7 @@ def _warn_if_short(
     with _static_tokens_lock:
         tokens = _static_tokens.get(key)
     if tokens is None:
-        tokens = sum(counter.count(segment.text) for segment in static)
+        tokens = sum(token_count(segment, counter) for segment in static)
         with _static_tokens_lock:
             if len(_static_tokens) >= 4096:
                 _static_tokens.pop(next(iter(_static_tokens)))

@@ -25,13 +25,13 @@ import enum
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .canonical import canonical_json, canonical_text, sha256_hex
 from .content import ContentBlock, as_blocks, canonical_blocks, is_block_list, turn_content
 from .errors import CanonicalError, LayoutError
 
-__all__ = ["Role", "Segment", "Stability"]
+__all__ = ["Role", "Segment", "Stability", "token_count"]
 
 Role = Literal["system", "user", "assistant"]
 _ROLES: tuple[str, ...] = ("system", "user", "assistant")
@@ -195,3 +195,25 @@ class Segment:
         """A segment new with every request (the latest question)."""
         text, blocks = _split(content)
         return cls(text, Stability.DYNAMIC, role, name, None, cache_control, blocks=blocks)
+
+
+class _Counting(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+def token_count(segment: Segment, tokenizer: _Counting) -> int:
+    """`tokenizer.count(segment.text)`, kept on the segment per tokenizer name.
+
+    A segment's text never changes, so its count by one vocabulary never does;
+    renderers count every segment of every request, and most segments (tools,
+    system, documents) are the same objects each time.
+    """
+    counts: dict[str, int] = segment.__dict__.setdefault("_token_counts", {})
+    name = tokenizer.name
+    count = counts.get(name)
+    if count is None:
+        count = counts[name] = tokenizer.count(segment.text)
+    return count
