@@ -9,7 +9,9 @@ Each step sends the whole conversation through a prefixkit client
 (`AnthropicClient.create`, `OpenAIClient.responses`, `VLLMClient.chat` or
 `OpenAIClient.chat`), reads the tool calls from the reply, runs each with the
 tool's function (keyword arguments from the call; a raised exception becomes an
-error result the model sees), and appends the reply and the results as new
+error result the model sees; text, JSON data, `Text`/`Image` blocks or the
+provider's own `Native` blocks go back as the result), and appends the reply
+and the results as new
 SESSION segments with `Prompt.next_turn`, so every earlier block is rendered
 byte-identically and the previous request stays a cached prefix of the next.
 The reply is kept as the provider sent it (Anthropic content blocks, Responses
@@ -45,7 +47,7 @@ from .clients import (
     OpenAIClient,
     VLLMClient,
 )
-from .content import ContentBlock, Text, ToolCall, ToolResult
+from .content import ContentBlock, Image, Native, Text, ToolCall, ToolResult
 from .errors import RenderError, UsageError
 from .prompt import Prompt
 from .segment import Segment, Stability
@@ -173,11 +175,63 @@ def _error_result(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResu
     return ToolResult(call.id, f"no tool named {call.name!r} (tools: {known})", True)
 
 
-def _result(call: ToolCall, value: Any) -> ToolResult:
-    return ToolResult(call.id, value if isinstance(value, str) else json.dumps(value))
+_NATIVE_TEXT: dict[LoopApi, str] = {"anthropic": "text", "responses": "input_text", "chat": "text"}
 
 
-def _run(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
+def _native_result(call: ToolCall, blocks: tuple[Any, ...], api: LoopApi) -> Native:
+    """`blocks` (the provider's own, and `Text`) as the provider's tool result for `call`."""
+    items: list[Mapping[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            items.append({"type": _NATIVE_TEXT[api], "text": block.text})
+        elif isinstance(block, Native) and block.dialect == api and block.level == "block":
+            items.append(block.item)
+        else:
+            shown = f"a {block.dialect} {block.kind}" if isinstance(block, Native) else "an Image"
+            raise UsageError(
+                f"tool {call.name!r} returned {shown} among provider blocks for the {api!r} "
+                f"API: return blocks of the {api!r} API (Native(..., {api!r})) and Text, or "
+                "portable Text and Image blocks alone",
+                argument="tools",
+                value=call.name,
+            )
+    if api == "anthropic":
+        return Native({"type": "tool_result", "tool_use_id": call.id, "content": items}, api)
+    if api == "responses":
+        item = {"type": "function_call_output", "call_id": call.id, "output": items}
+        return Native(item, api, "message")
+    return Native({"role": "tool", "tool_call_id": call.id, "content": items}, api, "message")
+
+
+def _result(call: ToolCall, value: Any, api: LoopApi) -> ToolResult | Native:
+    """A tool's return value as the result sent back: text as it is; `Text` and `Image`
+    blocks (one, or a sequence) as the result's blocks; the provider's own blocks
+    (`Native`, with `Text`) as the provider's tool result; anything else as JSON."""
+    if isinstance(value, str):
+        return ToolResult(call.id, value)
+    blocks: tuple[Any, ...] | None = (value,) if isinstance(value, (Text, Image, Native)) else None
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, (Text, Image, Native)) for v in value)
+    ):
+        blocks = tuple(value)
+    if blocks is not None:
+        if any(isinstance(block, Native) for block in blocks):
+            return _native_result(call, blocks, api)
+        return ToolResult(call.id, blocks)
+    try:
+        return ToolResult(call.id, json.dumps(value))
+    except (TypeError, ValueError) as error:
+        raise UsageError(
+            f"tool {call.name!r} returned a {type(value).__name__}, which is not JSON ({error}): "
+            "return text, JSON data, or content blocks (Text, Image, Native)",
+            argument="tools",
+            value=call.name,
+        ) from error
+
+
+def _run(call: ToolCall, tools: Mapping[str, ToolFunction], api: LoopApi) -> ToolResult | Native:
     unknown = _error_result(call, tools)
     if unknown is not None:
         return unknown
@@ -197,10 +251,12 @@ def _run(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
         raise
     except Exception as error:  # the model sees the failure and may retry or answer
         return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
-    return _result(call, value)
+    return _result(call, value, api)
 
 
-async def _run_async(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolResult:
+async def _run_async(
+    call: ToolCall, tools: Mapping[str, ToolFunction], api: LoopApi
+) -> ToolResult | Native:
     unknown = _error_result(call, tools)
     if unknown is not None:
         return unknown
@@ -210,7 +266,7 @@ async def _run_async(call: ToolCall, tools: Mapping[str, ToolFunction]) -> ToolR
             value = await value
     except Exception as error:  # the model sees the failure and may retry or answer
         return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
-    return _result(call, value)
+    return _result(call, value, api)
 
 
 def _check_question(segment: Segment) -> None:
@@ -309,7 +365,7 @@ class _Turns:
         self.turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text))
         self.text += reply.text
 
-    def after(self, prompt: Prompt, reply: _Reply, results: list[ToolResult]) -> Prompt:
+    def after(self, prompt: Prompt, reply: _Reply, results: list[ToolResult | Native]) -> Prompt:
         """The prompt for the next request (the reply, then the tool results if any)."""
         question = Segment.session(results) if results else None
         following = prompt.next_turn(_reply_segment(reply), question)
@@ -366,7 +422,7 @@ def run_tool_loop(
         reply = _send(client, chosen, state.request(prompt, merged), model, merged)
         state.add(step, reply)
         text = state.text
-        results = [] if reply.paused else [_run(call, tools) for call in reply.calls]
+        results = [] if reply.paused else [_run(call, tools, chosen) for call in reply.calls]
         prompt = state.after(prompt, reply, results)
         if not reply.calls and not reply.paused:
             return LoopResult(text, tuple(state.turns), prompt, "answer")
@@ -400,7 +456,7 @@ async def arun_tool_loop(
         text = state.text
         # the calls of one reply are independent: their tools run concurrently
         calls = () if reply.paused else reply.calls
-        results = list(await asyncio.gather(*(_run_async(call, tools) for call in calls)))
+        results = list(await asyncio.gather(*(_run_async(call, tools, chosen) for call in calls)))
         prompt = state.after(prompt, reply, results)
         if not reply.calls and not reply.paused:
             return LoopResult(text, tuple(state.turns), prompt, "answer")
