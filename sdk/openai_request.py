@@ -597,10 +597,15 @@ def _items(
         role = system_role if segment.role == "system" else segment.role
         if part == "context":
             role = "user"
-        blocks = [b for original in segment.blocks for b in converted(original, api)]
-        if not segment.blocks and segment.text.strip():
-            blocks = [Text(segment.text)]
-        native = [b for b in blocks if isinstance(b, Native) and b.level == "message"]
+        if segment.blocks:
+            blocks = [b for original in segment.blocks for b in converted(original, api)]
+            native = [b for b in blocks if isinstance(b, Native) and b.level == "message"]
+            calls = [b for b in blocks if isinstance(b, ToolCall)]
+            results = [b for b in blocks if isinstance(b, ToolResult)]
+            content_blocks = [b for b in blocks if not isinstance(b, (ToolCall, ToolResult))]
+        else:  # text: no provider items, calls or results to sort out
+            native, calls, results = [], [], []
+            content_blocks = [Text(segment.text)] if segment.text.strip() else []
         if native:
             for block in native:
                 if block.item.get("type") == "function_call_output" or (
@@ -616,9 +621,6 @@ def _items(
                 else:
                     parts.append(_Part(where, segment, part, len(items) - 1, None, False))
             continue
-        calls = [b for b in blocks if isinstance(b, ToolCall)]
-        results = [b for b in blocks if isinstance(b, ToolResult)]
-        content_blocks = [b for b in blocks if not isinstance(b, (ToolCall, ToolResult))]
         for result in results:
             add_result(segment, part, _tool_result(api, result, listed=listed))
         if api == "responses" and role == "assistant":
