@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .anthropic_request import render_anthropic as render_anthropic
     from .anthropic_request import render_anthropic_batch as render_anthropic_batch
     from .anthropic_request import render_anthropic_beta as render_anthropic_beta
+    from .anthropic_token_counter import AnthropicTokenCounter as AnthropicTokenCounter
     from .block_hash import DEFAULT_NONE_HASH_SEED as DEFAULT_NONE_HASH_SEED
     from .block_hash import HashAlgo as HashAlgo
     from .block_hash import PrefixHashMemo as PrefixHashMemo
@@ -123,7 +124,6 @@ if TYPE_CHECKING:
     from .static_prefix_guard import GuardMode as GuardMode
     from .static_prefix_guard import StaticPrefixGuard as StaticPrefixGuard
     from .static_prefix_guard import default_guard as default_guard
-    from .tokenizer import AnthropicTokenCounter as AnthropicTokenCounter
     from .tokenizer import HFTokenizer as HFTokenizer
     from .tokenizer import TiktokenTokenizer as TiktokenTokenizer
     from .tokenizer import TokenCount as TokenCount
@@ -144,7 +144,7 @@ _EXPORTS: dict[str, str] = {
     "AnthropicBatchRequest": "anthropic_request",
     "AnthropicBetaRequest": "anthropic_request",
     "AnthropicTTL": "anthropic_request",
-    "AnthropicTokenCounter": "tokenizer",
+    "AnthropicTokenCounter": "anthropic_token_counter",
     "AsyncAnthropicClient": "clients",
     "AsyncOpenAIClient": "clients",
     "AsyncVLLMClient": "clients",

@@ -41,6 +41,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
+from .anthropic_token_counter import AnthropicTokenCounter
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .cache_payoff import choose_ttl
 from .content import ContentBlock, Document, Image, Native, Text, ToolCall
@@ -50,7 +51,7 @@ from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted
 from .request_checks import check_request
 from .segment import Segment, Stability, token_count
-from .tokenizer import AnthropicTokenCounter, Tokenizer
+from .tokenizer import Tokenizer
 from .tool_schema import anthropic_tool
 
 if TYPE_CHECKING:

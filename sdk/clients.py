@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .anthropic_request import cacheable_prefixes, render_anthropic, render_anthropic_beta
+from .anthropic_token_counter import AnthropicTokenCounter
 from .cache_stats import CacheStats, UsageShape
 from .content import ToolCall
 from .errors import UsageError
@@ -47,7 +48,7 @@ from .extras import require_extra
 from .model_facts import model_info
 from .openai_request import render_openai_chat, render_openai_responses
 from .prompt import Prompt
-from .tokenizer import AnthropicTokenCounter, HFTokenizer
+from .tokenizer import HFTokenizer
 from .vllm_request import render_vllm
 
 if TYPE_CHECKING:
