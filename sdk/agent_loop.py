@@ -340,12 +340,21 @@ def _check_start(client: object, sync: bool, prompt: Prompt, max_steps: int) -> 
 class _Turns:
     """The loop's bookkeeping: turns sent, text of the current (possibly paused) turn."""
 
-    def __init__(self, stateful: bool, api: LoopApi) -> None:
+    def __init__(self, stateful: bool, api: LoopApi, options: Mapping[str, Any]) -> None:
         if stateful and api != "responses":
             raise RenderError(
                 f"stateful=True needs the Responses API (the server keeps the conversation), "
                 f"not {api!r}: use an OpenAIClient with api='responses'",
                 provider=api,
+            )
+        if stateful and options.get("store") is False and "conversation" not in options:
+            raise UsageError(
+                "stateful=True with store=False: OpenAI keeps no response to continue from "
+                "(previous_response_id needs a stored response); keep store, or drop "
+                "stateful=True to send the whole conversation each time (with "
+                "include=['reasoning.encrypted_content'] for a reasoning model)",
+                argument="store",
+                value=False,
             )
         self.stateful = stateful
         self.turns: list[LoopTurn] = []
@@ -410,13 +419,14 @@ def run_tool_loop(
     - `options`: passed to every request (`max_tokens` for Anthropic,
       `tenant`, `reuse_interval`, ...).
 
-    Raises `UsageError` for `max_steps` < 1, an async or unwrapped client, or a
-    prompt whose last user message is empty; `RenderError` for an `api` the
+    Raises `UsageError` for `max_steps` < 1, an async or unwrapped client, a
+    prompt whose last user message is empty, or `stateful=True` with
+    `store=False` on `previous_response_id`; `RenderError` for an `api` the
     client does not have; provider and render errors propagate.
     """
     _check_start(client, True, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns(stateful, chosen)
+    state = _Turns(stateful, chosen, options)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
         reply = _send(client, chosen, state.request(prompt, merged), model, merged)
@@ -448,7 +458,7 @@ async def arun_tool_loop(
     does not wait for the one before it); their results go back in call order."""
     _check_start(client, False, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns(stateful, chosen)
+    state = _Turns(stateful, chosen, options)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
         reply = await _send_async(client, chosen, state.request(prompt, merged), model, merged)

@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 import pytest
-from prefixkit.sdk import OpenAIClient, Prompt, Segment, ToolResult, run_tool_loop
+from prefixkit.sdk import OpenAIClient, Prompt, Segment, ToolResult, UsageError, run_tool_loop
 from prefixkit.testing.providers import MockProvider
 
 from .openai_tool_answers import ToolCallingProvider
@@ -96,3 +96,20 @@ def test_a_result_for_a_call_on_the_server_reaches_the_model_after_its_call() ->
     kinds = [item.get("type", "message") for item in stored]
     assert kinds[-2:] == ["function_call_output", "message"]
     assert json.dumps(stored).count("INV-1 paid") == 1
+
+
+def test_a_stateful_loop_without_a_stored_response_is_refused_before_sending() -> None:
+    provider = ToolCallingProvider(MockProvider(), calls=2)
+    with (
+        provider.openai_client() as client,
+        pytest.raises(UsageError, match="stateful=True with store=False") as caught,
+    ):
+        run_tool_loop(
+            OpenAIClient(client),
+            support_prompt(QUESTION),
+            {"lookup_invoice": lookup_invoice},
+            model=MODEL,
+            stateful=True,
+            store=False,
+        )
+    assert caught.value.argument == "store" and not provider.mock.requests
