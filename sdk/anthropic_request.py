@@ -339,14 +339,24 @@ def _tier_ttls(
                 provider="anthropic",
                 model=model,
             )
-    present = {segment.stability for segment in prompt.segments()}
-    tiers: dict[Stability, str] = {}
+    present = frozenset(segment.stability for _, segment in prompt.parts())
+    return dict(_present_tier_ttls(tuple(given.items()), present)), unmarked
+
+
+@functools.lru_cache(maxsize=256)
+def _present_tier_ttls(
+    given: tuple[tuple[Stability, str], ...], present: frozenset[Stability]
+) -> tuple[tuple[Stability, str], ...]:
+    """The TTL of each tier in `present`: as given, else the longest given for a later tier
+    when that is 1h, else the default."""
+    chosen = dict(given)
+    tiers: list[tuple[Stability, str]] = []
     for tier in _TIERS:
-        later = [given[t] for t in given if t > tier]
+        later = [ttl for t, ttl in given if t > tier]
         default = "1h" if "1h" in later else DEFAULT_ANTHROPIC_TTLS[tier]
         if tier in present:
-            tiers[tier] = given.get(tier, default)
-    return tiers, unmarked
+            tiers.append((tier, chosen.get(tier, default)))
+    return tuple(tiers)
 
 
 def _locate(prompt: Prompt) -> list[tuple[Part, Segment]]:

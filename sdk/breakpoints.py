@@ -106,8 +106,10 @@ def plan_breakpoints(
     # What decides the plan, and nothing else: a conversation's blocks differ from one
     # request to the next in text and counts, rarely in this shape.
     shape = tuple(
-        _Shape(block.stability, block.markable, block.caller_ttl, _long_enough(block, min_tokens))
-        for block in blocks
+        [
+            (block.stability, block.markable, block.caller_ttl, _long_enough(block, min_tokens))
+            for block in blocks
+        ]
     )
     return list(
         _plan(
@@ -135,7 +137,7 @@ class _Shape(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)
 def _plan(
-    blocks: tuple[_Shape, ...],
+    shape: tuple[tuple[Stability, bool, str | None, bool], ...],
     max_markers: int,
     reserved: int,
     tier_ttl: tuple[tuple[Stability, str], ...],
@@ -146,6 +148,7 @@ def _plan(
     unmarked: frozenset[Stability],
 ) -> tuple[Breakpoint, ...]:
     """The plan for blocks of this shape (memoised: equal shapes, equal plans)."""
+    blocks = [_Shape(*block) for block in shape]
     rank = {ttl: len(ttl_order) - position for position, ttl in enumerate(ttl_order)}
     tiers = dict(tier_ttl)
     if tiers:
