@@ -84,6 +84,11 @@ class LoopResult:
     prompt: Prompt
     stopped: Literal["answer", "step_limit"]
 
+    @property
+    def stats(self) -> CacheStats:
+        """The cache statistics of every request of the loop together (`CacheStats.total`)."""
+        return CacheStats.total(turn.stats for turn in self.turns)
+
     def next_question(self, question: str | Segment | Iterable[Any]) -> Prompt:
         """The conversation so far (ending with the answer) and the user's next question.
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import httpx2
 import openai
+import pytest
 from prefixkit.sdk import LoopResult, OpenAIClient, Prompt, Segment, run_tool_loop
 from prefixkit.testing.providers import MockProvider
 
@@ -211,3 +212,14 @@ def test_each_request_reads_the_previous_one_from_the_cache() -> None:
     assert cached[0] == 0
     for before, now in zip(prompts, cached[1:], strict=False):
         assert now >= 0.9 * before, (prompts, cached)
+
+
+def test_the_loops_stats_add_up_its_requests() -> None:
+    result, _ = research()
+    total = result.stats
+    assert total.requests == len(result.turns) == TURNS + 1
+    assert total.cached_tokens == sum(t.stats.cached_tokens for t in result.turns)
+    assert total.input_tokens == sum(t.stats.input_tokens for t in result.turns)
+    costs = [t.stats.cost_usd for t in result.turns]
+    assert total.cost_usd is not None and all(cost is not None for cost in costs)
+    assert total.cost_usd == pytest.approx(sum(cost or 0.0 for cost in costs))
