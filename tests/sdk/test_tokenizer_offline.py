@@ -111,3 +111,20 @@ def test_only_an_explicit_download_reaches_for_the_network(connections: list[Any
     with pytest.raises(TokenizerError, match="cannot download tiktoken encoding 'o200k_base'"):
         TiktokenTokenizer("o200k_base", download=True)
     assert connections != []
+
+
+def test_an_encoding_loaded_after_a_failed_load_is_found(
+    connections: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remembered failure is per load, not for the process: a download ends it."""
+    assert tokenizer_module.local_tiktoken("o200k_base") is None
+    build = tokenizer_module._build_encoding
+    stand_in = build("cl100k_base", None, False)
+
+    def downloading(encoding: str, path: str | None, download: bool) -> Any:
+        return stand_in if download else build(encoding, path, download)
+
+    monkeypatch.setattr(tokenizer_module, "_build_encoding", downloading)
+    TiktokenTokenizer("o200k_base", download=True)
+    loaded = tokenizer_module.local_tiktoken("o200k_base")
+    assert loaded is not None and loaded.name == "tiktoken:o200k_base"
