@@ -1,0 +1,61 @@
+"""Tokenizing piece by piece between special tokens (`SegmentEncoder`) gives the ids of
+tokenizing the whole text, remembering pieces or not; a tokenizer whose pieces are not
+independent gets no segment encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.engine_adapter.routing.token_segments import SegmentEncoder
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+pieces = st.one_of(
+    st.sampled_from(SPECIAL),
+    st.sampled_from(["system", "user", " the", "  ", "\n", "\n\n", "\t", "bucket", "é", "中"]),
+    st.text(max_size=12),
+)
+texts = st.lists(pieces, max_size=30).map("".join)
+
+
+@pytest.fixture(scope="module")
+def backend(hf_tokenizer_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(hf_tokenizer_dir / "tokenizer.json"))
+
+
+@given(st.lists(texts, min_size=1, max_size=6), st.integers(1, 8), st.booleans())
+def test_pieces_give_the_ids_of_the_whole_text(
+    backend: Tokenizer, prompts: list[str], limit: int, special: bool
+) -> None:
+    encoder = SegmentEncoder.build(backend, limit=limit)
+    assert encoder is not None
+    for text in prompts:  # later prompts find some pieces remembered, some forgotten
+        assert encoder.encode(text, special) == backend.encode(text, add_special_tokens=special).ids
+        assert len(encoder) <= limit
+
+
+def test_a_next_turn_tokenizes_only_its_new_pieces(backend: Tokenizer) -> None:
+    encoder = SegmentEncoder.build(backend)
+    assert encoder is not None
+    first = "<|im_start|>system\nbe kind<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+    encoder.encode(first, False)
+    remembered = len(encoder)
+    encoder.encode(first + "<|im_start|>user\nmore<|im_end|>\n", False)
+    assert len(encoder) == remembered + 1  # "more": the rest was seen
+
+
+def test_a_metaspace_tokenizer_gets_no_segment_encoder() -> None:
+    # SentencePiece's Metaspace prepends a space to the first piece only
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.add_special_tokens(SPECIAL)
+    assert SegmentEncoder.build(tokenizer) is None
+
+
+def test_an_added_token_that_strips_spaces_means_no_segment_encoder(backend: Tokenizer) -> None:
+    tokenizer = Tokenizer.from_str(backend.to_str())
+    tokenizer.add_special_tokens([AddedToken("<mask>", lstrip=True)])
+    assert SegmentEncoder.build(tokenizer) is None
