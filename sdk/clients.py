@@ -113,10 +113,12 @@ class _ChatStream:
         self.state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
         self.parts: list[str] = []
         self.usage: Any = None
+        self.service_tier: str | None = None  # the tier the chunks name
         self.chunks = 0
 
     def add(self, chunk: Any) -> None:
         self.usage = _chat_chunk(self.clock, chunk, self.parts) or self.usage
+        self.service_tier = getattr(chunk, "service_tier", None) or self.service_tier
         self.state.handle_chunk(chunk)
         self.chunks += 1
 
@@ -130,7 +132,7 @@ class _ChatStream:
                 for call in completion.choices[0].message.tool_calls or ()
                 if call.type == "function"
             )
-        stats = _stats(self.usage, model, "openai_chat")
+        stats = _stats(self.usage, model, "openai_chat", self.service_tier)
         return self.clock.result("".join(self.parts), stats, completion, calls)
 
 
@@ -417,8 +419,8 @@ class OpenAIClient:
         for event in self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
         self._keys.remember(kwargs, final)
-        usage = final.usage if final is not None else None
-        stats = _stats(usage, model, "openai_responses")
+        usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
+        stats = _stats(usage, model, "openai_responses", tier)
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
@@ -474,8 +476,8 @@ class AsyncOpenAIClient:
         async for event in await self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
         self._keys.remember(kwargs, final)
-        usage = final.usage if final is not None else None
-        stats = _stats(usage, model, "openai_responses")
+        usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
+        stats = _stats(usage, model, "openai_responses", tier)
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 

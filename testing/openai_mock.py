@@ -84,10 +84,15 @@ class OpenAIMock:
         else:
             cached, written = self._openai_cache(body, prompt)
             usage = _completion_usage(len(prompt.ids), cached, written, self.reply)
-        if stream:
-            return chat_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+        tier = _served_tier(body)
+        if stream:  # OpenAI names the tier in every chunk
+            events = chat_events(body, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
+            return [
+                (name, {**data, "service_tier": tier} if isinstance(data, dict) else data)
+                for name, data in events
+            ]
         answer = chat_completion(model, f"mock{number:04d}", usage, Reply(_pieces(self.reply)))
-        return {**answer, "service_tier": _served_tier(body)}
+        return {**answer, "service_tier": tier}
 
     def _completions(self, body: dict[str, Any], number: int) -> Answer:
         model = _require(body, "model", str)
@@ -187,9 +192,10 @@ class OpenAIMock:
             self._stored_responses[response["id"]] = kept
         if conversation is not None:
             self._conversation_items[conversation] = kept
+        response = {**response, "service_tier": _served_tier(body)}
         if stream:
             return responses_events(response, reply)
-        return {**response, "service_tier": _served_tier(body)}
+        return response
 
     def _openai_cache(self, body: dict[str, Any], prompt: _OpenAIPrompt) -> tuple[int, int]:
         """(cached, written) tokens of `prompt`, updating the simulated cache."""
