@@ -179,7 +179,9 @@ def render_anthropic(
     counts as one), when a caller's 1h marker follows a 5m one, for a tool
     call without a result (or a result without its call), for `stream` (use
     `messages.stream`, or `AnthropicClient.stream`), or for an empty prompt.
-    Never mutates `prompt`.
+    Never mutates `prompt`. Each tool definition is converted once per distinct
+    definition: its nested values (`input_schema`) are shared with later requests,
+    so copy a request before changing it in place.
     """
     check_request(
         prompt,

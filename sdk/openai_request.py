@@ -172,7 +172,9 @@ def render_openai_chat(
     - `request`: other parameters (max_completion_tokens, tool_choice, ...);
       `tools=` is passed through as given when the prompt has no tools.
 
-    Never mutates `prompt`.
+    Never mutates `prompt`. Each tool definition is converted once per distinct
+    definition: its nested values are shared with later requests, so copy a
+    request before changing it in place.
     """
     kwargs = _render(
         "chat",
