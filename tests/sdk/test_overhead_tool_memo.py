@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.sdk import CanonicalError, Prompt, Segment
+from prefixkit.sdk import CanonicalError, Prompt, Segment, render_anthropic
 
 
 def lookup_tool() -> dict[str, Any]:
@@ -83,5 +83,15 @@ def test_every_tool_renders_its_own_content_whatever_the_memo_holds(
         Prompt(tools=[tool])  # fill the memo with both
     for tool in tools:
         memoised = Prompt(tools=[tool]).tools[0]
-        unmemoised = Segment.static(copy.deepcopy(tool), role="system", name=tool["name"])
+        unmemoised = Segment.static(copy.deepcopy(tool), role="system", name=str(tool["name"]))
         assert memoised.text == unmemoised.text
+
+
+@pytest.mark.filterwarnings("ignore::prefixkit.sdk.UncachedPrefixWarning")
+def test_changing_a_rendered_tool_in_place_leaves_later_renders_as_they_were() -> None:
+    """Each request gets its own tool dict; its nested values are shared (documented)."""
+    prompt = Prompt(tools=[lookup_tool()], messages=[Segment.dynamic("Where is my bucket?")])
+    first: dict[str, Any] = dict(render_anthropic(prompt, model="claude-sonnet-5", max_tokens=64))
+    first["tools"][0]["name"] = "renamed"
+    second: dict[str, Any] = dict(render_anthropic(prompt, model="claude-sonnet-5", max_tokens=64))
+    assert second["tools"][0]["name"] == "lookup_bucket"
