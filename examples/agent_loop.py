@@ -164,19 +164,25 @@ def run_tool(call: ToolCall) -> ToolResult:
 
 
 def streaming_tool_loop(
-    client: OpenAIClient, prompt: Prompt, *, model: str, max_steps: int = 8, **options: Any
+    client: OpenAIClient,
+    prompt: Prompt,
+    *,
+    model: str,
+    max_steps: int = 8,
+    on_text: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> tuple[list[tuple[CacheStats, tuple[ToolCall, ...]]], Prompt, str]:
     """A tool loop on streamed Chat replies: (stats and calls per turn, the conversation, the
     answer).
 
-    Each reply streams (the text could be shown as it arrives); its `StreamResult`
-    has the streamed tool calls and the `ChatCompletion` assembled from the
-    chunks, which `Prompt.next_turn` appends as the Chat SDK sends it back, with
-    the tool results as the next turn.
+    Each reply streams, its text handed to `on_text` as it arrives; its
+    `StreamResult` has the streamed tool calls and the `ChatCompletion`
+    assembled from the chunks, which `Prompt.next_turn` appends as the Chat SDK
+    sends it back, with the tool results as the next turn.
     """
     turns: list[tuple[CacheStats, tuple[ToolCall, ...]]] = []
     for _ in range(max_steps):
-        streamed = client.stream_chat(prompt, model=model, **options)
+        streamed = client.stream_chat(prompt, model=model, on_text=on_text, **options)
         turns.append((streamed.stats, streamed.tool_calls))
         results = [run_tool(call) for call in streamed.tool_calls]
         prompt = prompt.next_turn(streamed.response, Segment.session(results) if results else None)
@@ -354,9 +360,15 @@ def streaming_loop(
     mock = MockProvider()
     transport = httpx2.MockTransport(scripted("chat", mock.handle))
     with openai.OpenAI(api_key="sk-dry-run", http_client=httpx2.Client(transport=transport)) as raw:
+        pieces: list[str] = []
         turns, _, text = streaming_tool_loop(
-            OpenAIClient(raw), prompt, model="gpt-5.6-sol", prompt_cache_key="trip-42"
+            OpenAIClient(raw),
+            prompt,
+            model="gpt-5.6-sol",
+            on_text=pieces.append,  # a chat app would show each piece as it arrives
+            prompt_cache_key="trip-42",
         )
+    assert "".join(pieces) == text
     return turns, text, mock
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,15 +86,22 @@ class StreamResult:
 
 
 class _Clock:
-    """Time to the first content delta, measured from construction."""
+    """Time to the first content delta, measured from construction; each text delta is
+    handed to `on_text` as it arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_text: Callable[[str], None] | None = None) -> None:
         self.start = time.perf_counter()
         self.first: float | None = None
+        self.on_text = on_text
 
     def content(self) -> None:
         if self.first is None:
             self.first = time.perf_counter() - self.start
+
+    def text(self, piece: str) -> None:
+        self.content()
+        if self.on_text is not None:
+            self.on_text(piece)
 
     def result(
         self, text: str, stats: CacheStats, response: Any = None, calls: tuple[ToolCall, ...] = ()
@@ -106,10 +113,10 @@ class _Clock:
 class _ChatStream:
     """The chunks of one streamed chat reply: text, usage, and the final completion."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_text: Callable[[str], None] | None = None) -> None:
         from openai.lib.streaming.chat import ChatCompletionStreamState
 
-        self.clock = _Clock()
+        self.clock = _Clock(on_text)
         self.state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
         self.parts: list[str] = []
         self.usage: Any = None
@@ -234,9 +241,10 @@ def _chat_chunk(clock: _Clock, chunk: Any, parts: list[str]) -> Any:
         text = (
             getattr(delta, "content", None) if delta is not None else getattr(choice, "text", None)
         )
-        if text or (delta is not None and getattr(delta, "tool_calls", None)):
+        if delta is not None and getattr(delta, "tool_calls", None):
             clock.content()
         if text:
+            clock.text(text)
             parts.append(text)
     return getattr(chunk, "usage", None)
 
@@ -245,7 +253,7 @@ def _responses_event(clock: _Clock, event: Any, parts: list[str]) -> Any:
     """Record one Responses event; return the final response when it completes."""
     kind = getattr(event, "type", "")
     if kind == "response.output_text.delta":
-        clock.content()
+        clock.text(event.delta)
         parts.append(event.delta)
     elif kind.endswith(".delta"):
         clock.content()
@@ -295,15 +303,26 @@ class AnthropicClient:
         return message, _stats(message.usage, model, "anthropic")
 
     def stream(
-        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        max_tokens: int,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> StreamResult:
-        """Stream the reply; time to first token is the first content delta."""
+        """Stream the reply; time to first token is the first content delta.
+
+        `on_text(piece)` is called with each text delta as it arrives (to show
+        the reply while it streams)."""
         kwargs = _anthropic_request(prompt, model, max_tokens, options)
-        clock = _Clock()
+        clock = _Clock(on_text)
         with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             for event in stream:
                 if event.type == "content_block_delta":
                     clock.content()
+                    if event.delta.type == "text_delta":
+                        clock.text(event.delta.text)
             message = stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
         stats = _stats(message.usage, model, "anthropic")
@@ -351,15 +370,24 @@ class AsyncAnthropicClient:
         return message, _stats(message.usage, model, "anthropic")
 
     async def stream(
-        self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        max_tokens: int,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> StreamResult:
-        """Stream the reply; time to first token is the first content delta."""
+        """Stream the reply; time to first token is the first content delta; `on_text`
+        gets each text delta as it arrives."""
         kwargs = await self._render(prompt, model, max_tokens, options)
-        clock = _Clock()
+        clock = _Clock(on_text)
         async with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             async for event in stream:
                 if event.type == "content_block_delta":
                     clock.content()
+                    if event.delta.type == "text_delta":
+                        clock.text(event.delta.text)
             message = await stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
         stats = _stats(message.usage, model, "anthropic")
@@ -400,21 +428,37 @@ class OpenAIClient:
         self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
-    def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+    def stream_chat(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk; `on_text`
+        gets each text delta as it arrives."""
         kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
-        stream = _ChatStream()
+        stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
         return stream.result(model)
 
-    def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed Responses; usage from `response.completed`."""
+    def stream_responses(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed Responses; usage from `response.completed`; `on_text` gets each text
+        delta as it arrives."""
         kwargs: dict[str, Any] = {
             **render_openai_responses(prompt, model=model, **self._keys.options(options)),
             "stream": True,
         }
-        clock, final = _Clock(), None
+        clock, final = _Clock(on_text), None
         parts: list[str] = []
         for event in self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
@@ -457,21 +501,37 @@ class AsyncOpenAIClient:
         self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
-    async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+    async def stream_chat(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk; `on_text`
+        gets each text delta as it arrives."""
         kwargs = _with_usage(render_openai_chat(prompt, model=model, **options))
-        stream = _ChatStream()
+        stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
         return stream.result(model)
 
-    async def stream_responses(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed Responses; usage from `response.completed`."""
+    async def stream_responses(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed Responses; usage from `response.completed`; `on_text` gets each text
+        delta as it arrives."""
         kwargs: dict[str, Any] = {
             **render_openai_responses(prompt, model=model, **self._keys.options(options)),
             "stream": True,
         }
-        clock, final = _Clock(), None
+        clock, final = _Clock(on_text), None
         parts: list[str] = []
         async for event in await self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
@@ -546,10 +606,18 @@ class VLLMClient(_VllmPrompts):
         completion = self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
 
-    def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+    def stream_chat(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk; `on_text`
+        gets each text delta as it arrives."""
         kwargs = _with_usage(self._render(prompt, model, **options))
-        stream = _ChatStream()
+        stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
         return stream.result(None)
@@ -594,10 +662,18 @@ class AsyncVLLMClient(_VllmPrompts):
         completion = await self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
 
-    async def stream_chat(self, prompt: Prompt, *, model: str, **options: Any) -> StreamResult:
-        """Streamed chat with `include_usage`; TTFT is the first content chunk."""
+    async def stream_chat(
+        self,
+        prompt: Prompt,
+        *,
+        model: str,
+        on_text: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> StreamResult:
+        """Streamed chat with `include_usage`; TTFT is the first content chunk; `on_text`
+        gets each text delta as it arrives."""
         kwargs = _with_usage(self._render(prompt, model, **options))
-        stream = _ChatStream()
+        stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
         return stream.result(None)
