@@ -45,6 +45,7 @@ from .clients import (
     AsyncOpenAIClient,
     AsyncVLLMClient,
     OpenAIClient,
+    StreamResult,
     VLLMClient,
 )
 from .content import ContentBlock, Image, Native, Text, ToolCall, ToolResult
@@ -153,9 +154,35 @@ def _chat_reply(completion: Any, stats: CacheStats) -> _Reply:
     return _Reply([*content, *calls], calls, choice.content or "", stats)
 
 
+def _streamed_reply(api: LoopApi, streamed: StreamResult) -> _Reply:
+    """A streamed reply from its final object (the text alone when the stream had none)."""
+    if streamed.response is None:
+        return _Reply(
+            [Text(streamed.text)] if streamed.text else [], (), streamed.text, streamed.stats
+        )
+    if api == "anthropic":
+        return _anthropic_reply(streamed.response, streamed.stats)
+    if api == "responses":
+        return _responses_reply(streamed.response, streamed.stats)
+    return _chat_reply(streamed.response, streamed.stats)
+
+
 def _send(
-    client: SyncClient, api: LoopApi, prompt: Prompt, model: str, options: Mapping[str, Any]
+    client: SyncClient,
+    api: LoopApi,
+    prompt: Prompt,
+    model: str,
+    options: Mapping[str, Any],
+    on_text: Callable[[str], None] | None = None,
 ) -> _Reply:
+    if on_text is not None:
+        if isinstance(client, AnthropicClient):
+            streamed = client.stream(prompt, model=model, on_text=on_text, **options)
+        elif isinstance(client, OpenAIClient) and api == "responses":
+            streamed = client.stream_responses(prompt, model=model, on_text=on_text, **options)
+        else:
+            streamed = client.stream_chat(prompt, model=model, on_text=on_text, **options)
+        return _streamed_reply(api, streamed)
     if isinstance(client, AnthropicClient):
         return _anthropic_reply(*client.create(prompt, model=model, **options))
     if isinstance(client, OpenAIClient) and api == "responses":
@@ -164,8 +191,23 @@ def _send(
 
 
 async def _send_async(
-    client: AsyncClient, api: LoopApi, prompt: Prompt, model: str, options: Mapping[str, Any]
+    client: AsyncClient,
+    api: LoopApi,
+    prompt: Prompt,
+    model: str,
+    options: Mapping[str, Any],
+    on_text: Callable[[str], None] | None = None,
 ) -> _Reply:
+    if on_text is not None:
+        if isinstance(client, AsyncAnthropicClient):
+            streamed = await client.stream(prompt, model=model, on_text=on_text, **options)
+        elif isinstance(client, AsyncOpenAIClient) and api == "responses":
+            streamed = await client.stream_responses(
+                prompt, model=model, on_text=on_text, **options
+            )
+        else:
+            streamed = await client.stream_chat(prompt, model=model, on_text=on_text, **options)
+        return _streamed_reply(api, streamed)
     if isinstance(client, AsyncAnthropicClient):
         return _anthropic_reply(*await client.create(prompt, model=model, **options))
     if isinstance(client, AsyncOpenAIClient) and api == "responses":
@@ -401,6 +443,7 @@ def run_tool_loop(
     max_steps: int = 8,
     step_options: Callable[[int], Mapping[str, Any]] | None = None,
     stateful: bool = False,
+    on_text: Callable[[str], None] | None = None,
     **options: Any,
 ) -> LoopResult:
     """Run the tool loop from `prompt` until the model answers without tools.
@@ -421,6 +464,9 @@ def run_tool_loop(
       `conversation=` given in `options`. The client keeps the first
       request's `prompt_cache_key`; `LoopResult.prompt` is the whole
       conversation all the same.
+    - `on_text`: stream every request (the client's `stream`, `stream_chat`
+      or `stream_responses`) and call `on_text(piece)` with each text delta
+      as it arrives, to show the replies while they stream.
     - `options`: passed to every request (`max_tokens` for Anthropic,
       `tenant`, `reuse_interval`, ...).
 
@@ -434,7 +480,7 @@ def run_tool_loop(
     state = _Turns(stateful, chosen, options)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
-        reply = _send(client, chosen, state.request(prompt, merged), model, merged)
+        reply = _send(client, chosen, state.request(prompt, merged), model, merged, on_text)
         state.add(step, reply)
         text = state.text
         results = [] if reply.paused else [_run(call, tools, chosen) for call in reply.calls]
@@ -454,6 +500,7 @@ async def arun_tool_loop(
     max_steps: int = 8,
     step_options: Callable[[int], Mapping[str, Any]] | None = None,
     stateful: bool = False,
+    on_text: Callable[[str], None] | None = None,
     **options: Any,
 ) -> LoopResult:
     """`run_tool_loop` for the async clients (`AsyncAnthropicClient`,
@@ -466,7 +513,8 @@ async def arun_tool_loop(
     state = _Turns(stateful, chosen, options)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
-        reply = await _send_async(client, chosen, state.request(prompt, merged), model, merged)
+        sending = state.request(prompt, merged)
+        reply = await _send_async(client, chosen, sending, model, merged, on_text)
         state.add(step, reply)
         text = state.text
         # the calls of one reply are independent: their tools run concurrently

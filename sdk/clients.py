@@ -250,15 +250,16 @@ def _chat_chunk(clock: _Clock, chunk: Any, parts: list[str]) -> Any:
 
 
 def _responses_event(clock: _Clock, event: Any, parts: list[str]) -> Any:
-    """Record one Responses event; return the final response when it completes."""
+    """Record one Responses event; return the final response when the stream ends with it
+    (completed, incomplete or failed)."""
     kind = getattr(event, "type", "")
     if kind == "response.output_text.delta":
         clock.text(event.delta)
         parts.append(event.delta)
     elif kind.endswith(".delta"):
         clock.content()
-    elif kind == "response.completed":
-        return event.response
+    elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        return event.response  # the final response, usage included, however it ended
     return None
 
 
