@@ -44,11 +44,12 @@ from .bodies import AdmittedBody, BodyWorkers
 from .gateway import Admitted, admit_scope, body_admission
 from .limits import Limits, TenantSlots, read_body
 from .refused import Refused
-from .relay import Upstreams, forwarded_headers, openai_error, relay_answer
+from .relay import Upstreams, forwarded_headers, openai_error
 from .router import Routing
 from .routes import RouteUse
 from .tenant_usage import PROMETHEUS_TEXT, TenantUsage, Usage, usage_of
 from .tenants import Tenants
+from .upstream import UpstreamPools, relay_answer
 
 __all__ = ["ServingApp", "serving_app"]
 
@@ -73,10 +74,12 @@ class ServingApp:
         self.limits = limits
         self.usage = TenantUsage()
         self.slots = TenantSlots(limits.max_inflight_per_tenant)
-        self.upstreams = Upstreams(
-            connect_timeout=limits.upstream_connect_timeout_s,
-            read_timeout=limits.upstream_read_timeout_s,
-        )
+        timeouts = {
+            "connect_timeout": limits.upstream_connect_timeout_s,
+            "read_timeout": limits.upstream_read_timeout_s,
+        }
+        self.upstreams = Upstreams(**timeouts)  # health polls, metrics, /tokenize
+        self.pools = UpstreamPools(**timeouts)  # the requests relayed
         self.bodies = BodyWorkers(limits.body_workers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,6 +114,7 @@ class ServingApp:
         await receive()  # lifespan.shutdown
         try:
             await self.routing.stop()
+            self.pools.close()
             await self.upstreams.aclose()
             await asyncio.to_thread(self.bodies.close)
         finally:
@@ -175,16 +179,14 @@ class ServingApp:
             await _send_response(refused.response(), scope, send)
             return None
         gated = decision.gated
+        query = b"" if gated else scope.get("query_string", b"")
+        path = decision.path + "?" + query.decode("latin-1") if query else decision.path
+        forwarded = forwarded_headers(headers.items(), gated=gated)
         try:
             while True:
                 try:
-                    upstream = await self.upstreams.send(
-                        target.url,
-                        decision.method,
-                        decision.path,
-                        query="" if gated else scope.get("query_string", b"").decode("latin-1"),
-                        headers=forwarded_headers(headers.items(), gated=gated),
-                        body=admitted.body,
+                    upstream = await self.pools.send(
+                        target.url, decision.method, path, forwarded, admitted.body
                     )
                     break
                 except httpx.ConnectError as exc:  # nothing reached the upstream
@@ -200,9 +202,8 @@ class ServingApp:
                     message = f"{target.name}: {exc!r}"
                     await _send_response(openai_error(502, message, "upstream_error"), scope, send)
                     return None
-            ends = await relay_answer(
-                upstream, send, started=target.started, headers=target.headers
-            )
+            added = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in target.headers.items()]
+            ends = await relay_answer(upstream, send, started=target.started, headers=added)
         finally:
             target.ended()  # once per placement, however the relay ended (cancelled too)
         return usage_of(ends) if upstream.status_code == 200 else None

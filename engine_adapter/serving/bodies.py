@@ -105,12 +105,15 @@ def admit_body(
             "Unicode: send text as UTF-8 or as escaped surrogate pairs",
             "invalid_request_error",
         ) from None
-    return AdmittedBody(body, bounded(payload, view_budget))
+    # a body of at most `view_budget` bytes is within the budget as it is: no copy
+    view = payload if len(raw) <= view_budget else bounded(payload, view_budget)
+    return AdmittedBody(body, view)
 
 
 def bounded(value: Any, budget: int) -> Any:
     """A copy of a parsed JSON value cut to about `budget` units (a character of a string,
-    an item of a list): the start of a request, all a router needs to place it."""
+    an item of a list): the start of a request, all a router needs to place it. A JSON
+    text of `budget` bytes or fewer has fewer units than that."""
     left = [budget]
     return _bounded(value, left)
 

@@ -1,0 +1,188 @@
+"""The relay's upstream connections and what it does to a request and an answer on the
+way: connections kept alive and reused, an answer streamed byte for byte as it comes, a
+request body parsed once, an upstream that restarts or stalls.
+
+The serving app runs on a real uvicorn server (no tenants: every request forwarded), in
+front of a fake replica or of a small upstream of the test's own that records the client
+port of each request (one port: one connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
+from prefixkit.engine_adapter.serving.app import serving_app
+from prefixkit.engine_adapter.serving.keepalive import served_in_thread
+from prefixkit.engine_adapter.serving.limits import Limits
+from prefixkit.engine_adapter.serving.router import DirectRoute, PreciseRoute, Routing
+from prefixkit.testing.fake_vllm import FakeVLLM, free_port
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+BODY = {"model": "fake-model", "prompt": "a new conversation " * 8}
+
+
+class Upstream:
+    """An upstream that records the client port of every request and answers
+    ``/v1/completions`` with `chunks`, streamed one by one (the second not before `gate`
+    is set)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.ports: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def app(self) -> Starlette:
+        async def health(request: Request) -> Response:
+            return JSONResponse({})
+
+        async def complete(request: Request) -> Response:
+            assert request.client is not None
+            self.ports.append(request.client.port)
+            await request.body()
+
+            async def stream() -> AsyncIterator[bytes]:
+                for number, chunk in enumerate(self.chunks):
+                    while number == 1 and not self.gate.is_set():
+                        await anyio.sleep(0.01)
+                    yield chunk
+
+            return StreamingResponse(stream(), media_type="text/event-stream")
+
+        routes = [Route("/health", health), Route("/v1/completions", complete, methods=["POST"])]
+        return Starlette(routes=routes)
+
+
+@contextlib.contextmanager
+def relayed(routing: Routing, limits: Limits | None = None) -> Iterator[str]:
+    """The serving app with `routing`, served; its URL."""
+    with served_in_thread(serving_app(routing, None, limits), "127.0.0.1", free_port()) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def upstream_served(chunks: list[bytes]) -> Iterator[tuple[Upstream, str]]:
+    upstream = Upstream(chunks)
+    with served_in_thread(upstream.app(), "127.0.0.1", free_port()) as url:
+        yield upstream, url
+
+
+def test_requests_one_after_another_share_one_upstream_connection() -> None:
+    with (
+        upstream_served([b"data: ok\n\n"]) as (upstream, url),
+        relayed(DirectRoute(url, [url])) as router,
+        httpx.Client(base_url=router) as client,
+    ):
+        for _ in range(20):
+            assert client.post("/v1/completions", json=BODY).status_code == 200
+    assert len(upstream.ports) == 20
+    assert len(set(upstream.ports)) == 1
+
+
+def test_requests_at_once_open_at_most_one_upstream_connection_each() -> None:
+    at_once = 8
+    with (
+        upstream_served([b"data: ok\n\n"]) as (upstream, url),
+        relayed(DirectRoute(url, [url])) as router,
+        httpx.Client(base_url=router, limits=httpx.Limits(max_connections=at_once)) as client,
+        ThreadPoolExecutor(at_once) as pool,
+    ):
+        statuses = list(
+            pool.map(lambda _: client.post("/v1/completions", json=BODY).status_code, range(80))
+        )
+    assert statuses == [200] * 80
+    assert len(set(upstream.ports)) <= at_once
+
+
+def test_a_streamed_answer_reaches_the_client_byte_for_byte_as_it_comes() -> None:
+    chunks = [
+        b"data: first\n\n",
+        "data: caf\u00e9 \u2603".encode()[:-2],  # a character cut between two chunks
+        "\u2603".encode()[-2:] + b"\r\n\r\n",
+        bytes(range(256)) * 1024,
+        b"",
+        b"data: [DONE]\n\n",
+    ]
+    with (
+        upstream_served(chunks) as (upstream, url),
+        relayed(DirectRoute(url, [url])) as router,
+        httpx.Client(base_url=router) as client,
+    ):
+        upstream.gate.clear()  # the second chunk waits until the client has the first
+        received = bytearray()
+        with client.stream("POST", "/v1/completions", json=BODY) as response:
+            pieces = response.iter_raw()
+            received += next(pieces)
+            assert bytes(received) == chunks[0]
+            upstream.gate.set()
+            for piece in pieces:
+                received += piece
+    assert bytes(received) == b"".join(chunks)
+
+
+def test_the_router_parses_a_request_body_once(
+    replicas: list[FakeVLLM], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = json.dumps(BODY, indent=2).encode()  # not what the router forwards
+    parses = []
+    loads = json.loads
+
+    def counted(text: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        if text == raw:
+            parses.append(threading.current_thread().name)
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counted)
+    settings = RouterSettings(
+        replica_urls=[r.url for r in replicas],
+        kv_endpoints=[None for _ in replicas],
+        health_interval_s=60.0,
+    )
+    with relayed(PreciseRoute(RouterState(settings))) as router:
+        response = httpx.post(
+            f"{router}/v1/completions",
+            content=raw,
+            headers={"content-type": "application/json"},
+        )
+    assert response.status_code == 200
+    assert len(parses) == 1
+    assert sum(len(r.generations) for r in replicas) == 1
+
+
+def test_a_replica_restarted_between_two_requests_answers_the_next_one() -> None:
+    replica = FakeVLLM().start()
+    try:
+        with (
+            relayed(DirectRoute(replica.url, [replica.url])) as router,
+            httpx.Client(base_url=router) as client,
+        ):
+            assert client.post("/v1/completions", json=BODY).status_code == 200
+            replica.stop()  # the router's kept-alive connection to it is closed
+            replica = FakeVLLM(port=replica.port).start()
+            response = client.post("/v1/completions", json=BODY)
+        assert response.status_code == 200
+        assert len(replica.generations) == 1
+    finally:
+        replica.stop()
+
+
+def test_an_upstream_silent_past_the_read_timeout_is_a_502(replicas: list[FakeVLLM]) -> None:
+    replica = replicas[0]
+    replica.delay_headers_s = 5.0
+    limits = Limits(upstream_read_timeout_s=0.5)
+    with relayed(DirectRoute(replica.url, [replica.url]), limits) as router:
+        response = httpx.post(f"{router}/v1/completions", json=BODY, timeout=4.0)
+    assert response.status_code == 502
+    assert "ReadTimeout" in response.json()["error"]["message"]
