@@ -64,12 +64,15 @@ LoopApi = Literal["anthropic", "responses", "chat"]
 
 @dataclass(frozen=True)
 class LoopTurn:
-    """One request of the loop: its cache statistics, the tool calls it asked for, its text."""
+    """One request of the loop: its cache statistics, the tool calls it asked for, its text,
+    and the provider's id of the reply (`response_id`: the Responses response, the
+    Anthropic message, the Chat completion)."""
 
     number: int
     stats: CacheStats
     tool_calls: tuple[ToolCall, ...]
     text: str
+    response_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ class LoopResult:
     turns: tuple[LoopTurn, ...]
     prompt: Prompt
     stopped: Literal["answer", "step_limit"]
+
+    @property
+    def response_id(self) -> str:
+        """The provider's id of the last reply: with a stateful Responses loop, the
+        `previous_response_id` to continue the conversation from."""
+        return self.turns[-1].response_id if self.turns else ""
 
     @property
     def stats(self) -> CacheStats:
@@ -120,7 +129,7 @@ class _Reply:
     text: str
     stats: CacheStats
     paused: bool = False
-    ident: str = ""  # the Responses response id
+    ident: str = ""  # the provider's id of the reply
 
 
 def _anthropic_reply(message: Any, stats: CacheStats) -> _Reply:
@@ -131,7 +140,7 @@ def _anthropic_reply(message: Any, stats: CacheStats) -> _Reply:
     )
     text = "".join(block.text for block in message.content if block.type == "text")
     paused = message.stop_reason == "pause_turn"
-    return _Reply(list(message.content), calls, text, stats, paused)
+    return _Reply(list(message.content), calls, text, stats, paused, str(message.id))
 
 
 def _responses_reply(response: Any, stats: CacheStats) -> _Reply:
@@ -151,7 +160,7 @@ def _chat_reply(completion: Any, stats: CacheStats) -> _Reply:
         if call.type == "function"
     )
     content: list[ContentBlock] = [Text(choice.content)] if choice.content else []
-    return _Reply([*content, *calls], calls, choice.content or "", stats)
+    return _Reply([*content, *calls], calls, choice.content or "", stats, ident=completion.id)
 
 
 def _streamed_reply(api: LoopApi, streamed: StreamResult) -> _Reply:
@@ -387,7 +396,9 @@ def _check_start(client: object, sync: bool, prompt: Prompt, max_steps: int) -> 
 class _Turns:
     """The loop's bookkeeping: turns sent, text of the current (possibly paused) turn."""
 
-    def __init__(self, stateful: bool, api: LoopApi, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self, stateful: bool, api: LoopApi, options: Mapping[str, Any], prompt: Prompt
+    ) -> None:
         if stateful and api != "responses":
             raise RenderError(
                 f"stateful=True needs the Responses API (the server keeps the conversation), "
@@ -408,6 +419,12 @@ class _Turns:
         self.text = ""
         self.sending: Prompt | None = None  # what the next request sends, when not the prompt
         self.previous = ""
+        continued = options.get("previous_response_id")
+        new = _after_last_reply(prompt) if stateful and isinstance(continued, str) else None
+        if isinstance(continued, str) and new:
+            # the server holds the conversation up to that response: send what follows it
+            self.previous = continued
+            self.sending = _continuation(prompt, new)
 
     def request(self, prompt: Prompt, options: dict[str, Any]) -> Prompt:
         """The prompt to send next; `options` gain `previous_response_id` when stateful."""
@@ -418,7 +435,7 @@ class _Turns:
         return self.sending
 
     def add(self, step: int, reply: _Reply) -> None:
-        self.turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text))
+        self.turns.append(LoopTurn(step, reply.stats, reply.calls, reply.text, reply.ident))
         self.text += reply.text
 
     def after(self, prompt: Prompt, reply: _Reply, results: list[ToolResult | Native]) -> Prompt:
@@ -429,7 +446,7 @@ class _Turns:
             self.text = ""
         if self.stateful:
             self.previous = reply.ident
-            self.sending = _continuation(prompt, question) if question is not None else None
+            self.sending = _continuation(prompt, [question]) if question is not None else None
         return following
 
 
@@ -463,7 +480,9 @@ def run_tool_loop(
       `previous_response_id` set to the last response, or in the
       `conversation=` given in `options`. The client keeps the first
       request's `prompt_cache_key`; `LoopResult.prompt` is the whole
-      conversation all the same.
+      conversation all the same. To go on from a finished stateful loop, pass
+      `result.next_question(...)` with `previous_response_id=result.response_id`:
+      the first request then sends only what follows the last reply.
     - `on_text`: stream every request (the client's `stream`, `stream_chat`
       or `stream_responses`) and call `on_text(piece)` with each text delta
       as it arrives, to show the replies while they stream.
@@ -477,7 +496,7 @@ def run_tool_loop(
     """
     _check_start(client, True, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns(stateful, chosen, options)
+    state = _Turns(stateful, chosen, options, prompt)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
         reply = _send(client, chosen, state.request(prompt, merged), model, merged, on_text)
@@ -510,7 +529,7 @@ async def arun_tool_loop(
     does not wait for the one before it); their results go back in call order."""
     _check_start(client, False, prompt, max_steps)
     chosen = _chosen_api(client, api)
-    state = _Turns(stateful, chosen, options)
+    state = _Turns(stateful, chosen, options, prompt)
     for step in range(1, max_steps + 1):
         merged = {**options, **(step_options(step) if step_options is not None else {})}
         sending = state.request(prompt, merged)
@@ -526,12 +545,18 @@ async def arun_tool_loop(
     return LoopResult(state.turns[-1].text, tuple(state.turns), prompt, "step_limit")
 
 
-def _continuation(prompt: Prompt, question: Segment) -> Prompt:
-    """What a stateful request sends: the tool results, and the tools again (the server
+def _continuation(prompt: Prompt, new: Sequence[Segment]) -> Prompt:
+    """What a stateful request sends: the new messages, and the tools again (the server
     keeps a conversation's items, not its tools). The static prefix lives on the server,
     in the first request; here the tools are the session's, not a prefix of their own."""
     tools = [dataclasses.replace(tool, stability=Stability.SESSION) for tool in prompt.tools]
-    return Prompt(tools=tools, messages=[question], sort_tools=False)
+    return Prompt(tools=tools, messages=new, sort_tools=False)
+
+
+def _after_last_reply(prompt: Prompt) -> list[Segment] | None:
+    """The messages after the prompt's last assistant turn; None when it has none."""
+    replies = [i for i, m in enumerate(prompt.messages) if m.role == "assistant"]
+    return list(prompt.messages[replies[-1] + 1 :]) if replies else None
 
 
 def _reply_segment(reply: _Reply) -> Segment:

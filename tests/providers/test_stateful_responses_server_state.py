@@ -113,3 +113,41 @@ def test_a_stateful_loop_without_a_stored_response_is_refused_before_sending() -
             store=False,
         )
     assert caught.value.argument == "store" and not provider.mock.requests
+
+
+def test_a_finished_stateful_loop_goes_on_from_its_last_response_with_the_next_question() -> None:
+    provider = ToolCallingProvider(MockProvider(), calls=1)
+    tools = {"lookup_invoice": lookup_invoice}
+    with provider.openai_client() as raw:
+        client = OpenAIClient(raw)
+        first = run_tool_loop(client, support_prompt(QUESTION), tools, model=MODEL, stateful=True)
+        follow = first.next_question("And was April charged twice too?")
+        second = run_tool_loop(
+            client,
+            follow,
+            tools,
+            model=MODEL,
+            stateful=True,
+            previous_response_id=first.response_id,
+        )
+    bodies = response_bodies(provider.mock)
+    opening = bodies[len(first.turns)]
+    assert first.response_id.startswith("resp_") and second.stopped == "answer"
+    assert opening["previous_response_id"] == first.response_id
+    assert [item["content"][0]["text"] for item in opening["input"]] == [
+        "And was April charged twice too?"
+    ]
+    assert opening["tools"] == bodies[0]["tools"]
+    assert len({body["prompt_cache_key"] for body in bodies}) == 1
+    last_of_first = first.turns[-1].stats.input_tokens
+    assert second.turns[0].stats.cached_tokens >= 0.9 * last_of_first
+    kept = second.prompt.messages[: len(follow.messages)]
+    assert [m.digest for m in kept] == [m.digest for m in follow.messages]
+
+
+def test_every_turn_names_the_reply_it_read() -> None:
+    result, mock = stateful_loop("previous_response_id")
+    later = response_bodies(mock)[1:]
+    ids = [turn.response_id for turn in result.turns]
+    assert [body["previous_response_id"] for body in later] == ids[:-1]
+    assert result.response_id == ids[-1]
