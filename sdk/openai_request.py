@@ -260,9 +260,11 @@ def _render(
     turns: list[tuple[str, tuple[ContentBlock, ...]]] = [
         (s.role, s.blocks) for p, s in located if p == "messages"
     ]
-    if api == "responses" and any(
+    # the conversation so far, its static prefix included, is kept on OpenAI's servers
+    stateful = api == "responses" and any(
         request.get(name) is not None for name in ("previous_response_id", "conversation")
-    ):
+    )
+    if stateful:
         turns = _without_server_calls(turns)
     check_tool_pairs(turns, _API_NAME[api])
     info = model_info("openai", model)
@@ -287,7 +289,8 @@ def _render(
                 provider=api,
                 model=model,
             )
-    _warn_if_short(model, info, prompt, counter, estimate)
+    if not stateful:  # the prefix a stateful request continues is not in `prompt`
+        _warn_if_short(model, info, prompt, counter, estimate)
     for point in plan:
         if not parts[point.index].caller:  # a native part already carries its own
             parts[point.index].mark(items)
@@ -498,6 +501,15 @@ def _tool_result(api: Api, block: ToolResult, *, listed: bool) -> dict[str, Any]
     """A result as a tool message or `function_call_output` item; `listed`: its text as
     one content part, which can carry a breakpoint (models with `prompt_cache_options`)."""
     if api == "chat":
+        if not isinstance(block.content, str):
+            others = sorted({type(p).__name__ for p in block.content if not isinstance(p, Text)})
+            if others:
+                raise RenderError(
+                    f"the result of tool call {block.call_id} holds {', '.join(others)} "
+                    "content: Chat Completions tool messages take text only; send an image "
+                    "in a user message after the result, or use the Responses API",
+                    provider=api,
+                )
         content: Any = (
             block.content
             if isinstance(block.content, str)

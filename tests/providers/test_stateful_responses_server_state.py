@@ -7,6 +7,7 @@ reads the previous request from the cache."""
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 import openai
@@ -151,3 +152,21 @@ def test_every_turn_names_the_reply_it_read() -> None:
     ids = [turn.response_id for turn in result.turns]
     assert [body["previous_response_id"] for body in later] == ids[:-1]
     assert result.response_id == ids[-1]
+
+
+def test_a_stateful_continuation_that_resends_its_tools_is_not_warned_of_a_short_prefix() -> None:
+    """By hand, as the docs say: the tools go with every request on previous_response_id
+    (OpenAI keeps items, not tools); the static prefix lives on the server."""
+    provider = ToolCallingProvider(MockProvider(), calls=1)
+    with provider.openai_client() as client:
+        prefixkit = OpenAIClient(client)
+        first, _ = prefixkit.responses(support_prompt("Why two charges?"), model=MODEL)
+        call = first.output[-1]
+        assert call.type == "function_call"
+        follow = Prompt(
+            tools=support_prompt().tools,
+            messages=[Segment.session([ToolResult(call.call_id, "INV-1 paid")])],
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            prefixkit.responses(follow, model=MODEL, previous_response_id=first.id)
