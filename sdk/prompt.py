@@ -193,6 +193,8 @@ def _message_segment(raw: MessageLike) -> Segment:
 def _as_tuple(items: Iterable[Any] | str | Segment | None) -> tuple[Any, ...]:
     if items is None:
         return ()
+    if type(items) is list or type(items) is tuple:  # the usual case, without an ABC check
+        return tuple(items)
     if isinstance(items, (str, Segment, Mapping)):
         return (items,)
     return tuple(items)
@@ -241,8 +243,10 @@ class Prompt:
         tool_segments = tuple(_tool_segment(t) for t in _as_tuple(tools))
         if sort_tools:
             tool_segments = tuple(sorted(tool_segments, key=lambda s: (s.name or "", s.text)))
-        names = [s.name for s in tool_segments]
-        duplicates = sorted({n for n in names if n is not None and names.count(n) > 1})
+        names = [s.name for s in tool_segments if s.name is not None]
+        duplicates = (
+            sorted({n for n in names if names.count(n) > 1}) if len(set(names)) < len(names) else []
+        )
         if duplicates:
             raise CanonicalError(
                 f"tool names must be unique; repeated: {', '.join(duplicates)}", value=duplicates

@@ -235,12 +235,21 @@ def local_tiktoken(encoding: str) -> TiktokenTokenizer | None:
     it is returned.
     """
     key = _encoding_key(encoding, None)
+    tokenizer = _local_tokenizers.get(key)
+    if tokenizer is not None:
+        return tokenizer
     if key not in _encodings and key in _encoding_failures:
         return None
     try:
-        return TiktokenTokenizer(encoding)
+        tokenizer = TiktokenTokenizer(encoding)
     except TokenizerError:
         return None
+    _local_tokenizers[key] = tokenizer
+    return tokenizer
+
+
+# local_tiktoken's answers: a loaded encoding stays loaded, so its tokenizer can be kept
+_local_tokenizers: dict[_EncodingKey, TiktokenTokenizer] = {}
 
 
 def _tiktoken_encoding(encoding: str, path: str | None, *, download: bool = False) -> Any:
