@@ -9,7 +9,9 @@ port of each request (one port: one connection).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -19,11 +21,14 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
 from prefixkit.engine_adapter.serving.app import serving_app
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.limits import Limits
 from prefixkit.engine_adapter.serving.router import DirectRoute, PreciseRoute, Routing
+from prefixkit.engine_adapter.serving.upstream import UpstreamPool
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -186,3 +191,73 @@ def test_an_upstream_silent_past_the_read_timeout_is_a_502(replicas: list[FakeVL
         response = httpx.post(f"{router}/v1/completions", json=BODY, timeout=4.0)
     assert response.status_code == 502
     assert "ReadTimeout" in response.json()["error"]["message"]
+
+
+def _chunked(body: bytes, sizes: list[int]) -> bytes:
+    """`body` in chunked transfer coding, chunks of `sizes` (cycled), with an extension."""
+    framed, at = bytearray(), 0
+    for size in itertools.cycle(sizes or [len(body) or 1]):
+        if at >= len(body):
+            break
+        piece = body[at : at + size]
+        framed += b"%x;ext=1\r\n%s\r\n" % (len(piece), piece)
+        at += size
+    return bytes(framed + b"0\r\n\r\n")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=st.binary(max_size=3000),
+    sizes=st.lists(st.integers(1, 700), max_size=6),
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=8),
+    chunked=st.booleans(),
+)
+def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reused(
+    body: bytes, sizes: list[int], cuts: list[int], chunked: bool
+) -> None:
+    framing = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % len(body)
+    answer = b"HTTP/1.1 200 OK\r\n%s\r\n\r\n%s" % (
+        framing,
+        _chunked(body, sizes) if chunked else body,
+    )
+
+    served = []  # connections being served
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(writer)
+        with contextlib.suppress(asyncio.IncompleteReadError):  # the client closed it
+            while await reader.readuntil(b"\r\n\r\n"):
+                at = 0
+                for cut in itertools.cycle(cuts):  # the answer in pieces, each its own write
+                    if at >= len(answer):
+                        break
+                    writer.write(answer[at : at + cut])
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                    at += cut
+        writer.close()
+        await writer.wait_closed()
+        served.remove(writer)
+
+    async def run() -> tuple[list[bytes], int]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = UpstreamPool(f"http://127.0.0.1:{port}")
+        bodies = []
+        try:
+            for _ in range(2):
+                upstream = await pool.send("GET", "/")
+                try:
+                    bodies.append(b"".join([piece async for piece in upstream.body()]))
+                finally:
+                    upstream.close()
+        finally:
+            pool.close()
+            server.close()
+            while served:
+                await asyncio.sleep(0.001)
+        return bodies, pool.opened
+
+    bodies, opened = asyncio.run(run())
+    assert bodies == [body, body]
+    assert opened == 1
