@@ -12,6 +12,8 @@ cache_aware by default on --router-port and the port after it; --router precise 
 prefixkit's KV-event router) -> the serving app on --host:--port: the tenant gateway,
 which authenticates API keys and sets each tenant's cache_salt, then the routing stage.
 --no-gateway serves without the gateway (one replica without it: the replica itself).
+--router-workers N (with --router precise) runs the serving app in N processes on the same
+port, each following every replica's KV events; a worker that dies is restarted.
 The tenants file's [operators] keys reach /metrics of every tenant, /router/state, the
 engines' admin routes and warm-up; tenant keys reach the tenant routes only. The gateway
 limits bound body size and time, header time, each tenant's requests in flight and the
@@ -119,7 +121,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     topology.add_argument(
         "--decision-log",
         action="store_true",
-        help="--router precise: append every routing decision to RUN_DIR/decisions.jsonl",
+        help="--router precise: append every routing decision to RUN_DIR/decisions.jsonl "
+        "(RUN_DIR/decisions-<i>.jsonl per router worker)",
+    )
+    topology.add_argument(
+        "--router-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="--router precise: N processes serve the gateway and router on --port, each "
+        "following every replica's KV events (default 1: one, in this process)",
     )
     topology.add_argument(
         "--smg-chars-per-token",

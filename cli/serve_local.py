@@ -36,6 +36,7 @@ def serve_local(args: argparse.Namespace, run_dir: Path, console: Console) -> in
         router_port=args.router_port,
         decision_log=args.decision_log,
         smg_chars_per_token=args.smg_chars_per_token,
+        router_workers=args.router_workers,
     )
     # everything that can be checked before the engine, which may take minutes to install
     if args.embedded and args.model is not None:
@@ -97,6 +98,10 @@ def _announce(
             )
     if deployment.router_url is not None:
         console.print(f"SMG: {deployment.router_url} (log {run_dir / 'router.log'})")
+    if deployment.workers is not None:
+        for worker, pid in enumerate(deployment.workers.pids):
+            log = run_dir / f"router-worker{worker}.log"
+            console.print(f"router worker {worker}: pid {pid}, log {log}")
     console.print(
         f"[bold green]serving[/] {config.name} at {deployment.url}/v1 "
         f"(block size {config.block_size}, hash {config.prefix_caching_hash_algo}); "

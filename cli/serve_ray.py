@@ -35,6 +35,13 @@ def serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
             "kv-aware has none): drop --no-gateway",
             parts=("--no-gateway", "--ray-router"),
         )
+    if args.router_workers != 1:
+        raise DeploymentConfigError(
+            f"--router-workers {args.router_workers} runs local router processes: on Ray, "
+            "Serve runs the gateway and its router; drop --router-workers, or use "
+            "--backend local",
+            parts=("--router-workers", "--backend"),
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     tenants = None
     if args.ray_router != "kv-aware":

@@ -21,6 +21,11 @@ healthy replica, its cached run, in-flight requests, queued prefill blocks, whet
 is within the work budget, and the blocks the request would evict there with their cost
 and last-use stamp (`prefixkit serve --router precise --decision-log`).
 
+With `peers` set (several router workers in front of the same replicas, each with its
+own `RouterState`), the decision counts the other workers' requests in flight and queued
+prefill blocks per replica beside its own, and every change of its own is published to
+them (`PeerLoad`).
+
 No HTTP here: the serving app's precise routing stage (`serving.router.PreciseRoute`)
 asks the replicas for token ids, calls `route`, and relays the request.
 """
@@ -32,7 +37,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prefixkit.sdk import (
     DEFAULT_NONE_HASH_SEED,
@@ -47,6 +52,7 @@ from .policy import PreciseParams, WorkShares, choose_replica
 from .reuse import ReuseModel, ReuseSettings
 
 __all__ = [
+    "PeerLoad",
     "Placement",
     "RouterSettings",
     "RouterState",
@@ -79,6 +85,22 @@ class RouterSettings:
     params: PreciseParams = field(default_factory=PreciseParams)
     health_interval_s: float = 1.0
     decision_log: Path | None = None  # one JSON line per decision, appended
+
+
+class PeerLoad(Protocol):
+    """The load the other router workers in front of the same replicas put on them."""
+
+    def inflight(self, replica: int) -> int:
+        """The other workers' requests in flight to `replica`."""
+        ...
+
+    def queued_blocks(self, replica: int) -> float:
+        """The other workers' queued prefill blocks on `replica`."""
+        ...
+
+    def publish(self, replica: int, inflight: int, queued_blocks: float) -> None:
+        """This worker's own requests in flight and queued blocks on `replica`, now."""
+        ...
 
 
 @dataclass
@@ -126,6 +148,8 @@ class RouterState:
         )
         # given each decision's record (see `_decision`) when set
         self.decision_sink: Callable[[dict[str, Any]], None] | None = None
+        # the other router workers' load (None: this is the only one)
+        self.peers: PeerLoad | None = None
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
         return self.hash_memo.hashes(token_ids, cache_salt)
@@ -156,6 +180,7 @@ class RouterState:
         if placement.queued:
             placement.queued = False
             self.queued_blocks[placement.replica] -= len(placement.hashes) - placement.run
+            self._publish(placement.replica)
 
     def finished(self, placement: Placement) -> None:
         """It ended (or failed): from now on only the engine's events tell which
@@ -165,7 +190,23 @@ class RouterState:
         placement.ended = True
         self.started(placement)
         self.inflight[placement.replica] -= 1
+        self._publish(placement.replica)
         self.index.finished(placement.replica, placement.hashes)
+
+    def _publish(self, replica: int) -> None:
+        if self.peers is not None:
+            self.peers.publish(replica, self.inflight[replica], self.queued_blocks[replica])
+
+    def load(self, replica: int) -> tuple[int, float]:
+        """`replica`'s requests in flight and queued prefill blocks, the other workers'
+        (`peers`) counted with this one's."""
+        peers = self.peers
+        if peers is None:
+            return self.inflight[replica], self.queued_blocks[replica]
+        return (
+            self.inflight[replica] + peers.inflight(replica),
+            self.queued_blocks[replica] + peers.queued_blocks(replica),
+        )
 
     def alive(self) -> list[int]:
         """The healthy replicas; every replica when none is (a try beats a refusal)."""
@@ -187,10 +228,17 @@ class RouterState:
             return (0.0 if reuse is None else reuse.eviction_cost(count, stamp, clock)), stamp
 
         within = self.shares.within(runs_all, length, reuse is not None and not reuse.informed)
+        if self.peers is None:
+            queued = [self.queued_blocks[r] for r in alive]
+            inflight = [self.inflight[r] for r in alive]
+        else:
+            loads = [self.load(r) for r in alive]
+            queued = [blocks for _, blocks in loads]
+            inflight = [requests for requests, _ in loads]
         pick = choose_replica(
             runs,
-            [self.queued_blocks[r] for r in alive],
-            [self.inflight[r] for r in alive],
+            queued,
+            inflight,
             self.settings.params,
             request,
             eviction,
@@ -214,6 +262,7 @@ class RouterState:
         self.routed[replica] += 1
         self.inflight[replica] += 1
         self.queued_blocks[replica] += len(hashes) - run
+        self._publish(replica)
         return Placement(hashes, replica, run, request)
 
     def _decision(
@@ -232,12 +281,13 @@ class RouterState:
         candidates = []
         for r in alive:
             evicts, stamp = self.index.newest_evicted(r, runs[r], length)
+            inflight, queued = self.load(r)
             candidates.append(
                 {
                     "replica": r,
                     "run": runs[r],
-                    "inflight": self.inflight[r],
-                    "queued_blocks": self.queued_blocks[r],
+                    "inflight": inflight,
+                    "queued_blocks": queued,
                     "within_budget": None if within is None else within[r],
                     "evicts": evicts,
                     "eviction_cost": (

@@ -19,7 +19,11 @@
    to ``run_dir/decisions.jsonl``);
 3. the serving app (`app.serving_app`) on ``topology.host:topology.port``: the tenant
    gateway stage when `tenants` is given, then the routing stage. A single replica
-   without tenants needs no app: the deployment's URL is the replica's own.
+   without tenants needs no app: the deployment's URL is the replica's own. With
+   ``topology.router_workers`` above 1 (the precise router only), that many worker
+   processes each run the serving app on that port (`workers.RouterWorkers`: each
+   follows every replica's KV events, they share their load, a dead one is restarted);
+   otherwise the app runs in a thread of this process.
 
 `Topology` checks that its parts fit together when it is made, and `deploy` that the
 replicas can do what the router needs, before anything starts (`DeploymentConfigError`,
@@ -58,6 +62,7 @@ from .smg import (
     wait_until_ready,
 )
 from .tenants import Tenants
+from .workers import RouterWorkers, WorkerSpec
 
 __all__ = ["ROUTERS", "Deployment", "ReplicaEndpoint", "RouterName", "Topology", "deploy"]
 
@@ -109,6 +114,7 @@ class Topology:
     router_port: int = 8090  # SMG's, and the next port its Prometheus metrics
     decision_log: bool = False  # the precise router appends each decision to a file
     smg_chars_per_token: float | None = None  # sizes SMG's tree; None: CHARS_PER_TOKEN
+    router_workers: int = 1  # processes serving the app on `port` (precise router only)
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -124,6 +130,18 @@ class Topology:
                 "--decision-log logs the precise router's decisions: "
                 "give --replicas 2 or more and --router precise, or drop --decision-log",
                 parts=("decision_log", "replicas", "router"),
+            )
+        if self.router_workers < 1:
+            raise DeploymentConfigError(
+                f"--router-workers {self.router_workers}: give at least 1",
+                parts=("router_workers",),
+            )
+        if self.router_workers > 1 and (self.replicas < 2 or self.router != "precise"):
+            raise DeploymentConfigError(
+                f"--router-workers {self.router_workers} runs that many precise routers on "
+                "one port: give --replicas 2 or more and --router precise, or drop "
+                "--router-workers",
+                parts=("router_workers", "replicas", "router"),
             )
         ratio = self.smg_chars_per_token
         if ratio is not None and (
@@ -200,6 +218,9 @@ class Deployment:
     replicas: ReplicaSet | None = None  # when `deploy` launched them
     router_url: str | None = None  # SMG's own URL
     state: RouterState | None = field(default=None, repr=False)  # the precise router's
+    # the router worker processes (``topology.router_workers`` > 1; `state` is then None:
+    # each worker keeps its own)
+    workers: RouterWorkers | None = field(default=None, repr=False)
 
 
 @contextlib.contextmanager
@@ -259,9 +280,19 @@ def deploy(
             routing = DirectRoute(urls[0], urls, name="replica 0")
         else:
             metrics = [fetch_cache_metrics(url) for url in urls]  # the replicas' KV capacity
-            precise = PreciseRoute(
-                RouterState(_router_settings(endpoints, metrics, topology, run_dir))
-            )
+            settings = _router_settings(endpoints, metrics, topology, run_dir)
+            if topology.router_workers > 1:
+                spec = WorkerSpec(settings, tenants, limits, topology.host, topology.port)
+                workers = stack.enter_context(
+                    RouterWorkers(spec, topology.router_workers, run_dir, report=report)
+                )
+                report(
+                    f"{topology.router_workers} router workers route {len(urls)} replicas "
+                    f"on {workers.url} (logs in {run_dir / 'router-worker<i>.log'})"
+                )
+                yield Deployment(workers.url, urls, topology, replica_set, workers=workers)
+                return
+            precise = PreciseRoute(RouterState(settings))
             if topology.router == "precise":
                 routing = precise
                 report(f"the precise router routes {len(urls)} replicas")
