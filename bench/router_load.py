@@ -31,14 +31,25 @@ children) and for precise the ``server-timing`` it reports (``/tokenize`` round 
 hashing + decision: median, p99). Everything shares this machine's cores, so the
 requests per second are the machine's; the CPU per request says how many requests a
 second one core of router would serve.
+
+``--phases`` runs some of the phases only (``direct smg precise one-app two-servers``).
+``--baseline DIR`` runs each router phase a second time, right after the first, with the
+``prefixkit`` package of another source tree (``DIR/prefixkit/{sdk,engine_adapter,...}``,
+such as ``git archive`` of an earlier commit unpacked there): two versions of the router
+measured side by side on the same replicas in one run. ``--py-spy DIR`` samples each
+router process with py-spy while its phase runs (``DIR/<phase>.txt``, py-spy's raw
+collapsed stacks, aggregated by function) and prints the functions where the router's
+CPU time goes (own time, and time under the relay's main steps).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -65,6 +76,7 @@ MODEL = "fake-model"
 USERS = 8
 TURNS = 4
 SECRET = "router-load-bench-secret-0123"
+PHASES = ("direct", "smg", "precise", "one-app", "two-servers")
 # variant of the serving process -> what it deploys
 VARIANTS = {
     "precise": "the precise router alone",
@@ -105,7 +117,7 @@ def serve_router(args: argparse.Namespace) -> None:
         ReplicaEndpoint(f"http://127.0.0.1:{FIRST_PORT + r}", kv_events=endpoint, block_size=BLOCK)
         for r, endpoint in enumerate(args.kv_endpoints)
     ]
-    tenants = Tenants(tenant_keys(args.variant, args.tenants), SECRET)
+    tenants = Tenants(tenant_keys(args.label or args.variant, args.tenants), SECRET)
     precise = Topology(replicas=len(endpoints), router="precise", port=ROUTER_PORT)
     with ExitStack() as stack:
         if args.variant == "precise":
@@ -167,7 +179,8 @@ async def run_phase(
                 if timing:
                     timings.append(timing)
 
-    limits = httpx.Limits(max_connections=clients + 8)
+    # every client keeps its connection, as the OpenAI and Anthropic SDKs do (up to 100)
+    limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         started = time.perf_counter()
         workload = conversations(tenants, USERS, TURNS, (750, 40, 60))
@@ -190,9 +203,11 @@ def cpu_seconds(pid: int) -> float:
     return sum(processes[p][1] for p in tree if p in processes) / os.sysconf("SC_CLK_TCK")
 
 
-def started(command: list[str]) -> subprocess.Popen[str]:
-    """A role of this script in its own process, once it says it is ready."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+def started(command: list[str], source: str | None = None) -> subprocess.Popen[str]:
+    """A role of this script in its own process, once it says it is ready (`source`: the
+    source tree whose ``prefixkit`` it imports, None for this one)."""
+    env = None if source is None else {**os.environ, "PYTHONPATH": source}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None
     if process.stdout.readline().strip() != "ready":
         process.kill()
@@ -215,7 +230,15 @@ def main() -> int:
     parser.add_argument("--role", choices=["bench", "engines", "router"], default="bench")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="precise")
     parser.add_argument("--kv-endpoints", nargs="*", default=[])
+    parser.add_argument("--label", default="", help="(router role) its phase's tenant ids")
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
+    parser.add_argument(
+        "--baseline", type=Path, help="another source tree: its router measured too"
+    )
+    parser.add_argument("--py-spy", type=Path, help="record each router with py-spy here")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "prefixkit").is_dir():
+        parser.error(f"--baseline {args.baseline}: no prefixkit package there")
     if args.role == "engines":
         serve_engines(args)
         return 0
@@ -239,42 +262,70 @@ def main() -> int:
             f"{requests} requests ({args.tenants} tenants x {USERS} users x {TURNS} turns), "
             f"{args.clients} in flight, {args.engines} fake replicas x {args.capacity} blocks"
         )
-        measure("round-robin, direct", replica_urls, None, args, gateway=False)
-
-        smg_url = f"http://127.0.0.1:{SMG_PORT}"
-        smg = launch_smg(
-            SmgSettings(
-                replica_urls,
-                port=SMG_PORT,
-                max_tree_size=args.capacity * BLOCK * 4,  # the fake tokenizer: 4 characters
-            ),
-            Path(run_dir) / "smg.log",
-        )
-        try:
-            wait_until_ready(smg, smg_url, 60.0, Path(run_dir) / "smg.log")
-            measure("SMG cache_aware", [smg_url], smg.pid, args, gateway=False)
-        finally:
-            stop_smg(smg)
-
+        if "direct" in args.phases:
+            measure("round-robin, direct", replica_urls, None, args, gateway=False)
+        if "smg" in args.phases:
+            measure_smg(replica_urls, run_dir, args)
         router_url = f"http://127.0.0.1:{ROUTER_PORT}"
         for variant, name in VARIANTS.items():
-            router = started([*script, "--role", "router", "--variant", variant])
-            try:
-                measure(name, [router_url], router.pid, args, gateway=variant != "precise")
-            finally:
-                stopped(router)
+            if variant not in args.phases:
+                continue
+            runs = [(variant, name, None)]
+            if args.baseline is not None:
+                runs.append((f"{variant}-baseline", f"{name} (baseline)", str(args.baseline)))
+            for label, title, source in runs:
+                router = started(
+                    [*script, "--role", "router", "--variant", variant, "--label", label],
+                    source,
+                )
+                try:
+                    profile = None if args.py_spy is None else args.py_spy / f"{label}.txt"
+                    gateway = variant != "precise"
+                    measure(title, [router_url], router.pid, args, gateway, profile)
+                finally:
+                    stopped(router)
     return 0
 
 
-def measure(name: str, urls: Sequence[str], router: int | None, args: Any, gateway: bool) -> None:
-    """Send every conversation through `urls`; print what it cost."""
+def measure_smg(replica_urls: list[str], run_dir: str, args: Any) -> None:
+    """The SMG phase: real SMG cache_aware in front of the replicas."""
+    smg_url = f"http://127.0.0.1:{SMG_PORT}"
+    smg = launch_smg(
+        SmgSettings(
+            replica_urls,
+            port=SMG_PORT,
+            max_tree_size=args.capacity * BLOCK * 4,  # the fake tokenizer: 4 characters
+        ),
+        Path(run_dir) / "smg.log",
+    )
+    try:
+        wait_until_ready(smg, smg_url, 60.0, Path(run_dir) / "smg.log")
+        measure("SMG cache_aware", [smg_url], smg.pid, args, gateway=False)
+    finally:
+        stop_smg(smg)
+
+
+def measure(
+    name: str,
+    urls: Sequence[str],
+    router: int | None,
+    args: Any,
+    gateway: bool,
+    profile: Path | None = None,
+) -> None:
+    """Send every conversation through `urls`; print what it cost (and with `profile`,
+    where the router's CPU went)."""
     replicas = [f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)]
     before = [fetch_cache_metrics(url) for url in replicas]
+    sampler = None if profile is None or router is None else py_spy(router, profile)
     cpu = 0.0 if router is None else cpu_seconds(router)
     wall, latencies, timings = asyncio.run(
         run_phase(name, urls, args.tenants, args.clients, gateway)
     )
     cpu = 0.0 if router is None else cpu_seconds(router) - cpu
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(60)
     rate = fleet_interval(before, [fetch_cache_metrics(url) for url in replicas]).hit_rate
     print(
         f"{name:<40} {len(latencies) / wall:7.1f} req/s   latency median "
@@ -291,6 +342,96 @@ def measure(name: str, urls: Sequence[str], router: int | None, args: Any, gatew
             f"p99 {percentile(tokenize, 0.99):.2f} ms; hashing + decision median "
             f"{statistics.median(route):.3f} ms, p99 {percentile(route, 0.99):.3f} ms"
         )
+    if sampler is not None and profile is not None:
+        print_profile(profile, cpu / len(latencies))
+
+
+def py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling `pid` (its active threads, without pausing it) into `output` until
+    it is sent SIGINT."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        str(Path(sys.executable).with_name("py-spy")),
+        *("record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--function"),
+        *("--format", "raw", "--output", str(output)),
+    ]
+    sampler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # attached
+    if sampler.poll() is not None:
+        assert sampler.stderr is not None
+        raise SystemExit(f"py-spy did not attach: {sampler.stderr.read().decode()}")
+    return sampler
+
+
+# the relay's steps, each a stack's first step whose function (a substring of its name)
+# it passes through; `print_profile` adds up the samples of each
+STEPS = (
+    ("/tokenize round trip (client side)", ("PreciseRoute._token_ids",)),
+    ("hashing, decision, bookkeeping", ("RouterState.",)),
+    (
+        "admission (gateway.admit, read_body, bodies.admit_body)",
+        ("admit_scope", "read_body", "admit_body", "BodyWorkers."),
+    ),
+    (
+        "send upstream (connect, write the request, read the answer's head)",
+        ("Upstreams.send", "UpstreamPool.send"),
+    ),
+    ("relay: write the answer to the client (uvicorn)", ("ServingApp.__call__.<locals>.tracked",)),
+    ("relay: read the answer from the upstream", ("relay_answer",)),
+    ("the rest of the serving app", ("ServingApp.",)),
+    (
+        "HTTP server: read requests, connections (uvicorn h11)",
+        ("H11Protocol.", "RequestResponseCycle."),
+    ),
+    ("KV events (ZMQ follower)", ("KvEventFollower.", "_AsyncSocket.")),
+    ("health polls", ("polled_health",)),
+    ("event loop: waiting for sockets (epoll)", ("EpollSelector.select",)),
+)
+_FRAME = re.compile(r"^(?P<function>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
+
+
+def print_profile(profile: Path, cpu_per_request: float, top: int = 12) -> None:
+    """The functions with the most samples of their own in a py-spy raw profile, and the
+    relay's steps (`STEPS`) by samples under them, as shares and CPU ms per request."""
+    own: collections.Counter[str] = collections.Counter()
+    steps: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in profile.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        samples = int(count)
+        total += samples
+        frames = [_short(frame) for frame in stack.split(";")]
+        own[frames[-1]] += samples
+        step = next(
+            (
+                name
+                for name, marks in STEPS
+                if any(frame.startswith(mark) for frame in frames for mark in marks)
+            ),
+            "other (event loop callbacks, threads)",
+        )
+        steps[step] += samples
+    if not total:
+        print("  py-spy: no samples")
+        return
+    ms = cpu_per_request * 1e3 / total
+    print(f"  py-spy, {total} samples: own time (share, CPU ms per request)")
+    for frame, samples in own.most_common(top):
+        print(f"    {samples / total:6.1%} {samples * ms:6.3f} ms  {frame}")
+    print("  by step of the relay")
+    for step, samples in steps.most_common():
+        print(f"    {samples / total:6.1%} {samples * ms:6.3f} ms  {step}")
+
+
+def _short(frame: str) -> str:
+    """``function (file)`` with the file's last two path parts."""
+    match = _FRAME.match(frame)
+    if match is None:
+        return frame
+    where = "/".join(match["file"].split("/")[-2:])
+    return f"{match['function']} ({where})"
 
 
 if __name__ == "__main__":
