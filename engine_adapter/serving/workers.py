@@ -45,6 +45,7 @@ import mmap
 import multiprocessing
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -296,16 +297,24 @@ def run_worker(
 
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
 
-    async def serve() -> None:
-        serving = asyncio.ensure_future(server.serve(sockets=[listener]))
+    async def served_until_stopped() -> int:
+        try:
+            await server.serve(sockets=[listener])
+        except SystemExit as exit:  # uvicorn's answer to an app that failed to start
+            return exit.code if isinstance(exit.code, int) else 1
+        return 0
+
+    async def serve() -> int:
+        serving = asyncio.ensure_future(served_until_stopped())
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
             ready.send(os.getpid())
-        await serving
+        return await serving
 
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-        runner.run(serve())
+        code = runner.run(serve())
+    sys.exit(code)
 
 
 @dataclass

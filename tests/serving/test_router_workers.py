@@ -21,6 +21,7 @@ from prefixkit.engine_adapter import (
     Deployment,
     DeploymentConfigError,
     Limits,
+    RouterStartError,
     Tenants,
     Topology,
     deploy,
@@ -234,3 +235,20 @@ def test_a_killed_worker_is_restarted_while_the_port_keeps_answering() -> None:
     assert [a.status_code for a in during + after] == [200] * 34
     assert any(f"router worker 0 (pid {killed}) exited with code -9" in r for r in reports)
     assert {a.headers[WORKER_HEADER] for a in after} == {"0", "1"}
+
+
+def test_a_worker_that_cannot_start_fails_the_deployment_with_its_log(tmp_path: Path) -> None:
+    (tmp_path / "decisions-1.jsonl").mkdir()  # worker 1 cannot open its decision log
+    topology = Topology(
+        replicas=2, router="precise", port=free_port(), router_workers=2, decision_log=True
+    )
+    with FakeVLLM(kv_events=True) as first, FakeVLLM(kv_events=True) as second:
+        with (
+            pytest.raises(RouterStartError, match="router worker 1 exited with code") as caught,
+            deploy([first.endpoint, second.endpoint], topology, run_dir=tmp_path),
+        ):
+            pass
+        assert "IsADirectoryError" in caught.value.log_tail
+        assert "Application startup failed" in caught.value.log_tail
+        with pytest.raises(httpx.ConnectError):  # worker 0 was stopped too
+            httpx.get(f"http://127.0.0.1:{topology.port}/health")
