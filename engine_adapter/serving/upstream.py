@@ -149,7 +149,7 @@ class _Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         self.closed = True
-        if self.transport is not None:
+        if self.transport is not None and not self.loop.is_closed():
             self.transport.abort()
 
     async def more(self) -> None:
@@ -270,7 +270,8 @@ class UpstreamAnswer:
 
 
 class UpstreamPool:
-    """Kept-alive HTTP/1.1 connections to one upstream base URL (module docstring)."""
+    """Kept-alive HTTP/1.1 connections to one upstream base URL (module docstring), made
+    on the event loop they serve."""
 
     def __init__(
         self,
@@ -299,6 +300,7 @@ class UpstreamPool:
         self.opened = 0  # connections opened so far
         self._idle: list[_Connection] = []
         self._busy: set[_Connection] = set()
+        self.loop = asyncio.get_running_loop()
         self._slots = asyncio.Semaphore(max_connections)
         self._ssl: ssl.SSLContext | None = None
 
@@ -337,7 +339,7 @@ class UpstreamPool:
         return answer
 
     async def _connection(self) -> _Connection:
-        now = asyncio.get_running_loop().time()
+        now = self.loop.time()
         while self._idle:
             connection = self._idle.pop()
             fresh = now - connection.idle_since < self.idle_s
@@ -345,7 +347,7 @@ class UpstreamPool:
                 self._busy.add(connection)
                 return connection
             connection.abort()
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         context = None
         if self.tls:
             context = self._ssl = self._ssl or ssl.create_default_context()
@@ -445,7 +447,8 @@ class UpstreamPool:
 
 
 class UpstreamPools:
-    """An `UpstreamPool` per upstream base URL, made on first use, closed by `close`."""
+    """An `UpstreamPool` per upstream base URL, made on first use (and again on another
+    event loop: a connection serves the loop that opened it), closed by `close`."""
 
     def __init__(self, *, connect_timeout: float = 10.0, read_timeout: float = 600.0) -> None:
         self.connect_timeout = connect_timeout
@@ -454,7 +457,9 @@ class UpstreamPools:
 
     def pool(self, base_url: str) -> UpstreamPool:
         pool = self._pools.get(base_url)
-        if pool is None:
+        if pool is None or pool.loop is not asyncio.get_running_loop():
+            if pool is not None:
+                pool.close()
             pool = self._pools[base_url] = UpstreamPool(
                 base_url, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout
             )
