@@ -169,7 +169,7 @@ def test_two_workers_keep_one_workers_hit_rate_on_the_same_requests() -> None:
 def test_a_tenants_bound_on_requests_in_flight_holds_across_workers() -> None:
     with _deployed(2, limits=Limits(max_inflight_per_tenant=2)) as (running, fakes):
         for fake in fakes:
-            fake.delay_headers_s = 1.5
+            fake.delay_headers_s = 3.0  # the two admitted outlast the burst
 
         async def burst() -> list[httpx.Response]:
             async with httpx.AsyncClient(timeout=30) as client:
