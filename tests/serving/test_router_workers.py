@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openai import OpenAI
 from prefixkit.engine_adapter import (
     Deployment,
     DeploymentConfigError,
@@ -252,3 +253,35 @@ def test_a_worker_that_cannot_start_fails_the_deployment_with_its_log(tmp_path: 
         assert "Application startup failed" in caught.value.log_tail
         with pytest.raises(httpx.ConnectError):  # worker 0 was stopped too
             httpx.get(f"http://127.0.0.1:{topology.port}/health")
+
+
+def test_a_request_on_a_worker_that_dies_is_retried_by_the_openai_client_and_answered(
+    tmp_path: Path,
+) -> None:
+    fakes = [FakeVLLM(kv_events=True) for _ in range(2)]
+    topology = Topology(replicas=2, router="precise", port=free_port(), router_workers=2)
+    with contextlib.ExitStack() as stack:
+        for fake in fakes:
+            stack.enter_context(fake)
+            fake.delay_headers_s = 2.0
+        running = stack.enter_context(
+            deploy([f.endpoint for f in fakes], topology, tenants=TENANTS, run_dir=tmp_path)
+        )
+        assert running.workers is not None
+        pids = running.workers.pids
+        table = WorkerTable(tmp_path / "router-workers.load", 2, 2, TENANT_IDS)
+        stack.callback(table.close)
+        client = OpenAI(base_url=running.url + "/v1", api_key="key-a", max_retries=2)
+        stack.callback(client.close)
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                client.completions.create, model="fake-model", prompt="hello", max_tokens=2
+            )
+            _until(lambda: sum(table.inflight) == 1)
+            busy = next(w for w in range(2) if table.inflight[2 * w] + table.inflight[2 * w + 1])
+            killed = pids[busy]
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            completion = answer.result(timeout=30)
+    assert completion.choices[0].text
+    assert sum(len(fake.generations) for fake in fakes) == 2  # the first try, and the retry
