@@ -1,7 +1,8 @@
 """Several router workers behind one port (`Topology(router_workers=N)`): every worker
 answers on the port, they place requests as well as one worker does, a tenant's bound and
-the replicas' load hold across them, and a worker that dies is restarted while the others
-keep serving."""
+the replicas' load hold across them, a worker that dies is restarted while the others keep
+serving (and a client retries the request it held), and one that cannot start fails the
+deployment with its log."""
 
 from __future__ import annotations
 
