@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -286,3 +287,17 @@ def test_a_request_on_a_worker_that_dies_is_retried_by_the_openai_client_and_ans
             completion = answer.result(timeout=30)
     assert completion.choices[0].text
     assert sum(len(fake.generations) for fake in fakes) == 2  # the first try, and the retry
+
+
+def test_every_worker_keeps_the_request_head_deadline() -> None:
+    with _deployed(2, limits=Limits(header_timeout_s=0.5)) as (running, _):
+        port = int(running.url.rsplit(":", 1)[1])
+        with contextlib.ExitStack() as stack:  # a dozen connections: both workers get some
+            connections = [
+                stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
+                for _ in range(12)
+            ]
+            for connection in connections:
+                connection.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n")  # never finished
+            answers = [connection.recv(200) for connection in connections]
+    assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), answers
