@@ -284,7 +284,9 @@ def deploy(
             if topology.router_workers > 1:
                 spec = WorkerSpec(settings, tenants, limits, topology.host, topology.port)
                 workers = stack.enter_context(
-                    RouterWorkers(spec, topology.router_workers, run_dir, report=report)
+                    RouterWorkers(
+                        spec, topology.router_workers, run_dir, grace=grace, report=report
+                    )
                 )
                 report(
                     f"{topology.router_workers} router workers route {len(urls)} replicas "
