@@ -36,21 +36,11 @@ import httpx
 from starlette.types import Send
 
 from .keepalive import UPSTREAM_IDLE_S
+from .relay import HOP_BY_HOP
 
 __all__ = ["UpstreamAnswer", "UpstreamPool", "UpstreamPools", "relay_answer"]
 
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"te",
-        b"trailers",
-        b"transfer-encoding",
-        b"upgrade",
-    }
-)
+_HOP_BY_HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
 _MAX_CHUNK_LINE = 4096  # a chunk's size line, with any extensions
 _READ_BYTES = 64 * 1024  # passed on at most at a time (answers framed by length or close)
