@@ -39,7 +39,11 @@ from prefixkit.engine_adapter.serving.workers import (
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
 TENANT_IDS = ("a", "b", "c", "d")
-TENANTS = Tenants({f"key-{t}": t for t in TENANT_IDS}, "router-workers-test-secret-0123456789")
+TENANTS = Tenants(
+    {f"key-{t}": t for t in TENANT_IDS},
+    "router-workers-test-secret-0123456789",
+    {"key-ops": "ops"},
+)
 
 
 def _key(tenant: str) -> dict[str, str]:
@@ -151,6 +155,21 @@ def _conversations(
         return [usage for usages in pool.map(lane, range(lanes)) for usage in usages]
 
 
+def _following_events(url: str, workers: set[str | None]) -> None:
+    """Return once each of `workers` holds a block a request just stored: each follows
+    the replicas' KV events (the fake replicas have no replay socket, so a worker misses
+    what they publish before its subscriptions are up)."""
+    assert _ask(url, "d", "a first request to see KV events arrive " * 8).status_code == 200
+    following: set[str | None] = set()
+    deadline = time.monotonic() + 20
+    while following != workers:
+        assert time.monotonic() < deadline, f"only {following} follow the KV events"
+        state = httpx.get(url + "/router/state", headers=_key("ops"), timeout=5)
+        if sum(state.json()["held_blocks"]):
+            following.add(state.headers.get(WORKER_HEADER))
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 def test_two_workers_keep_one_workers_hit_rate_on_the_same_requests() -> None:
     """200 requests: 20 conversations of four tenants, ten turns each, four conversations
@@ -160,6 +179,7 @@ def test_two_workers_keep_one_workers_hit_rate_on_the_same_requests() -> None:
     rates = {}
     for workers in (1, 2):
         with _deployed(workers, capacity_blocks=300) as (running, _):
+            _following_events(running.url, {"0", "1"} if workers == 2 else {None})
             usages = _conversations(running.url, lanes=4, conversations=20, turns=10)
         assert len(usages) == 200
         if workers == 2:
