@@ -1,7 +1,7 @@
 """prefixkit.linter: static checks for content that breaks prompt caching.
 
 The public API of the linter is this package: the names in its `__all__`. Every module
-in it (`prefixkit.linter.lint_file`, `prefixkit.linter.taint`, ...) is internal and may
+in it (`prefixkit.linter.lint_file`, `prefixkit.linter.analysis.taint`, ...) is internal and may
 change without notice.
 
     >>> from prefixkit.linter import lint_source

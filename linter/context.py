@@ -3,7 +3,7 @@
 A `LintContext` wraps the parsed module in a single `MetadataWrapper` (no
 copy) and computes, lazily and once, everything the rules share: the module
 index, the taint analysis (`ScopeProvider`; qualified names on demand; imports
-of other modules of the project followed, see `project_imports`), the
+of other modules of the project followed, see `analysis.project_imports`), the
 cached segments with the taints that reach them, and the provider requests
 laid out as blocks. A module whose index holds no cached-segment candidate
 never resolves metadata at all; positions (`PositionProvider`) are resolved
@@ -25,8 +25,14 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from .cached_segments import Block, CachedSegment, cached_segments, request_blocks
-from .call_sites import CallSites
+from .analysis.bindings import Env
+from .analysis.cached_segments import Block, CachedSegment, cached_segments, request_blocks
+from .analysis.call_sites import CallSites
+from .analysis.history_tail import history_tail
+from .analysis.module_index import ModuleIndex
+from .analysis.project_imports import Project, ProjectImports, project_boundary
+from .analysis.syntax import FunctionNode
+from .analysis.taint import PERIODS, Taint, TaintAnalysis
 from .catalog import (
     CACHED_KEYWORDS,
     PROMPT_TEMPLATE_CLASSES,
@@ -36,10 +42,6 @@ from .catalog import (
 )
 from .config import LintConfig
 from .finding import Finding, Fix, Position
-from .history_tail import history_tail
-from .module_index import FunctionNode, ModuleIndex
-from .project_imports import Project, ProjectImports, project_boundary
-from .taint import PERIODS, Env, Taint, TaintAnalysis
 
 __all__ = ["LintContext", "ProjectState", "PromptContext", "Request"]
 

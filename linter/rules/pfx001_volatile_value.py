@@ -6,12 +6,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..cached_segments import CachedSegment, DatetimeFlag, datetime_flags
+from ..analysis.bindings import Env
+from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
+from ..analysis.taint import Taint
 from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import Invalid, PythonRule, Valid
-from ..taint import Env, Taint
 
 __all__ = ["VolatileValueInCachedSegment"]
 

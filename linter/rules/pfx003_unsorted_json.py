@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ..analysis.bindings import Env
+from ..analysis.key_order import KeyOrder
 from ..context import LintContext
 from ..finding import Edit, Finding, Fix
-from ..key_order import KeyOrder
 from ..rule import Invalid, PythonRule, Valid
-from ..taint import Env
 
 __all__ = ["UnsortedJsonInCachedSegment"]
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ..analysis.bindings import Env
 from ..context import LintContext
 from ..finding import Edit, Finding, Fix
 from ..rule import Invalid, PythonRule, Valid
-from ..taint import Env
 
 __all__ = ["SetOrderInCachedSegment"]
 

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..cached_segments import callee_names
+from ..analysis.bindings import Env
+from ..analysis.cached_segments import callee_names
+from ..analysis.syntax import FunctionNode
 from ..context import LintContext
 from ..finding import Finding
-from ..module_index import FunctionNode
 from ..rule import Invalid, PythonRule, Valid
-from ..taint import Env
 
 __all__ = ["DynamicBeforeStatic"]
 

@@ -6,12 +6,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..call_sites import CallSites
+from ..analysis.bindings import Env
+from ..analysis.call_sites import CallSites
+from ..analysis.taint import Taint
 from ..catalog import is_system_role
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import Invalid, PythonRule, Valid
-from ..taint import Env, Taint
 
 __all__ = ["MarkerOnChangingBlock"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prefixkit.cli.main import main
 from prefixkit.linter import LintConfig, lint_paths
-from prefixkit.linter.project_imports import MAX_DEPTH
+from prefixkit.linter.analysis.project_imports import MAX_DEPTH
 from prefixkit.linter.result_cache import ResultCache
 
 DATES = (

@@ -54,11 +54,13 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from .catalog import is_volatile_callable
-from .dependencies import record_dependency
-from .module_index import FunctionNode, ModuleIndex
+from ..catalog import is_volatile_callable
+from ..dependencies import record_dependency
+from .bindings import Env
+from .module_index import ModuleIndex
 from .module_slice import TopLevel, Uses
-from .taint import Env, Taint, TaintAnalysis, Via, all_params, dotted_parts
+from .syntax import FunctionNode, all_params, dotted_parts
+from .taint import Taint, TaintAnalysis, Via
 
 __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .catalog import is_message_class
-from .module_index import string_value
-from .taint import Env, TaintAnalysis
+from ..catalog import is_message_class
+from .bindings import Env
+from .shapes import ValueShapes
+from .syntax import string_value
 
 __all__ = ["history_tail"]
 
@@ -32,7 +33,7 @@ _APPENDERS = frozenset({"append", "extend"})
 _MAX_DEPTH = 6
 
 
-def history_tail(module: cst.Module, analysis: TaintAnalysis) -> frozenset[int]:
+def history_tail(module: cst.Module, analysis: ValueShapes) -> frozenset[int]:
     """Ids of every node inside a message added at the end of an existing history."""
     finder = _TailFinder(analysis)
     module.visit(finder)
@@ -40,7 +41,7 @@ def history_tail(module: cst.Module, analysis: TaintAnalysis) -> frozenset[int]:
 
 
 class _TailFinder(cst.CSTVisitor):
-    def __init__(self, analysis: TaintAnalysis) -> None:
+    def __init__(self, analysis: ValueShapes) -> None:
         self.analysis = analysis
         self.tail: set[int] = set()
 
@@ -113,7 +114,7 @@ class _TailFinder(cst.CSTVisitor):
         return bool(values) and any(self._is_history(value, depth + 1) for value in values)
 
 
-def _is_message(node: cst.BaseExpression, analysis: TaintAnalysis) -> bool:
+def _is_message(node: cst.BaseExpression, analysis: ValueShapes) -> bool:
     """A dict with a `role`, a message class call or `dict(role=...)`, a `(role, text)` tuple."""
     if isinstance(node, cst.Dict):
         return any(

@@ -5,7 +5,7 @@
 assignments (via libcst's `ScopeProvider`), `self.<attr>` assignments, the
 functions and methods of the same module and, with `imports`, the functions,
 static and class methods and constants imported from the project's other
-modules (`prefixkit.linter.project_imports`), and returns every `Taint` that
+modules (`project_imports`), and returns every `Taint` that
 reaches it:
 
 - `volatile`: a call from the volatile catalog (clock, uuid, random, pid...),
@@ -35,65 +35,57 @@ taint): the analysis prefers silence to guessing. From the project's other
 modules only volatile taints are carried, each re-anchored on the call or
 name of this module with a `Via` saying where it is computed. The analysis
 is pure: it reads the modules and their metadata and never changes them.
+
+`TaintAnalysis` extends the module's other analyses (`bindings`: what names
+and calls refer to; `shapes`: what a value is built from; `sets`: whether a
+value is a set), so one object per module answers every question the rules
+ask, with one cache of qualified names.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import libcst as cst
-from libcst.metadata import (
-    BuiltinAssignment,
-    ClassScope,
-    ComprehensionScope,
-    GlobalScope,
-    ImportAssignment,
-    Scope,
-)
+from libcst.metadata import BuiltinAssignment, ImportAssignment, Scope
 
-from .catalog import (
-    SET_METHODS,
+from ..catalog import (
     STABLE_ROOTS,
     STRING_METHODS,
     TRANSPARENT_FUNCTIONS,
     UNSORTED_JSON_FUNCTIONS,
-    is_dict_shaped_call,
     is_identity_name,
     is_message_class,
     is_volatile_callable,
     volatile_period,
 )
-from .module_index import FunctionNode, ModuleIndex, string_value
+from .bindings import Env
+from .module_index import ModuleIndex
+from .sets import SET_BUILDERS, SetValues
+from .shapes import ValueShapes
+from .syntax import FunctionNode, dotted_parts, spellings, string_value
 
 __all__ = [
     "PERIODS",
-    "Env",
     "ImportedTaints",
     "Taint",
     "TaintAnalysis",
     "Via",
-    "all_params",
     "date_only_format",
-    "dotted_parts",
-    "spellings",
 ]
 
 # When a volatile value changes, most frequent first.
 PERIODS = ("request", "process", "day")
 
-_MAX_DEPTH = 6
 _MAX_ACTIVE = 100  # values being followed at once: deeper chains are cut, not crashed on
-_SET_BUILDERS = frozenset({"builtins.set", "builtins.frozenset"})
 # Random picks among options: over a few fixed options each variant caches on its own.
 _RANDOM_PICKS = frozenset({"random.choice", "random.choices", "random.sample", "secrets.choice"})
 _CONSTANTS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
-_SET_ANNOTATIONS = frozenset({"set", "frozenset", "Set", "FrozenSet", "AbstractSet", "MutableSet"})
 _ORDER_EXPOSING = frozenset({"builtins.list", "builtins.tuple", "builtins.enumerate"})
 _STRINGIFY = frozenset({"builtins.str", "builtins.repr"})
-_SET_OPERATORS = (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)
 # Fields of a datetime that change once a day at most, or never (time zone).
 _CLOCK_FIELDS_PER_DAY = frozenset({"year", "month", "day", "weekday", "isoweekday"})
 _CLOCK_FIELDS_STABLE = frozenset({"tzinfo", "tzname", "utcoffset"})
@@ -154,39 +146,6 @@ class Via:
         return f"`{self.name}` ({self.path}:{self.line}) {verb} {detail}"
 
 
-@dataclass(frozen=True)
-class Env:
-    """Evaluation context: parameter bindings of the helper being followed.
-
-    `root` is the function that builds the cached segment: its unbound
-    parameters are request data. `bindings` maps `id(Param)` to the argument
-    expression and the caller's environment.
-    """
-
-    root: FunctionNode | None
-    bindings: Mapping[int, tuple[cst.BaseExpression, Env]] = field(default_factory=dict)
-    depth: int = 0
-    calling: frozenset[int] = frozenset()
-
-
-def dotted_parts(node: cst.BaseExpression) -> list[str] | None:
-    """`a.b.c` as ['a', 'b', 'c']; None when the chain does not end in a name."""
-    parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return parts[::-1]
-
-
-def spellings(names: frozenset[str], func: cst.BaseExpression) -> frozenset[str]:
-    """A callee's qualified names plus its dotted spelling (for unresolved imports)."""
-    parts = dotted_parts(func)
-    return names | {".".join(parts)} if parts else names
-
-
 def date_only_format(text: str) -> bool:
     """Whether a strftime format shows the date and nothing that changes within a day."""
     directives = _DIRECTIVE.findall(text)
@@ -195,14 +154,6 @@ def date_only_format(text: str) -> bool:
 
 def _is_stable_root(parts: list[str]) -> bool:
     return parts[0] in STABLE_ROOTS or ".".join(parts[:2]) in STABLE_ROOTS
-
-
-def _annotation_is_set(annotation: cst.BaseExpression | None) -> bool:
-    node = annotation
-    if isinstance(node, cst.Subscript):
-        node = node.value
-    parts = dotted_parts(node) if isinstance(node, cst.BaseExpression) else None
-    return bool(parts) and parts is not None and parts[-1] in _SET_ANNOTATIONS
 
 
 def _per_day(taints: Iterable[Taint]) -> set[Taint]:
@@ -224,7 +175,7 @@ def _without_order(taints: Iterable[Taint]) -> set[Taint]:
 
 class ImportedTaints(Protocol):
     """What `TaintAnalysis` asks about names imported from the project's other modules
-    (`prefixkit.linter.project_imports.ProjectImports` answers it)."""
+    (`project_imports.ProjectImports` answers it)."""
 
     def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
         """Taints of `call` when it calls a function of another project module, else None."""
@@ -237,7 +188,7 @@ class ImportedTaints(Protocol):
         ...
 
 
-class TaintAnalysis:
+class TaintAnalysis(SetValues, ValueShapes):
     """Taint queries over one module (see the module docstring).
 
     `scopes` is the resolved `ScopeProvider` mapping of the same module
@@ -253,124 +204,14 @@ class TaintAnalysis:
         extra_volatile: frozenset[str] = frozenset(),
         imports: ImportedTaints | None = None,
     ) -> None:
-        self.index = index
-        self.scopes = scopes
+        super().__init__(index, scopes)
         self.extra_volatile = extra_volatile
         self.imports = imports
-        self._qualified: dict[int, frozenset[str]] = {}
         self._raw_cache: dict[int, frozenset[Taint]] = {}
         self._active: set[int] = set()
         self._summaries: dict[int, frozenset[Taint]] = {}
         self._summarising: set[int] = set()
 
-    # names ------------------------------------------------------------------
-    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
-        """Every qualified name `node` may refer to (imports and aliases resolved).
-
-        This is exactly the value `QualifiedNameProvider` would hold for the
-        node (it wraps `Scope.get_qualified_names_for` in a lazy value for
-        every node of the module); asking the scope on demand skips that
-        provider's full pass, which cost about a third of the lint time.
-        """
-        cached = self._qualified.get(id(node))
-        if cached is None:
-            scope = self.scopes.get(node)
-            names = scope.get_qualified_names_for(node) if scope is not None else ()
-            cached = frozenset(name.name for name in names)
-            self._qualified[id(node)] = cached
-        return cached
-
-    def assignments(self, name: cst.Name) -> list[object]:
-        """The scope's assignments of `name` (every one, not only the reaching ones)."""
-        scope = self.scopes.get(name)
-        if scope is None:
-            return []
-        try:
-            return list(scope[name.value])
-        except KeyError:
-            return []
-
-    def at_import(self, node: cst.CSTNode) -> bool:
-        """Whether `node` runs once at import: in a module or class body, not a function."""
-        scope = self.scopes.get(node)
-        while isinstance(scope, ComprehensionScope):
-            scope = scope.parent
-        return isinstance(scope, (GlobalScope, ClassScope))
-
-    def functions_called(self, call: cst.Call) -> list[tuple[FunctionNode, bool]]:
-        """Local functions (and methods via `self.`) `call` may run; True when a method."""
-        func = call.func
-        found: list[tuple[FunctionNode, bool]] = []
-        if isinstance(func, cst.Name):
-            found = [(f, False) for f in self.functions_named(func)]
-        elif isinstance(func, cst.Attribute):
-            owner = self._owner_class(func.value)
-            if owner is not None:
-                method = self.index.class_methods.get(id(owner), {}).get(func.attr.value)
-                if method is not None:
-                    found.append((method, True))
-        return found
-
-    def functions_named(self, name: cst.Name) -> list[FunctionNode]:
-        """The module's functions (defs and lambdas bound to a name) `name` may refer to."""
-        found: list[FunctionNode] = []
-        for assignment in self.assignments(name):
-            target = getattr(assignment, "node", None)
-            if isinstance(target, cst.FunctionDef):
-                found.append(target)
-            elif isinstance(target, cst.Name):
-                for source in self.index.values.get(id(target), []):
-                    if isinstance(source.value, cst.Lambda):
-                        found.append(source.value)
-        return found
-
-    def _owner_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
-        if not isinstance(node, cst.Name) or node.value not in ("self", "cls"):
-            return None
-        for assignment in self.assignments(node):
-            target = getattr(assignment, "node", None)
-            if isinstance(target, cst.Param):
-                function = self.index.param_function.get(id(target))
-                if function is not None:
-                    return self.index.function_class.get(id(function))
-        return None
-
-    def arguments(
-        self, function: FunctionNode, call: cst.Call, method: bool
-    ) -> dict[int, cst.BaseExpression]:
-        """`id(Param)` to the expression `call` passes (or the default), for `function`."""
-        params = function.params
-        positional = [*params.posonly_params, *params.params]
-        if method and positional:
-            positional = positional[1:]
-        by_name = {p.name.value: p for p in (*positional, *params.kwonly_params)}
-        bound: dict[int, cst.BaseExpression] = {}
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                continue
-            if arg.keyword is None:
-                if position < len(positional):
-                    bound[id(positional[position])] = arg.value
-                position += 1
-            elif arg.keyword.value in by_name:
-                bound[id(by_name[arg.keyword.value])] = arg.value
-        for param in by_name.values():
-            if id(param) not in bound and param.default is not None:
-                bound[id(param)] = param.default
-        return bound
-
-    def bind(self, function: FunctionNode, call: cst.Call, method: bool, env: Env) -> Env:
-        """The environment for running `function` on `call`'s arguments."""
-        defaults = {id(p.default) for p in all_params(function) if p.default is not None}
-        root_env = Env(env.root)
-        bindings = {
-            key: (value, root_env if id(value) in defaults else env)
-            for key, value in self.arguments(function, call, method).items()
-        }
-        return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
-
-    # taints -----------------------------------------------------------------
     def taints(self, node: cst.CSTNode, env: Env) -> frozenset[Taint]:
         """Every taint reaching the value of `node` (an expression) in `env`."""
         if not isinstance(node, cst.BaseExpression):
@@ -651,7 +492,7 @@ class TaintAnalysis:
             if not _sorts_keys(node):
                 result.add(Taint("json", node, "`json.dumps` without `sort_keys=True`"))
             return result
-        if "builtins.sorted" in names or names & _SET_BUILDERS:
+        if "builtins.sorted" in names or names & SET_BUILDERS:
             return _without_order(self._union(args))
         if names & (_STRINGIFY | _ORDER_EXPOSING) and first is not None:
             return self._union(args) | self._ordered(
@@ -776,293 +617,6 @@ class TaintAnalysis:
         if name.endswith(".strftime") and date_only_format(string_value(first) or "%H"):
             return "day"
         return period
-
-    # sets -------------------------------------------------------------------
-    def is_set(self, node: cst.BaseExpression, env: Env) -> bool:
-        """Whether `node` evaluates to a set or frozenset (as far as the module shows)."""
-        return self._is_set(node, env, set())
-
-    def _is_set(self, node: cst.BaseExpression, env: Env, seen: set[int]) -> bool:
-        if id(node) in seen or len(seen) > 64:
-            return False
-        seen.add(id(node))
-        if isinstance(node, (cst.Set, cst.SetComp)):
-            return True
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _SET_OPERATORS):
-            return self._is_set(node.left, env, seen) or self._is_set(node.right, env, seen)
-        if isinstance(node, cst.Call):
-            if self.qualified_names(node.func) & _SET_BUILDERS:
-                return True
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in SET_METHODS:
-                return self._is_set(func.value, env, seen)
-            return any(
-                self._is_set(value, env, seen)
-                for function, _ in self.functions_called(node)
-                for value in self.index.returns.get(id(function), [])
-            )
-        if isinstance(node, cst.Attribute):
-            owner = self._owner_class(node.value)
-            if owner is None:
-                return False
-            entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
-            return any(self._is_set(value, env, seen) for value, _ in entries)
-        if isinstance(node, cst.Name):
-            return self._name_is_set(node, env, seen)
-        return False
-
-    def _name_is_set(self, node: cst.Name, env: Env, seen: set[int]) -> bool:
-        for assignment in self.assignments(node):
-            target = getattr(assignment, "node", None)
-            if isinstance(target, cst.Param):
-                annotation = target.annotation
-                if annotation is not None and _annotation_is_set(annotation.annotation):
-                    return True
-                bound = env.bindings.get(id(target))
-                if bound is not None and self._is_set(bound[0], bound[1], seen):
-                    return True
-            elif isinstance(target, cst.Name):
-                for source in self.index.values.get(id(target), []):
-                    if _annotation_is_set(source.annotation):
-                        return True
-                    if (
-                        source.kind == "assign"
-                        and source.value is not None
-                        and self._is_set(source.value, env, seen)
-                    ):
-                        return True
-        return False
-
-    def set_elements(self, node: cst.BaseExpression, env: Env) -> str:
-        """What a set holds: "str" (strings: order varies per process, `sorted` works),
-        "stable" (ints, bools, None and tuples of them: hash order is the same in every
-        process) or "unknown"."""
-        kinds = self._element_kinds(node, env, set())
-        if not kinds or "unknown" in kinds or len(kinds) > 1:
-            return "unknown"
-        return kinds.pop()
-
-    def _element_kinds(self, node: cst.BaseExpression, env: Env, seen: set[int]) -> set[str]:
-        if id(node) in seen or len(seen) > 64:
-            return {"unknown"}
-        seen.add(id(node))
-        if isinstance(node, (cst.Set, cst.List, cst.Tuple)):
-            return {_literal_kind(e.value) for e in node.elements} or {"unknown"}
-        if isinstance(node, cst.SetComp):
-            return {_literal_kind(node.elt)}
-        if isinstance(node, cst.BinaryOperation):
-            return self._element_kinds(node.left, env, seen) | self._element_kinds(
-                node.right, env, seen
-            )
-        if isinstance(node, cst.Call):
-            func = node.func
-            if self.qualified_names(func) & _SET_BUILDERS:
-                if not node.args:
-                    return set()
-                return self._element_kinds(node.args[0].value, env, seen)
-            if isinstance(func, cst.Attribute) and func.attr.value in SET_METHODS:
-                result = self._element_kinds(func.value, env, seen)
-                for arg in node.args:
-                    result |= self._element_kinds(arg.value, env, seen)
-                return result
-            return {"unknown"}
-        if isinstance(node, cst.Attribute):
-            owner = self._owner_class(node.value)
-            entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
-            if owner is None or not entries:
-                return {"unknown"}
-            result = set()
-            for value, _ in entries:
-                result |= self._element_kinds(value, env, seen)
-            return result
-        if isinstance(node, cst.Name):
-            return self._name_element_kinds(node, env, seen)
-        return {"unknown"}
-
-    def _name_element_kinds(self, node: cst.Name, env: Env, seen: set[int]) -> set[str]:
-        result: set[str] = set()
-        for assignment in self.assignments(node):
-            target = getattr(assignment, "node", None)
-            if isinstance(target, cst.Param):
-                bound = env.bindings.get(id(target))
-                annotation = target.annotation
-                if bound is not None:
-                    result |= self._element_kinds(bound[0], bound[1], seen)
-                elif annotation is not None:
-                    result.add(_annotation_element_kind(annotation.annotation))
-                else:
-                    result.add("unknown")
-            elif isinstance(target, cst.Name):
-                for source in self.index.values.get(id(target), []):
-                    if source.annotation is not None:
-                        result.add(_annotation_element_kind(source.annotation))
-                    elif source.kind == "assign" and source.value is not None:
-                        result |= self._element_kinds(source.value, env, seen)
-                    else:
-                        result.add("unknown")
-            else:
-                result.add("unknown")
-        return result or {"unknown"}
-
-    # structure --------------------------------------------------------------
-    def resolve(self, node: cst.BaseExpression, env: Env) -> list[tuple[cst.BaseExpression, Env]]:
-        """The expressions `node` may evaluate to, following names and local helpers."""
-        return list(self._resolve(node, env, 0))
-
-    def _resolve(
-        self, node: cst.BaseExpression, env: Env, depth: int
-    ) -> Iterator[tuple[cst.BaseExpression, Env]]:
-        if depth > _MAX_DEPTH:
-            return
-        if isinstance(node, cst.Name):
-            sources: list[tuple[cst.BaseExpression, Env]] = []
-            for assignment in self.assignments(node):
-                target = getattr(assignment, "node", None)
-                if isinstance(target, cst.Param) and id(target) in env.bindings:
-                    sources.append(env.bindings[id(target)])
-                elif isinstance(target, cst.Name):
-                    sources += [
-                        (s.value, env)
-                        for s in self.index.values.get(id(target), [])
-                        if s.kind == "assign" and s.value is not None
-                    ]
-            if not sources:
-                yield node, env
-            for value, value_env in sources:
-                yield from self._resolve(value, value_env, depth + 1)
-            return
-        if isinstance(node, cst.Call):
-            functions = [(f, m) for f, m in self.functions_called(node) if id(f) not in env.calling]
-            if functions:
-                for function, method in functions:
-                    inner = self.bind(function, node, method, env)
-                    for value in self.index.returns.get(id(function), []):
-                        yield from self._resolve(value, inner, depth + 1)
-                return
-        if isinstance(node, cst.IfExp):
-            yield from self._resolve(node.body, env, depth + 1)
-            yield from self._resolve(node.orelse, env, depth + 1)
-            return
-        if isinstance(node, cst.Await):
-            # `a, b = await self._build(...)`: the coroutine's return values
-            yield from self._resolve(node.expression, env, depth + 1)
-            return
-        yield node, env
-
-    def elements(
-        self, node: cst.BaseExpression, env: Env
-    ) -> list[tuple[cst.BaseExpression, Env, bool]]:
-        """Items of the list `node` evaluates to, in order; True marks a repeated item.
-
-        Follows names, helpers, `*spread`, `a + b`, comprehensions (their
-        element, repeated) and `x.append(...)` calls on a named list. Items the
-        module does not show are left out, so counts are lower bounds.
-        """
-        found: list[tuple[cst.BaseExpression, Env, bool]] = []
-        self._elements(node, env, found, 0)
-        return found
-
-    def _elements(
-        self,
-        node: cst.BaseExpression,
-        env: Env,
-        found: list[tuple[cst.BaseExpression, Env, bool]],
-        depth: int,
-    ) -> None:
-        if depth > _MAX_DEPTH:
-            return
-        if isinstance(node, cst.Name):
-            for assignment in self.assignments(node):
-                for access in getattr(assignment, "references", ()):
-                    for mutation in self.index.mutations.get(id(access.node), []):
-                        args = mutation.call.args
-                        if mutation.method == "append" and args:
-                            found.append((args[0].value, env, False))
-                        elif mutation.method == "extend" and args:
-                            self._elements(args[0].value, env, found, depth + 1)
-        for value, value_env in self._resolve(node, env, 0):
-            if isinstance(value, (cst.List, cst.Tuple)):
-                for element in value.elements:
-                    if isinstance(element, cst.StarredElement):
-                        self._elements(element.value, value_env, found, depth + 1)
-                    else:
-                        found.append((element.value, value_env, False))
-            elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-                found.append((value.elt, value_env, True))
-            elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-                self._elements(value.left, value_env, found, depth + 1)
-                self._elements(value.right, value_env, found, depth + 1)
-
-    def entries(
-        self, node: cst.BaseExpression, env: Env, depth: int = 0
-    ) -> dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]]:
-        """String keys of the dict `node` evaluates to: value, its env, and the key node.
-
-        Dicts are literals, `dict(...)` and the SDKs' typed params
-        (`TextBlockParam(...)`, ...) called with keywords, completed by
-        `name["key"] = value` assignments.
-        """
-        result: dict[str, tuple[cst.BaseExpression, Env, cst.CSTNode]] = {}
-        if depth > _MAX_DEPTH:
-            return result  # `params = {**params, ...}` spreads itself
-        for value, value_env in self._resolve(node, env, 0):
-            if isinstance(value, cst.Dict):
-                for element in value.elements:
-                    if isinstance(element, cst.DictElement):
-                        key = string_value(element.key)
-                        if key is not None:
-                            result[key] = (element.value, value_env, element.key)
-                    else:
-                        result.update(self.entries(element.value, value_env, depth + 1))
-            elif isinstance(value, cst.Call) and is_dict_shaped_call(
-                spellings(self.qualified_names(value.func), value.func)
-            ):
-                for arg in value.args:
-                    if arg.keyword is not None:
-                        result[arg.keyword.value] = (arg.value, value_env, arg.keyword)
-        if isinstance(node, cst.Name):
-            for write_key, write_value, key_node in self.item_writes(node):
-                result[write_key] = (write_value, env, key_node)
-        return result
-
-    def item_writes(self, node: cst.Name) -> list[tuple[str, cst.BaseExpression, cst.CSTNode]]:
-        """`node["key"] = value` assignments to the variable `node` names, in source order."""
-        found: list[tuple[str, cst.BaseExpression, cst.CSTNode]] = []
-        for assignment in self.assignments(node):
-            for access in getattr(assignment, "references", ()):
-                found += self.index.item_writes.get(id(access.node), [])
-        return found
-
-
-def _literal_kind(node: cst.BaseExpression) -> str:
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
-        return "str"
-    if isinstance(node, (cst.Integer, cst.Float)) or (
-        isinstance(node, cst.Name) and node.value in ("True", "False", "None")
-    ):
-        return "stable"
-    if isinstance(node, cst.Tuple) and node.elements:
-        kinds = {_literal_kind(e.value) for e in node.elements}
-        return "stable" if kinds == {"stable"} else "unknown"
-    return "unknown"
-
-
-def _annotation_element_kind(annotation: cst.BaseExpression) -> str:
-    """`set[str]` / `frozenset[str]` / `list[str]` give "str"; `set[int]` gives "stable"."""
-    if isinstance(annotation, cst.Subscript) and len(annotation.slice) == 1:
-        inner = annotation.slice[0].slice
-        if isinstance(inner, cst.Index) and isinstance(inner.value, cst.Name):
-            if inner.value.value == "str":
-                return "str"
-            if inner.value.value in ("int", "bool"):
-                return "stable"
-    return "unknown"
-
-
-def all_params(function: FunctionNode) -> list[cst.Param]:
-    """Every named parameter of `function` (positional-only, regular, keyword-only)."""
-    params = function.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _sorts_keys(call: cst.Call) -> bool:

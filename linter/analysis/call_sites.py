@@ -3,7 +3,7 @@
 A rule that meets a function's parameter (data the function receives) asks
 `CallSites.callers(function)` which calls in the same module run that
 function, from which enclosing function, and whether as a method; with
-`TaintAnalysis.arguments` it then reads what each call passes for the
+`ModuleBindings.arguments` it then reads what each call passes for the
 parameter. One traversal of the module, done on first use.
 """
 
@@ -13,8 +13,8 @@ import functools
 
 import libcst as cst
 
-from .module_index import FunctionNode
-from .taint import TaintAnalysis
+from .bindings import ModuleBindings
+from .syntax import FunctionNode
 
 __all__ = ["CallSite", "CallSites"]
 
@@ -46,7 +46,7 @@ class _Calls(cst.CSTVisitor):
 class CallSites:
     """Calls of `module` by the local function they run (see the module docstring)."""
 
-    def __init__(self, module: cst.Module, analysis: TaintAnalysis) -> None:
+    def __init__(self, module: cst.Module, analysis: ModuleBindings) -> None:
         self.module = module
         self.analysis = analysis
 

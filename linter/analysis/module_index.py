@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .catalog import (
+from ..catalog import (
     CACHE_MARKER_KEYS,
     INSTRUCTION_PROVIDER_CONTEXTS,
     PROMPT_DECORATORS,
@@ -26,17 +26,10 @@ from .catalog import (
     TOOL_FIELDS,
     is_system_role,
 )
+from .syntax import FunctionNode, string_value
 
-__all__ = [
-    "FunctionNode",
-    "ModuleIndex",
-    "Mutation",
-    "SiteCandidate",
-    "ValueSource",
-    "string_value",
-]
+__all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource"]
 
-FunctionNode = cst.FunctionDef | cst.Lambda
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 # Keys that make a dict a request payload (not a content block).
 _PAYLOAD_KEYS = frozenset({"model", "messages", "max_tokens", "input"})
@@ -50,14 +43,6 @@ _ENTRY_KEYWORDS = frozenset(
 _PROVIDER_CONTEXTS = frozenset(name for _, _, name in INSTRUCTION_PROVIDER_CONTEXTS)
 # Keywords that carry a message's text.
 _CONTENT_KEYWORDS = ("content", "text")
-
-
-def string_value(node: cst.BaseExpression | None) -> str | None:
-    """The value of a plain string literal (no f-string), else None."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .call_sites import CallSites
-from .catalog import (
+from ..catalog import (
     CACHE_MARKER_KEYS,
     CACHED_KEYWORDS,
     INSTRUCTION_PROVIDER_CONTEXTS,
@@ -70,8 +69,11 @@ from .catalog import (
     is_system_role,
     prompt_entry_point,
 )
-from .module_index import FunctionNode, ModuleIndex, SiteCandidate, string_value
-from .taint import Env, TaintAnalysis, date_only_format, dotted_parts
+from .bindings import Env
+from .call_sites import CallSites
+from .module_index import ModuleIndex, SiteCandidate
+from .syntax import FunctionNode, dotted_parts, string_value
+from .taint import TaintAnalysis, date_only_format
 
 __all__ = [
     "Block",

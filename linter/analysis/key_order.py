@@ -32,8 +32,10 @@ import functools
 
 import libcst as cst
 
+from .bindings import Env
 from .call_sites import CallSites
-from .taint import Env, TaintAnalysis, spellings
+from .syntax import spellings
+from .taint import TaintAnalysis
 
 __all__ = ["KeyOrder"]
 

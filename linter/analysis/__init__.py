@@ -1,0 +1,33 @@
+"""The analyses the rules share: what one module, and the project around it, computes.
+
+Every rule reads a module through these analyses (`prefixkit.linter.context`
+builds them once per module, lazily). The modules import only downward, in
+this order (a module imports only modules of the lines below its own; each
+line's modules are independent of each other):
+
+    cached_segments  key_order  project_imports   where a cached prefix is built; key order; other modules
+    history_tail  taint                           a history's tail; where a value comes from
+    call_sites  sets  shapes                      calls of a function; sets; what a value is built from
+    bindings                                      what names and calls refer to; parameters bound
+    module_index                                  one pass recording what the others look up
+    module_slice  syntax                          the part of a module a name needs; one node's meaning
+
+Below all of them, and never importing them: `prefixkit.linter.catalog`
+(what is known of the SDKs and frameworks) and `prefixkit.linter.dependencies`
+(the files a result depends on). `LAYERS` is the same order, bottom first;
+`tests/linter/test_analysis_layers.py` checks every import against it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LAYERS"]
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("module_slice", "syntax"),
+    ("module_index",),
+    ("bindings",),
+    ("call_sites", "sets", "shapes"),
+    ("history_tail", "taint"),
+    ("cached_segments", "key_order", "project_imports"),
+)
+"""The analysis modules by layer, bottom first: each imports only from layers below."""
