@@ -1,18 +1,16 @@
-"""The shape of a rule: a code, a docstring, examples, and a `check` method.
+"""The shape of a rule: a code, a docstring, and a `check` method.
 
 One rule per file in `prefixkit.linter.rules`. The class docstring is the
 rule's documentation (first line: summary; then sections "Why it breaks
 caching", "Example", "Use instead", rendered by `prefixkit.linter.docs`).
-`VALID` and `INVALID` hold examples that the test suite runs through the real
-linter: every `Valid` must stay silent for the rule, every `Invalid` must be
-reported (at `line`, when given), and an `Invalid` with `expected_fix` marks
-the rule as fixable and is checked byte for byte after `--fix`.
+A rule module holds the rule's logic only: its example corpus (code it must
+report, code it must leave alone, fixes byte for byte) is fixture files in
+`tests/linter/fixtures/<CODE>/`, which every rule is run against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from .finding import Finding
@@ -20,39 +18,18 @@ from .finding import Finding
 if TYPE_CHECKING:
     from .context import LintContext, PromptContext
 
-__all__ = ["Invalid", "PromptRule", "PythonRule", "Rule", "Valid"]
-
-
-@dataclass(frozen=True)
-class Valid:
-    """Code (or prompt text) the rule must not report."""
-
-    code: str
-    path: str = "example.py"
-    files: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Invalid:
-    """Code (or prompt text) the rule must report; `line` is the expected row."""
-
-    code: str
-    line: int | None = None
-    expected_fix: str | None = None
-    path: str = "example.py"
-    files: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["PromptRule", "PythonRule", "Rule"]
 
 
 class Rule:
-    """Base of all rules: identity, documentation and examples."""
+    """Base of all rules: identity and documentation."""
 
     code: ClassVar[str]
     name: ClassVar[str]
-    # "safe": `--fix` applies the rule's fixes (some may still be unsafe, case by case);
-    # "unsafe": only `--unsafe-fixes` does (they may change what a correct program sends).
-    fix_applicability: ClassVar[str] = "safe"
-    VALID: ClassVar[tuple[Valid, ...]] = ()
-    INVALID: ClassVar[tuple[Invalid, ...]] = ()
+    # None: the rule offers no fix; "safe": `--fix` applies the rule's fixes (some may
+    # still be unsafe, case by case); "unsafe": only `--unsafe-fixes` does (they may
+    # change what a correct program sends).
+    fix_applicability: ClassVar[str | None] = None
 
     @classmethod
     def summary(cls) -> str:
@@ -61,8 +38,8 @@ class Rule:
 
     @classmethod
     def fixable(cls) -> bool:
-        """Whether the rule offers fixes (some `Invalid` has `expected_fix`); see `fix_applicability`."""
-        return any(example.expected_fix is not None for example in cls.INVALID)
+        """Whether the rule offers fixes (see `fix_applicability`)."""
+        return cls.fix_applicability is not None
 
 
 class PythonRule(Rule):

@@ -10,7 +10,7 @@ from ..analysis.bindings import Env
 from ..analysis.key_order import KeyOrder
 from ..context import LintContext
 from ..finding import Edit, Finding, Fix
-from ..rule import Invalid, PythonRule, Valid
+from ..rule import PythonRule
 
 __all__ = ["UnsortedJsonInCachedSegment"]
 
@@ -53,157 +53,6 @@ class UnsortedJsonInCachedSegment(PythonRule):
     code = "PFX003"
     name = "unsorted-json-in-cached-segment"
     fix_applicability = "unsafe"
-    VALID = (
-        Valid(
-            "import json\n"
-            "TOOLS = {'search', 'fetch'}\n"
-            "ARGS = {name: {'type': 'string'} for name in TOOLS}\n"
-            "SYSTEM = 'Reply as JSON: ' + json.dumps(ARGS, sort_keys=True)\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-        ),
-        # a literal dict keeps its order on every run
-        Valid(
-            "import json\n"
-            "SCHEMA = {'type': 'object', 'properties': {'b': {}, 'a': {}}}\n"
-            "SYSTEM = 'Answer with JSON matching:\\n' + json.dumps(SCHEMA, indent=2)\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-        ),
-        # a schema generated from a Pydantic model: field order is deliberate (instructor)
-        Valid(
-            "import json\n"
-            "from pydantic import BaseModel, TypeAdapter\n"
-            "class Answer(BaseModel):\n"
-            "    reasoning: str\n"
-            "    answer: str\n"
-            "def ask(client, response_model, q):\n"
-            "    message = f'''Return JSON for this schema:\n"
-            "    {json.dumps(response_model.model_json_schema(), indent=2, ensure_ascii=False)}'''\n"
-            "    tools = [{'name': 'answer',\n"
-            "              'description': json.dumps(TypeAdapter(Answer).json_schema())}]\n"
-            "    return client.messages.create(system=message, tools=tools, messages=[q])\n"
-        ),
-        # a parameter alone says nothing about its key order
-        Valid(
-            "from json import dumps as to_json\n"
-            "def tools(schema):\n"
-            "    return [{'name': 'lookup', 'description': to_json(schema, indent=2)}]\n"
-            "def ask(client, q, schema):\n"
-            "    return client.messages.create(tools=tools(schema), messages=[q])\n"
-        ),
-        # iterating a sorted set, a list or a literal dict is ordered
-        Valid(
-            "import json\n"
-            "TAGS = {'b', 'a'}\n"
-            "NAMES = ['b', 'a']\n"
-            "BY_TAG = {tag: tag.upper() for tag in sorted(TAGS)}\n"
-            "BY_NAME = dict.fromkeys(NAMES, 'string')\n"
-            "system = json.dumps(BY_TAG) + json.dumps(BY_NAME)\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=system, messages=[q])\n"
-        ),
-        # a merge of module constants: the same order every time
-        Valid(
-            "import json\n"
-            "BASE = {'tone': 'formal'}\n"
-            "EXTRA = {'length': 'short'}\n"
-            "def helper(extra):\n"
-            "    return json.dumps({**BASE, **extra})\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=helper(EXTRA), messages=[q])\n"
-        ),
-        # unsorted JSON in the user turn or a log line does not matter
-        Valid(
-            "import json, logging\n"
-            "def ask(client, payload):\n"
-            "    data = {k: 1 for k in set(payload)}\n"
-            "    logging.info('payload %s', json.dumps(data))\n"
-            "    return client.messages.create(system='Be exact.',\n"
-            "        messages=[{'role': 'user', 'content': json.dumps(data)}])\n"
-        ),
-        # keyword arguments forwarded with ** may carry sort_keys
-        Valid(
-            "import json\n"
-            "DUMP_OPTIONS = {'sort_keys': True, 'indent': 2}\n"
-            "SYSTEM = json.dumps({k: 1 for k in {'b', 'a'}}, **DUMP_OPTIONS)\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-        ),
-    )
-    INVALID = (
-        Invalid(
-            "import json\n"
-            "TOOLS = {'search', 'fetch', 'summarise'}\n"
-            "ARGS = {name: {'type': 'string'} for name in TOOLS}\n"
-            "SYSTEM = 'Call tools with JSON arguments:\\n' + json.dumps(ARGS, indent=2)\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=SYSTEM, messages=[q])\n",
-            line=4,
-            expected_fix=(
-                "import json\n"
-                "TOOLS = {'search', 'fetch', 'summarise'}\n"
-                "ARGS = {name: {'type': 'string'} for name in TOOLS}\n"
-                "SYSTEM = 'Call tools with JSON arguments:\\n' + json.dumps(ARGS, indent=2, sort_keys=True)\n"
-                "def ask(client, q):\n"
-                "    return client.messages.create(system=SYSTEM, messages=[q])\n"
-            ),
-        ),
-        # an alias, a multi-line call, and a dict filled in a loop over a set union
-        Invalid(
-            "from json import dumps as to_json\n"
-            "REQUIRED = {'query'}\n"
-            "OPTIONAL = {'limit', 'offset'}\n"
-            "def tools():\n"
-            "    properties = {}\n"
-            "    for name in REQUIRED | OPTIONAL:\n"
-            "        properties[name] = {'type': 'string'}\n"
-            "    return [{'name': 'lookup', 'description': to_json(\n"
-            "        properties,\n"
-            "        indent=2,\n"
-            "    )}]\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(tools=tools(), messages=[q])\n",
-            line=8,
-            expected_fix=(
-                "from json import dumps as to_json\n"
-                "REQUIRED = {'query'}\n"
-                "OPTIONAL = {'limit', 'offset'}\n"
-                "def tools():\n"
-                "    properties = {}\n"
-                "    for name in REQUIRED | OPTIONAL:\n"
-                "        properties[name] = {'type': 'string'}\n"
-                "    return [{'name': 'lookup', 'description': to_json(\n"
-                "        properties,\n"
-                "        indent=2, sort_keys=True,\n"
-                "    )}]\n"
-                "def ask(client, q):\n"
-                "    return client.messages.create(tools=tools(), messages=[q])\n"
-            ),
-        ),
-        # settings merged with what each caller passes, stored on self
-        Invalid(
-            "import json\n"
-            "DEFAULTS = {'tone': 'formal', 'length': 'short'}\n"
-            "class Agent:\n"
-            "    def __init__(self, overrides):\n"
-            "        self.policy_text = json.dumps({**DEFAULTS, **overrides}, sort_keys=False)\n"
-            "    def messages(self, q):\n"
-            "        return [{'role': 'system', 'content': self.policy_text},\n"
-            "                {'role': 'user', 'content': q}]\n",
-            line=5,
-        ),
-        # a dict from a directory listing, passed to a helper that serialises it
-        Invalid(
-            "import json, os\n"
-            "def render(examples):\n"
-            "    return 'Examples:\\n' + json.dumps(examples)\n"
-            "def ask(client, q):\n"
-            "    examples = {name: name.upper() for name in os.listdir('examples')}\n"
-            "    return client.messages.create(system=render(examples), messages=[q])\n",
-            line=3,
-        ),
-    )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report unsorted `json.dumps` of a dict whose key order can vary; offer `sort_keys=True`."""
@@ -246,7 +95,7 @@ def _fix(context: LintContext, call: cst.Call) -> Fix | None:
             return Fix(
                 "Set `sort_keys=True`",
                 (Edit(start, end, "True"),),
-                applicability=UnsortedJsonInCachedSegment.fix_applicability,
+                applicability="unsafe",
             )
     if not call.args:
         return None
@@ -254,5 +103,5 @@ def _fix(context: LintContext, call: cst.Call) -> Fix | None:
     return Fix(
         "Add `sort_keys=True`",
         (Edit(end, end, ", sort_keys=True"),),
-        applicability=UnsortedJsonInCachedSegment.fix_applicability,
+        applicability="unsafe",
     )

@@ -11,7 +11,7 @@ from ..analysis.cached_segments import callee_names
 from ..analysis.syntax import FunctionNode
 from ..context import LintContext
 from ..finding import Finding
-from ..rule import Invalid, PythonRule, Valid
+from ..rule import PythonRule
 
 __all__ = ["DynamicBeforeStatic"]
 
@@ -58,64 +58,6 @@ class DynamicBeforeStatic(PythonRule):
 
     code = "PFX005"
     name = "dynamic-before-static"
-    VALID = (
-        Valid(
-            "SYSTEM_PROMPT = 'You are a support agent.'\n"
-            "def messages(summary, question):\n"
-            "    return [\n"
-            "        {'role': 'system', 'content': SYSTEM_PROMPT},\n"
-            "        {'role': 'system', 'content': f'Conversation so far: {summary}'},\n"
-            "        {'role': 'user', 'content': question},\n"
-            "    ]\n"
-        ),
-        Valid(
-            "from prefixkit.sdk import Prompt, Segment\n"
-            "def build(docs, question):\n"
-            "    return Prompt(system=[Segment.static('Rules.'), Segment.versioned('Policy v3', version='3')],\n"
-            "                  context=[Segment.session(docs)], messages=[Segment.dynamic(question)])\n"
-        ),
-        # history after the system prompt (the usual layout)
-        Valid(
-            "SYSTEM = 'Be brief.'\n"
-            "def ask(client, history, question):\n"
-            "    return client.chat.completions.create(model='m', messages=[\n"
-            "        {'role': 'system', 'content': SYSTEM}, *history, {'role': 'user', 'content': question}])\n"
-        ),
-    )
-    INVALID = (
-        Invalid(
-            "SYSTEM_PROMPT = 'You are a support agent.'\n"
-            "def messages(summary, question):\n"
-            "    return [\n"
-            "        {'role': 'system', 'content': f'Conversation so far: {summary}'},\n"
-            "        {'role': 'system', 'content': SYSTEM_PROMPT},\n"
-            "        {'role': 'user', 'content': question},\n"
-            "    ]\n",
-            line=4,
-        ),
-        Invalid(
-            "RULES = 'Follow the refund policy.'\n"
-            "def ask(client, summary, q):\n"
-            "    return client.messages.create(system=[\n"
-            "        {'type': 'text', 'text': summary},\n"
-            "        {'type': 'text', 'text': RULES},\n"
-            "    ], messages=[q])\n",
-            line=4,
-        ),
-        Invalid(
-            "from prefixkit.sdk import Prompt, Segment\n"
-            "def build(notes, question):\n"
-            "    return Prompt(system=[Segment.session(notes), Segment.static('You are precise.')],\n"
-            "                  messages=[Segment.dynamic(question)])\n",
-            line=3,
-        ),
-        Invalid(
-            "from langchain_core.messages import SystemMessage\n"
-            "def chain_input(history):\n"
-            "    return [*history, SystemMessage('You are a helpful assistant.')]\n",
-            line=3,
-        ),
-    )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report each dynamic entry that precedes a static system entry in the same list."""

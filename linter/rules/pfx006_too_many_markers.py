@@ -9,7 +9,7 @@ import libcst as cst
 from ..catalog import MAX_CACHE_MARKERS
 from ..context import LintContext
 from ..finding import Finding
-from ..rule import Invalid, PythonRule, Valid
+from ..rule import PythonRule
 
 __all__ = ["TooManyCacheMarkers"]
 
@@ -49,35 +49,6 @@ class TooManyCacheMarkers(PythonRule):
         "        messages=[*history, {'role': 'user', 'content': [\n"
         "            {'type': 'text', 'text': q, 'cache_control': CC}]}],\n"
         "    )\n"
-    )
-    VALID = (
-        Valid(_FOUR),
-        Valid(
-            "def ask(client, q):\n"
-            "    return client.messages.create(cache_control={'type': 'ephemeral'},\n"
-            "        system=[{'type': 'text', 'text': 'A', 'cache_control': {'type': 'ephemeral'}},\n"
-            "                {'type': 'text', 'text': 'B', 'cache_control': None}],\n"
-            "        messages=[{'role': 'user', 'content': q}])\n"
-        ),
-    )
-    INVALID = (
-        Invalid(
-            _FOUR.replace(
-                "'A', 'cache_control': CC}",
-                "'A', 'cache_control': CC}, {'type': 'text', 'text': 'C', 'cache_control': CC}",
-            ),
-            line=3,
-        ),
-        Invalid(
-            "MARK = {'type': 'ephemeral'}\n"
-            "def block(text):\n"
-            "    return {'type': 'text', 'text': text, 'cache_control': MARK}\n"
-            "SYSTEM = [block('one'), block('two'), block('three')]\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(cache_control=MARK, system=SYSTEM,\n"
-            "        messages=[{'role': 'user', 'content': [block(q)]}])\n",
-            line=6,
-        ),
     )
 
     def check(self, context: LintContext) -> Iterator[Finding]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from ..context import LintContext
 from ..finding import Finding
-from ..rule import Invalid, PythonRule, Valid
+from ..rule import PythonRule
 
 __all__ = ["LongTtlAfterShortTtl"]
 
@@ -37,44 +37,6 @@ class LongTtlAfterShortTtl(PythonRule):
 
     code = "PFX007"
     name = "long-ttl-after-short-ttl"
-    VALID = (
-        Valid(
-            "HOUR = {'type': 'ephemeral', 'ttl': '1h'}\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(\n"
-            "        tools=[{'name': 't', 'input_schema': {}, 'cache_control': HOUR}],\n"
-            "        system=[{'type': 'text', 'text': 'R', 'cache_control': {'type': 'ephemeral', 'ttl': '5m'}}],\n"
-            "        messages=[{'role': 'user', 'content': [{'type': 'text', 'text': q, 'cache_control': {'type': 'ephemeral'}}]}])\n"
-        ),
-        # markers in different requests do not interact
-        Valid(
-            "def first(client):\n"
-            "    return client.messages.create(system=[{'type': 'text', 'text': 'A', 'cache_control': {'type': 'ephemeral'}}], messages=[])\n"
-            "def second(client):\n"
-            "    return client.messages.create(system=[{'type': 'text', 'text': 'B', 'cache_control': {'type': 'ephemeral', 'ttl': '1h'}}], messages=[])\n"
-        ),
-    )
-    INVALID = (
-        Invalid(
-            "RULES = 'Rules.'\n"
-            "CATALOG = 'Catalog.'\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(system=[\n"
-            "        {'type': 'text', 'text': RULES, 'cache_control': {'type': 'ephemeral'}},\n"
-            "        {'type': 'text', 'text': CATALOG, 'cache_control': {'type': 'ephemeral', 'ttl': '1h'}},\n"
-            "    ], messages=[q])\n",
-            line=6,
-        ),
-        Invalid(
-            "SHORT = {'type': 'ephemeral', 'ttl': '5m'}\n"
-            "LONG = dict(type='ephemeral', ttl='1h')\n"
-            "TOOLS = [{'name': 'search', 'input_schema': {}, 'cache_control': SHORT}]\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(tools=TOOLS,\n"
-            "        system=[{'type': 'text', 'text': 'Policy', 'cache_control': LONG}], messages=[q])\n",
-            line=6,
-        ),
-    )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report each 1h breakpoint that follows a shorter one in the same request."""

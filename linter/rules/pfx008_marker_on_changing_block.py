@@ -12,7 +12,7 @@ from ..analysis.taint import Taint
 from ..catalog import is_system_role
 from ..context import LintContext
 from ..finding import Finding
-from ..rule import Invalid, PythonRule, Valid
+from ..rule import PythonRule
 
 __all__ = ["MarkerOnChangingBlock"]
 
@@ -59,87 +59,6 @@ class MarkerOnChangingBlock(PythonRule):
 
     code = "PFX008"
     name = "marker-on-changing-block"
-    VALID = (
-        Valid(
-            "RULES = 'Rules.'\n"
-            "def ask(client, user_id, question):\n"
-            "    return client.messages.create(\n"
-            "        system=[{'type': 'text', 'text': RULES, 'cache_control': {'type': 'ephemeral'}},\n"
-            "                {'type': 'text', 'text': f'Account: {user_id}'}],\n"
-            "        messages=[{'role': 'user', 'content': [\n"
-            "            {'type': 'text', 'text': question, 'cache_control': {'type': 'ephemeral'}}]}])\n"
-        ),
-        # a helper that builds marked blocks, called with constants
-        Valid(
-            "def cached(text):\n"
-            "    return {'type': 'text', 'text': text, 'cache_control': {'type': 'ephemeral'}}\n"
-            "RULES = 'Rules.'\n"
-            "def ask(client, question):\n"
-            "    return client.messages.create(system=[cached(RULES)],\n"
-            "        messages=[{'role': 'user', 'content': question}])\n"
-        ),
-        # a bare parameter: the caller may pass the same rules every time
-        Valid(
-            "def ask(client, rules, manual, question):\n"
-            "    return client.messages.create(\n"
-            "        system=[{'type': 'text', 'text': rules, 'cache_control': {'type': 'ephemeral'}}],\n"
-            "        messages=[{'role': 'user', 'content': f'{manual}\\n{question}'}])\n"
-        ),
-        # the most common helper shape; its caller passes a constant
-        Valid(
-            "SYSTEM = 'You are a careful assistant.'\n"
-            "def call_llm(client, system_prompt, user_msg):\n"
-            "    return client.messages.create(model='m', max_tokens=512,\n"
-            "        system=[{'type': 'text', 'text': system_prompt,\n"
-            "                 'cache_control': {'type': 'ephemeral'}}],\n"
-            "        messages=[{'role': 'user', 'content': user_msg}])\n"
-            "def answer(client, question):\n"
-            "    return call_llm(client, SYSTEM, question)\n"
-        ),
-        # a date changes once a day: PFX001 reports it, not this rule
-        Valid(
-            "from datetime import date\n"
-            "def ask(client, q):\n"
-            "    return client.messages.create(\n"
-            "        system=[{'type': 'text', 'text': f'Today is {date.today()}.',\n"
-            "                 'cache_control': {'type': 'ephemeral'}}],\n"
-            "        messages=[{'role': 'user', 'content': q}])\n"
-        ),
-    )
-    INVALID = (
-        Invalid(
-            "def ask(client, user_id, question):\n"
-            "    return client.messages.create(\n"
-            "        system=[{'type': 'text', 'text': f'Account: {user_id}',\n"
-            "                 'cache_control': {'type': 'ephemeral'}}],\n"
-            "        messages=[{'role': 'user', 'content': question}],\n"
-            "    )\n",
-            line=4,
-        ),
-        # a helper's parameter that the caller fills with a fresh id
-        Invalid(
-            "import uuid\n"
-            "def cached(text):\n"
-            "    return {'type': 'text', 'text': text, 'cache_control': {'type': 'ephemeral'}}\n"
-            "def ask(client, question):\n"
-            "    trace = f'Trace {uuid.uuid4()}'\n"
-            "    return client.messages.create(system=[cached('Rules.'), cached(trace)],\n"
-            "        messages=[{'role': 'user', 'content': question}])\n",
-            line=3,
-        ),
-        # a parameter of the request builder that its caller fills with the clock
-        Invalid(
-            "import time\n"
-            "def build(client, context, q):\n"
-            "    return client.chat.completions.create(model='m', messages=[\n"
-            "        {'role': 'developer', 'content': [{'type': 'text', 'text': context,\n"
-            "          'prompt_cache_breakpoint': {'mode': 'explicit'}}]},\n"
-            "        {'role': 'user', 'content': q}])\n"
-            "def handle(client, q):\n"
-            "    return build(client, f'Now: {time.time()}', q)\n",
-            line=5,
-        ),
-    )
 
     def check(self, context: LintContext) -> Iterator[Finding]:
         """Report marked system/tool blocks whose content is shown to change per request."""

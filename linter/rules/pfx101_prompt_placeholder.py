@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ..catalog import is_identity_name, name_words
 from ..context import PromptContext
 from ..finding import Finding
-from ..rule import Invalid, PromptRule, Valid
+from ..rule import PromptRule
 
 __all__ = ["VolatilePlaceholderInPrompt"]
 
@@ -157,56 +157,6 @@ class VolatilePlaceholderInPrompt(PromptRule):
 
     code = "PFX101"
     name = "volatile-placeholder-in-prompt"
-    VALID = (
-        Valid(
-            "You are the support agent for {{ product_name }}.\nAnswer in a {tone} tone.\n",
-            path="prompts/support.md",
-        ),
-        # JSON examples and code fences are not placeholders
-        Valid(
-            'Reply with JSON like {"user_id": 1, "date": "2024-01-01"}.\n'
-            "```python\nprint(f'{x}')\n```\n",
-            path="prompts/format.txt",
-        ),
-        # files outside the prompt globs are not prompt files
-        Valid("Today is {{ now }}.\n", path="docs/notes.md"),
-        # a per-request task template: the thread comes after the reported problem, already per request
-        Valid(
-            "Decide whether the feedback was addressed.\n\nIssue descriptions:\n"
-            "{{ issue_context }}\n\nPR thread comments:\n{{ thread_context }}\n",
-            path="prompts/guess_success/pr-thread-check.jinja",
-        ),
-    )
-    INVALID = (
-        # reported where the date is filled in, not at the tag testing it
-        Invalid(
-            "You are a coding agent.\n{% if runtime_info.date %}\n"
-            "Today's date is {{ runtime_info.date }} (UTC).\n{% endif %}\n",
-            line=3,
-            path="prompts/additional_info.j2",
-        ),
-        # the same placeholder with no per-request content before it
-        Invalid(
-            "Decide whether the feedback was addressed.\n\nPR thread comments:\n"
-            "{{ thread_context }}\n\nIssue descriptions:\n{{ issue_context }}\n",
-            line=4,
-            path="prompts/guess_success/pr-thread-check.jinja",
-        ),
-        Invalid(
-            "You are the support agent for {{ product_name }}.\nToday is {{ current_date }}.\n",
-            line=2,
-            path="prompts/support.md",
-        ),
-        Invalid("Hello {{ user.name }}, how can I help?\n", line=1, path="prompts/greet.j2"),
-        Invalid("Trace: ${request_id}\n", line=1, path="prompts/trace.txt"),
-        Invalid("Generated {timestamp:%Y-%m-%d}\n", line=1, path="prompts/sub/report.jinja"),
-        # Go templates, in a prompts folder nested deeper in the project
-        Invalid(
-            "You are a research subagent.\nThe current date is {{.CurrentDate}}.\n",
-            line=2,
-            path="patterns/agents/prompts/research_subagent.md",
-        ),
-    )
 
     def check(self, context: PromptContext) -> Iterator[Finding]:
         """Report the first placeholder that names volatile or per-user data, unless

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from prefixkit.sdk import PROMPT_SUFFIXES, Lock, sha256_hex
+from prefixkit.sdk import PROMPT_SUFFIXES, Lock
 
 from ..context import PromptContext
 from ..finding import Finding
-from ..rule import Invalid, PromptRule, Valid
+from ..rule import PromptRule
 
 __all__ = ["PromptDriftedFromLock"]
-
-
-def _lock_file(entries: dict[str, str]) -> str:
-    prompts = {
-        key: {"file": f"{key}.md", "sha256": sha256_hex(text), "text": text}
-        for key, text in entries.items()
-    }
-    return json.dumps({"lock_version": 1, "prompts": prompts}, sort_keys=True, indent=2)
-
-
-_LOCKED = {"prefixkit.lock": _lock_file({"support@v3": "You are a support agent."})}
 
 
 class PromptDriftedFromLock(PromptRule):
@@ -49,22 +37,6 @@ class PromptDriftedFromLock(PromptRule):
 
     code = "PFX102"
     name = "prompt-drifted-from-lock"
-    VALID = (
-        Valid("You are a support agent.\n", path="prompts/support@v3.md", files=_LOCKED),
-        # canonical text: CRLF and trailing spaces are not drift
-        Valid("You are a support agent.  \r\n\r\n", path="prompts/support@v3.md", files=_LOCKED),
-        # no lock, no rule
-        Valid("Anything at all.\n", path="prompts/support@v3.md"),
-    )
-    INVALID = (
-        Invalid(
-            "You are a helpful support agent.\n",
-            line=1,
-            path="prompts/support@v3.md",
-            files=_LOCKED,
-        ),
-        Invalid("New prompt.\n", line=1, path="prompts/billing@v1.md", files=_LOCKED),
-    )
 
     def check(self, context: PromptContext) -> Iterator[Finding]:
         """Compare the file with its lock entry through the SDK's `Lock.check`."""

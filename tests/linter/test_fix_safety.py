@@ -31,6 +31,8 @@ from prefixkit.linter.lint_file import lint_file
 from prefixkit.linter.rule import Rule
 from prefixkit.linter.rules import ALL_RULES
 
+from tests.linter.test_fixtures import copy_fixture, fixtures
+
 SEEDS = range(4)
 
 CLIENT = """import json
@@ -236,12 +238,14 @@ def test_plain_fix_does_not_sort_a_set_whose_elements_do_not_compare(tmp_path: P
 def test_fixes_offered_keep_the_promise_of_the_rule_docs(tmp_path: Path, rule: type[Rule]) -> None:
     # "unsafe": the rule never offers a fix that plain --fix applies
     offered = set()
-    for example in rule.INVALID:
-        path = tmp_path / example.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(example.code, encoding="utf-8")
-        findings = lint_source(example.code, path, LintConfig(root=tmp_path, select=(rule.code,)))
-        offered |= {f.fix.applicability for f in findings if f.fix is not None}
+    invalid = [f for f in fixtures() if f.parent.name == rule.code and ".invalid" in f.name]
+    for number, fixture in enumerate(invalid):
+        root = tmp_path / str(number)
+        root.mkdir()
+        for path in copy_fixture(fixture, root):
+            text = path.read_text(encoding="utf-8")
+            findings = lint_source(text, path, LintConfig(root=root, select=(rule.code,)))
+            offered |= {f.fix.applicability for f in findings if f.fix is not None}
     allowed = {"safe", "unsafe"} if rule.fix_applicability == "safe" else {"unsafe"}
     assert offered and offered <= allowed
 
