@@ -19,8 +19,17 @@ dict is built
   or `d.update(extra)` where `extra` is a parameter (data each caller passes,
   whose keys arrive in the caller's order).
 
-`KeyOrder.unstable(node, env)` answers with the first such reason (text for
-a message) or None. It follows names, helpers and nested containers through
+A JSON schema or a tool definition keeps the order its authors wrote (as
+prefixkit's SDK sends schemas: the model reads a schema's `properties` in
+that order), whoever passes it: `KeyOrder.authored(node, env)` recognises one
+by what it is, a dict with `properties`, `"type": "object"`, `$schema`,
+`input_schema` or `parameters` (or holding one), a value also sent as
+`tools=`, or what a schema API returns (`model_json_schema()`,
+`TypeAdapter(...).json_schema()`, pydantic 1's `schema()`).
+
+`KeyOrder.unstable(node, env)` answers with the first reason the order varies
+(text for a message) or None; with `merges=False` merging runtime data is no
+reason (for a dict whose order is its authors'). It follows names, helpers and nested containers through
 the module's `TaintAnalysis`, and a parameter of a helper through the calls
 to that helper in the same module. Anything it cannot see is assumed stable:
 the rule reports only what the module shows.
@@ -34,7 +43,7 @@ import libcst as cst
 
 from .bindings import Env
 from .call_sites import CallSites
-from .syntax import spellings
+from .syntax import spellings, string_value
 from .taint import TaintAnalysis
 
 __all__ = ["KeyOrder"]
@@ -44,6 +53,10 @@ _UNORDERED_CALLS = frozenset({"os.listdir", "os.scandir", "os.walk", "glob.glob"
 _UNORDERED_METHODS = frozenset({"glob", "rglob", "iterdir"})
 _DICT_VIEWS = frozenset({"keys", "values", "items"})
 _MERGING_METHODS = frozenset({"update", "setdefault"})
+# Keys that make a dict a JSON schema or a tool definition.
+_SCHEMA_KEYS = frozenset({"properties", "$schema", "input_schema", "inputSchema", "parameters"})
+# Methods returning a generated JSON schema: pydantic 2 (models and TypeAdapter), pydantic 1.
+_SCHEMA_METHODS = frozenset({"model_json_schema", "json_schema", "schema"})
 
 
 class _Uses(cst.CSTVisitor):
@@ -89,6 +102,7 @@ class KeyOrder:
         self.module = module
         self.analysis = analysis
         self.sites = sites
+        self._merges = True
 
     @functools.cached_property
     def _uses(self) -> _Uses:
@@ -96,9 +110,55 @@ class KeyOrder:
         self.module.visit(uses)
         return uses
 
-    def unstable(self, node: cst.BaseExpression, env: Env) -> str | None:
-        """Why the key order of the dict `node` evaluates to can vary, or None."""
-        return self._unstable(node, env, 0)
+    def unstable(self, node: cst.BaseExpression, env: Env, *, merges: bool = True) -> str | None:
+        """Why the key order of the dict `node` evaluates to can vary, or None (with
+        `merges=False`, merging data each caller passes is not a reason)."""
+        self._merges = merges
+        try:
+            return self._unstable(node, env, 0)
+        finally:
+            self._merges = True
+
+    def authored(self, node: cst.BaseExpression, env: Env) -> str | None:
+        """What the value of `node` is or holds whose key order is its authors' (a JSON
+        schema, a tool definition), as words for a message, or None."""
+        return self._authored(node, env, 0)
+
+    @functools.cached_property
+    def _sent_as_tools(self) -> frozenset[int]:
+        """The values the module's `tools=` arguments evaluate to, and their items."""
+        found: set[int] = set()
+        for call, function in self.analysis.index.requests:
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value != "tools":
+                    continue
+                env = Env(function)
+                items = [(arg.value, env)] + [
+                    (item, item_env) for item, item_env, _ in self.analysis.elements(arg.value, env)
+                ]
+                for item, item_env in items:
+                    found |= {id(value) for value, _ in self.analysis.resolve(item, item_env)}
+        return frozenset(found)
+
+    def _authored(self, node: cst.BaseExpression, env: Env, depth: int) -> str | None:
+        if depth > _MAX_DEPTH:
+            return None
+        for value, value_env in self.analysis.resolve(node, env):
+            if id(value) in self._sent_as_tools:
+                return "a tool definition"
+            func = value.func if isinstance(value, cst.Call) else None
+            if isinstance(func, cst.Attribute) and func.attr.value in _SCHEMA_METHODS:
+                return "a JSON schema"
+            entries = self.analysis.entries(value, value_env)
+            kind = entries.get("type")
+            if entries.keys() & _SCHEMA_KEYS or (kind and string_value(kind[0]) == "object"):
+                tool = entries.keys() & {"input_schema", "inputSchema", "parameters"}
+                return "a tool definition" if tool else "a JSON schema"
+            for child in [*_children(value), *(item for item, _, _ in entries.values())]:
+                found = self._authored(child, value_env, depth + 1)
+                if found is not None:
+                    return found
+        return None
 
     def _unstable(self, node: cst.BaseExpression, env: Env, depth: int) -> str | None:
         if depth > _MAX_DEPTH:
@@ -211,7 +271,7 @@ class KeyOrder:
     def _runtime(self, node: cst.BaseExpression, env: Env, depth: int = 0) -> bool:
         """Whether `node` is data each caller passes: a parameter of a function that no call
         in the module reaches, or one a call fills with such data."""
-        if depth > _MAX_DEPTH:
+        if depth > _MAX_DEPTH or not self._merges:
             return False
         for value, _ in self.analysis.resolve(node, env):
             param = self.sites.parameter(value) if isinstance(value, cst.Name) else None
@@ -243,6 +303,20 @@ class KeyOrder:
             if reason is not None:
                 return reason
         return None
+
+
+def _children(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a container literal or comprehension holds (dict values, `**` spreads
+    and list items)."""
+    if isinstance(value, cst.Dict):
+        return [element.value for element in value.elements]
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        return [element.value for element in value.elements]
+    if isinstance(value, cst.DictComp):
+        return [value.value]
+    if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        return [value.elt]
+    return []
 
 
 def _comp_fors(comp: cst.CompFor) -> list[cst.CompFor]:

@@ -28,6 +28,18 @@ class UnsortedJsonInCachedSegment(PythonRule):
     `model_dump()` keep their order on every run and are not reported: their
     order is often deliberate (a `reasoning` field first).
 
+    A JSON schema or a tool definition keeps the order its authors wrote, as
+    prefixkit's SDK sends schemas as written: the model reads a schema's
+    `properties` in that order. One is recognised by what it is: a dict with
+    `properties`, `"type": "object"`, `$schema`, `input_schema` or
+    `parameters` (or a list or dict holding one), a value also sent as
+    `tools=`, or what a schema API returns (`model_json_schema()`,
+    `TypeAdapter(...).json_schema()`). Merging one with data a caller passes
+    is not reported (its order is the callers' to write), and where its keys
+    do come from a set or a directory listing the finding offers no
+    `sort_keys=True`, which would reorder every property: build it in a fixed
+    order instead.
+
     ## Why it breaks caching
     `json.dumps` writes keys in insertion order. When that order changes, the
     same data serialises to different bytes and the cached prefix stops
@@ -55,7 +67,8 @@ class UnsortedJsonInCachedSegment(PythonRule):
     fix_applicability = "unsafe"
 
     def check(self, context: LintContext) -> Iterator[Finding]:
-        """Report unsorted `json.dumps` of a dict whose key order can vary; offer `sort_keys=True`."""
+        """Report unsorted `json.dumps` of a dict whose key order can vary; offer
+        `sort_keys=True` unless it holds a schema or a tool definition."""
         key_order: KeyOrder | None = None
         for segment, taint in context.segment_taints:
             if taint.kind != "json" or not isinstance(taint.origin, cst.Call):
@@ -64,15 +77,30 @@ class UnsortedJsonInCachedSegment(PythonRule):
             if dumped is None:
                 continue
             key_order = key_order or KeyOrder(context.module, context.analysis, context.call_sites)
-            reason = key_order.unstable(dumped, Env(key_order.sites.enclosing(taint.origin)))
+            env = Env(key_order.sites.enclosing(taint.origin))
+            authored = key_order.authored(dumped, env)
+            reason = key_order.unstable(dumped, env, merges=authored is None)
             if reason is None:
+                continue
+            found = (
+                f"{taint.detail} reaches {segment.label} "
+                f"(line {context.line_of(segment.node)}), and the dict's key order can change "
+                f"between runs: {reason}"
+            )
+            if authored is not None:
+                # sort_keys would reorder the schema's properties, whose order is meaning
+                yield context.finding(
+                    self.code,
+                    taint.origin,
+                    f"{found}; it holds {authored}, whose key order is meaning (properties are "
+                    "read in the order written): build it in a fixed order (iterate over "
+                    "`sorted(...)`) rather than sorting its keys",
+                )
                 continue
             yield context.finding(
                 self.code,
                 taint.origin,
-                f"{taint.detail} reaches {segment.label} "
-                f"(line {context.line_of(segment.node)}), and the dict's key order can change "
-                f"between runs: {reason}; build it in a fixed order or pass `sort_keys=True`",
+                f"{found}; build it in a fixed order or pass `sort_keys=True`",
                 _fix(context, taint.origin),
             )
 
