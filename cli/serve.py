@@ -75,6 +75,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="measure the hit rate over this many seconds (default: since start)",
     )
+    status.add_argument(
+        "--tenants",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="the deployment's tenants file: its [operators] key reads the router's state "
+        "(or set PREFIXKIT_OPERATOR_KEYS)",
+    )
 
     engine = parser.add_argument_group("engine")
     engine.add_argument(
@@ -213,7 +220,10 @@ def run(args: argparse.Namespace) -> int:
     require_extra("serve", "prefixkit serve", "rich", "starlette", "uvicorn", "httpx", "pydantic")
     run_dir = (args.run_dir or runs_dir() / "default").expanduser().resolve()
     if args.serve_action == "status":
-        return show_status(run_dir, args.interval, Console())
+        from prefixkit.engine_adapter.serving.tenants import load_operators
+
+        operator_key = min(load_operators(args.tenants), default=None)
+        return show_status(run_dir, args.interval, Console(), operator_key)
     if args.emit is not None and args.backend != "ray":
         from prefixkit.sdk import UsageError
 

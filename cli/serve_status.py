@@ -1,5 +1,6 @@
 """`prefixkit serve status`: each replica of a local `prefixkit serve` run directory with its
-health, block size, KV cache use and prefix-cache hit rate."""
+health, block size, KV cache use and prefix-cache hit rate, and how the precise router got
+its requests' tokens (itself, or from a replica's ``/tokenize``)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ if TYPE_CHECKING:
 __all__ = ["show_status"]
 
 
-def show_status(run_dir: Path, interval: float, console: Console) -> int:
+def show_status(
+    run_dir: Path, interval: float, console: Console, operator_key: str | None = None
+) -> int:
     """Print the replicas' table (the hit rate over `interval` seconds, or since each
-    replica started when 0); returns 0 when every replica is healthy, else 1."""
+    replica started when 0) and the precise router's tokenization counts (read with
+    `operator_key` when the deployment has tenants); returns 0 when every replica is
+    healthy, else 1."""
     import httpx
     from prefixkit.engine_adapter import fetch_cache_metrics
     from prefixkit.engine_adapter.engine.replicas import STATE_FILE
@@ -33,8 +38,10 @@ def show_status(run_dir: Path, interval: float, console: Console) -> int:
         return 1
     replicas = json.loads(state_path.read_text())
     serve_state = run_dir / SERVE_STATE
+    endpoint = None
     if serve_state.exists():
-        console.print(f"endpoint: {json.loads(serve_state.read_text())['endpoint']}")
+        endpoint = json.loads(serve_state.read_text())["endpoint"]
+        console.print(f"endpoint: {endpoint}")
 
     def scrape(url: str) -> Any:
         try:
@@ -95,4 +102,37 @@ def show_status(run_dir: Path, interval: float, console: Console) -> int:
     console.print(table)
     span = f"over {interval:g} s" if interval > 0 else "since each replica started"
     console.print(f"hit rate = prefix-cache hit tokens / queried prompt tokens, {span}")
+    if endpoint is not None:
+        router_line = _router_tokens(endpoint, operator_key)
+        if router_line is not None:
+            console.print(router_line)
     return 0 if all_healthy else 1
+
+
+def _router_tokens(endpoint: str, operator_key: str | None) -> str | None:
+    """The precise router's line: requests it tokenized itself and those it asked a
+    replica's ``/tokenize`` for (None: the deployment has no precise router)."""
+    import httpx
+
+    headers = {} if operator_key is None else {"authorization": f"Bearer {operator_key}"}
+    try:
+        answer = httpx.get(f"{endpoint}/router/state", headers=headers, timeout=2.0)
+    except httpx.HTTPError as exc:
+        return f"router: unreachable ({exc})"
+    if answer.status_code == 404:
+        return None
+    if answer.status_code in (401, 403):
+        return (
+            "router: its state needs an operator's key: give the tenants file "
+            "(--tenants FILE) or set PREFIXKIT_OPERATOR_KEYS"
+        )
+    if answer.status_code != 200:
+        return f"router: /router/state answered HTTP {answer.status_code}"
+    state = answer.json()
+    here = int(state.get("tokenized_here", 0))
+    asked = int(state.get("tokenize_fallbacks", 0))
+    share = f" ({asked / (here + asked):.1%})" if here + asked else ""
+    return (
+        f"router: {here:,} requests tokenized in the router, {asked:,} asked of a "
+        f"replica's /tokenize{share}"
+    )

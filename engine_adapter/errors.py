@@ -143,9 +143,10 @@ class PortInUseError(PrefixkitError, RuntimeError):
 
 
 class RouterStartError(PrefixkitError, RuntimeError):
-    """The router (SMG) exited or did not become ready during start-up.
+    """A router (SMG, or a worker of the precise router) exited or did not become ready
+    during start-up.
 
-    `router`: which router (``"smg"``); `url`: where it was to answer; `log_tail`: the
+    `router`: which router (``"smg"`` or ``"precise"``); `url`: where it was to answer; `log_tail`: the
     last lines of its log ('' when it has none)."""
 
     def __init__(self, message: str, *, router: str, url: str, log_tail: str = "") -> None:

@@ -85,6 +85,9 @@ class RouterSettings:
     params: PreciseParams = field(default_factory=PreciseParams)
     health_interval_s: float = 1.0
     decision_log: Path | None = None  # one JSON line per decision, appended
+    # the model folder the replicas load: the router computes prompt tokens from it
+    # itself (None: every request asks a replica's /tokenize)
+    model_dir: Path | None = None
 
 
 class PeerLoad(Protocol):
@@ -150,6 +153,10 @@ class RouterState:
         self.decision_sink: Callable[[dict[str, Any]], None] | None = None
         # the other router workers' load (None: this is the only one)
         self.peers: PeerLoad | None = None
+        # generation requests whose tokens the router computed itself, and those it
+        # asked a replica's /tokenize for
+        self.tokenized_here = 0
+        self.tokenize_fallbacks = 0
 
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None) -> list[int]:
         return self.hash_memo.hashes(token_ids, cache_salt)

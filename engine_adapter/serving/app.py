@@ -12,7 +12,8 @@ What the app does with an admitted request:
   tenants) every replica's Prometheus metrics in one exposition, each sample labelled
   with its ``replica`` (`merge_replica_metrics`), and every tenant's numbers.
 * ``GET /router/state`` (operators): the precise router's routed counts, requests in
-  flight, held and coming blocks, health (404 without that router).
+  flight, held and coming blocks, health, and how many generation requests it
+  tokenized itself or asked a replica to (404 without that router).
 * a generation route (salted): the body admitted (`bodies`), placed by the routing stage,
   relayed and streamed back as it is generated;
 * any other forwarded route: relayed to a replica (or SMG) the routing stage chooses.
@@ -249,6 +250,9 @@ class ServingApp:
                 "held_blocks": [state.index.held(r) for r in replicas],
                 "coming_blocks": [state.index.coming_unheld(r) for r in replicas],
                 "healthy": state.healthy,
+                # generation requests tokenized in the router, and asked of a replica
+                "tokenized_here": state.tokenized_here,
+                "tokenize_fallbacks": state.tokenize_fallbacks,
             }
         )
 

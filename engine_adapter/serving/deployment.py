@@ -78,7 +78,8 @@ def _quiet(message: str) -> None:
 @dataclass(frozen=True)
 class ReplicaEndpoint:
     """A running replica as the routers see it: its URL, where it publishes KV events
-    (None: it does not), and how it hashes blocks."""
+    (None: it does not), how it hashes blocks, and the model folder it loads (the
+    precise router tokenizes prompts from it itself; None: it asks the replica)."""
 
     url: str
     kv_events: str | None = None
@@ -87,6 +88,7 @@ class ReplicaEndpoint:
     block_size: int = 32
     hash_algo: str = "sha256_cbor"
     hash_seed: str | None = None  # PYTHONHASHSEED of the engine; None: vLLM's default seed
+    model: Path | None = None  # the model folder it loads (None: not known to the router)
 
     @classmethod
     def of(cls, config: EngineConfig) -> ReplicaEndpoint:
@@ -99,6 +101,7 @@ class ReplicaEndpoint:
             block_size=config.block_size,
             hash_algo=config.prefix_caching_hash_algo,
             hash_seed=config.hash_seed,
+            model=config.model,
         )
 
 
@@ -360,6 +363,7 @@ def _router_settings(
         hash_seed=first.hash_seed or DEFAULT_NONE_HASH_SEED,
         capacity_blocks=[m.num_blocks for m in metrics],
         decision_log=run_dir / "decisions.jsonl" if topology.decision_log else None,
+        model_dir=first.model if all(e.model == first.model for e in endpoints) else None,
     )
 
 

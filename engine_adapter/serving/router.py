@@ -4,13 +4,17 @@ it through.
 * `DirectRoute`: every request to one upstream, the only replica or SMG.
 * `PreciseRoute`: prefixkit's KV-event router. A generation request
   (``/v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``)
-  gets its token ids from a replica's own ``/tokenize`` (same tokenizer and chat template
-  as the engine; a Responses or Anthropic Messages request is turned into the chat
-  messages vLLM renders it as), the block hashes of its first `MAX_ROUTED_BLOCKS`
-  blocks, and a replica from `RouterState.route` (or the replica an operator pinned it
-  to, `RouterState.pin`); ``x-prefixkit-replica`` names the
-  replica and ``server-timing`` gives the router's own time before forwarding, in ms
-  (``tokenize``: the round trip to a replica, ``route``: hashing and the decision).
+  gets its token ids computed in the router from the model folder the replicas load
+  (`routing.prompt_tokens`: the engine's tokenizer and chat template, vLLM's request
+  handling mirrored), or, for a request that cannot be tokenized exactly there (or when
+  the folder is not known or not readable, said once at start), from a replica's own
+  ``/tokenize`` (a Responses or Anthropic Messages request turned into the chat messages
+  vLLM renders it as; counted in `RouterState.tokenize_fallbacks`); then the block
+  hashes of its first `MAX_ROUTED_BLOCKS` blocks, and a replica from
+  `RouterState.route` (or the replica an operator pinned it to, `RouterState.pin`);
+  ``x-prefixkit-replica`` names the replica and ``server-timing`` gives the router's own
+  time before forwarding, in ms (``tokenize``: computing the tokens or the round trip to a
+  replica, ``route``: hashing and the decision).
   ``/tokenize``, ``/v1/models`` and other paths go to the healthy replica with the
   fewest requests in flight (in turn among equals). A health loop polls every replica;
   one that fails it, or refuses a connection between two polls, is left out and its
@@ -40,6 +44,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -377,11 +382,14 @@ class PreciseRoute:
         self.replica_urls = list(state.settings.replica_urls)
         self._upstreams: Upstreams | None = None
         self._stack = contextlib.AsyncExitStack()
+        # the request's token ids computed here, None when they cannot be exactly
+        self._prompt_tokens: Callable[[str, dict[str, Any]], list[int] | None] | None = None
 
     async def start(self, upstreams: Upstreams) -> None:
         self._upstreams = upstreams
         settings = self.router.settings
         stack = self._stack
+        self._prompt_tokens = await _prompt_tokens(settings.model_dir)
         if settings.decision_log is not None:  # opened first: a bad path starts nothing
             log_file = stack.enter_context(settings.decision_log.open("a", buffering=1))
 
@@ -415,7 +423,7 @@ class PreciseRoute:
         state = self.router
         alive = state.alive()
         first = state.turn % len(alive)
-        return sorted(alive[first:] + alive[:first], key=state.inflight.__getitem__)
+        return sorted(alive[first:] + alive[:first], key=lambda replica: state.load(replica)[0])
 
     def _replica_target(self, replica: int) -> Target:
         return Target(self.replica_urls[replica], f"replica {replica}", replica)
@@ -482,6 +490,17 @@ class PreciseRoute:
         )
 
     async def _token_ids(self, path: str, body: dict[str, Any]) -> list[int]:
+        """The request's token ids: computed here when they can be exactly, else asked
+        of a replica (`_asked_token_ids`, counted as a fallback)."""
+        if self._prompt_tokens is not None:
+            computed = self._prompt_tokens(path, body)
+            if computed is not None:
+                self.router.tokenized_here += 1
+                return computed
+        self.router.tokenize_fallbacks += 1
+        return await self._asked_token_ids(path, body)
+
+    async def _asked_token_ids(self, path: str, body: dict[str, Any]) -> list[int]:
         """The request's token ids from a replica's ``/tokenize`` (see `_order`); one that
         refuses the connection is marked unhealthy, one that fails otherwise is passed
         over. A request ``/tokenize`` cannot read is placed by load alone (no token
@@ -511,6 +530,33 @@ class PreciseRoute:
             f"no replica could tokenize the request ({'; '.join(failures)})",
             "upstream_unreachable",
         )
+
+
+async def _prompt_tokens(
+    model_dir: Path | None,
+) -> Callable[[str, dict[str, Any]], list[int] | None] | None:
+    """What computes a request's prompt token ids in the router (None, with a warning
+    saying why, when nothing can: every request then asks a replica's ``/tokenize``)."""
+    fallback = "the router asks a replica's /tokenize for every request"
+    if model_dir is None:
+        log.warning("the model folder the replicas load is not known: %s", fallback)
+        return None
+    try:
+        from ..routing.prompt_tokens import PromptTokenizer, PromptTokens
+    except ImportError as exc:
+        log.warning("prompt tokens need the hf extra (%s): %s", exc, fallback)
+        return None
+    loaded = await asyncio.to_thread(PromptTokenizer.load, model_dir)
+    if not isinstance(loaded, PromptTokenizer):
+        log.warning("the router cannot tokenize prompts itself (%s): %s", loaded.reason, fallback)
+        return None
+    log.info("the router tokenizes prompts itself, from %s", model_dir)
+
+    def computed(path: str, body: dict[str, Any]) -> list[int] | None:
+        outcome = loaded.tokens(path, body)
+        return outcome.token_ids if isinstance(outcome, PromptTokens) else None
+
+    return computed
 
 
 class SmgRoute:
