@@ -20,9 +20,14 @@ prefixkit reads. With `kv_events` (True: on an ipc socket of its own; or the ZMQ
 bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
 ``AllBlocksCleared`` when a development route empties the cache.
 
-What it does not do: generate (every answer is ``"ok"`` repeated), run a real tokenizer
-(`chars_tokenizer`: one token per 4 characters) or chat template (`chat_text`), check bodies
-field by field as vLLM's models do, or hold requests while paused or asleep. Faults for tests:
+Its prompt tokens: by default no real tokenizer (`chars_tokenizer`: one token per 4
+characters) nor chat template (`chat_text`); with `model_dir` (a model folder), the ids vLLM
+0.32 computes from that folder's tokenizer and chat template
+(`prefixkit.engine_adapter.routing.prompt_tokens.PromptTokenizer`, which needs the ``hf``
+extra) for ``/tokenize``, the generation routes and their KV events, and the default way for
+what that cannot reproduce exactly. What it does not do: generate (every answer is ``"ok"``
+repeated), check bodies field by field as vLLM's models do, or hold requests while paused or
+asleep. Faults for tests:
 `delay_headers_s`, `delay_first_chunk_s`, `break_after_chunks`. A client that hangs up aborts
 its request, as in vLLM (`streams_cancelled`, `requests_aborted` count them).
 """
@@ -38,7 +43,8 @@ import tempfile
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -105,6 +111,15 @@ GENERATION_PATHS = frozenset(
     }
 )
 _STORED_RESPONSES = 1000  # the Responses answers kept for GET /v1/responses/{id}
+# the API whose prompt a request to a path renders, as `PromptTokenizer.tokens` takes it
+_PROMPT_PATHS = {
+    "/v1/completions": "/v1/completions",
+    "/v1/chat/completions": "/v1/chat/completions",
+    "/v1/responses": "/v1/responses",
+    "/v1/messages": "/v1/messages",
+}
+
+PromptTokens = Callable[[str, Mapping[str, Any]], "list[int] | None"]
 
 
 def chars_tokenizer(text: str) -> list[int]:
@@ -203,8 +218,11 @@ class FakeVLLM:
         dev_mode: bool = False,
         host: str = "127.0.0.1",
         port: int | None = None,
+        model_dir: Path | None = None,
     ) -> None:
         self.model = model
+        self.model_dir = model_dir
+        self._prompt_tokens = None if model_dir is None else _prompt_tokens(model_dir)
         self.block_size = block_size
         self.hash_algo: HashAlgo = hash_algo
         self.tokenizer = tokenizer
@@ -251,6 +269,7 @@ class FakeVLLM:
             kv_events=self.kv_events_endpoint,
             block_size=self.block_size,
             hash_algo=self.hash_algo,
+            model=self.model_dir,
         )
 
     @property
@@ -270,7 +289,14 @@ class FakeVLLM:
         return [r.cache_salt for r in self.generations]
 
     def token_ids(self, body: dict[str, Any], path: str) -> list[int]:
-        """The prompt's token ids as this replica sees them, for a request to `path`."""
+        """The prompt's token ids as this replica sees them, for a request to `path`
+        (``/tokenize`` reads a body with ``messages`` as a chat, else as a completion)."""
+        if self._prompt_tokens is not None:
+            if path in ("/tokenize", "/invocations"):
+                path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+            computed = self._prompt_tokens(_PROMPT_PATHS.get(path, path), body)
+            if computed is not None:
+                return computed
         if path.endswith("/responses"):
             messages, tools = responses_chat_messages(body)
             return self.tokenizer(chat_text(messages, tools))
@@ -530,7 +556,7 @@ class FakeVLLM:
             return batch_chat_completion(self.model, ident, usage, replies)
 
         def prompts(body: dict[str, Any]) -> list[list[int]]:
-            return [self.tokenizer(chat_text(c)) for c in batch_conversations(body)]
+            return [self._chat_ids(c) for c in batch_conversations(body)]
 
         return await self._several(request, prompts, answer)
 
@@ -549,9 +575,13 @@ class FakeVLLM:
             return structured_decision(self.model, ident, tokens, body)
 
         def prompts(body: dict[str, Any]) -> list[list[int]]:
-            return [self.tokenizer(chat_text(c)) for c in decision_conversations(body)]
+            return [self._chat_ids(c) for c in decision_conversations(body)]
 
         return await self._several(request, prompts, answer)
+
+    def _chat_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The token ids of one conversation of a request with several."""
+        return self.token_ids({"messages": messages}, "/v1/chat/completions")
 
     async def _count_tokens(self, request: Request) -> Response:
         try:
@@ -663,3 +693,24 @@ class FakeVLLM:
         except Refused as refused:
             return refused.answer()
         return JSONResponse({"message": f"Scaled to {size} data parallel engines"})
+
+
+def _prompt_tokens(model_dir: Path) -> PromptTokens:
+    """The prompt token ids vLLM 0.32 computes from `model_dir` for a request to a path
+    (None where they cannot be reproduced exactly)."""
+    # imported here: the hf extra is needed only by a fake with a model folder
+    from prefixkit.engine_adapter.routing.prompt_tokens import PromptTokenizer
+    from prefixkit.engine_adapter.routing.prompt_tokens import PromptTokens as Computed
+
+    loaded = PromptTokenizer.load(model_dir)
+    if not isinstance(loaded, PromptTokenizer):
+        raise ValueError(
+            f"FakeVLLM(model_dir={str(model_dir)!r}): {loaded.reason}; "
+            "give the folder of a model with a fast tokenizer, or no model_dir"
+        )
+
+    def computed(path: str, body: Mapping[str, Any]) -> list[int] | None:
+        outcome = loaded.tokens(path, body)
+        return outcome.token_ids if isinstance(outcome, Computed) else None
+
+    return computed
