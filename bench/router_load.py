@@ -4,19 +4,25 @@ alone and behind the tenant gateway.
     .venv/bin/python bench/router_load.py [--clients 64] [--tenants 16]   # ports 18200-18213
 
 No GPU here, so the engines are `--engines` fake vLLM replicas (`prefixkit.testing.
-fake_vllm.FakeVLLM`, one process): `/tokenize` at 4 characters a token, a prefix cache of
+fake_vllm.FakeVLLM`, one process) given a model folder (`--model-dir`; by default the
+embedded SmolLM2-135M-Instruct when it is on this machine, else the byte-level BPE with a
+ChatML template the tests build, ``tests/conftest.py``): prompt tokens as vLLM 0.32
+computes them from that folder's tokenizer and chat template, a prefix cache of
 `--capacity` 32-token blocks each (a request's tail evicted first, as vLLM does), vLLM's
 block hashes and KV events over ZMQ, `--prefill-ms-per-block` per uncached block, then 8
 streamed chunks 2 ms apart. Each router runs in a process of its own, deployed by
-`deploy` as `prefixkit serve` deploys it, and this process is the clients: `--tenants`
-tenants x 8 users x 4-turn conversations (a 1,000-token system prompt per tenant, every
-turn sending the whole history), at most `--clients` requests in flight.
+`deploy` as `prefixkit serve` deploys it, with the replicas' model folder: the precise
+router computes prompt tokens itself and asks a replica's ``/tokenize`` only for what it
+cannot reproduce exactly (its fallbacks, read from ``/router/state``). This process is
+the clients: `--tenants` tenants x 8 users x 4-turn conversations (a system prompt of
+about 1,000 words per tenant, every turn sending the whole history), at most
+`--clients` requests in flight.
 
 Side by side, the same requests (each phase with its own salts):
 
 1. straight to the replicas, round-robin (what the clients and replicas cost alone);
-2. through real SMG ``cache_aware`` alone (its tree sized at the replicas' capacity,
-   4 characters a token as the fake tokenizer makes them);
+2. through real SMG ``cache_aware`` alone (its tree, in characters, sized at the
+   replicas' capacity at the workload's characters per token);
 3. through the precise router (`prefixkit serve --router precise --no-gateway`);
 4. through the tenant gateway and the precise router in one app, as `prefixkit serve
    --router precise` runs them (the gateway authenticates each tenant's key and sets
@@ -27,8 +33,10 @@ Side by side, the same requests (each phase with its own salts):
 Prints per phase: requests per second, end-to-end latency (median, p99), the replicas'
 prefix-cache hit rate (their counters: cached prompt tokens over prompt tokens); for the
 routers, their CPU time per request (from ``/proc``, the router's process and its
-children) and for precise the ``server-timing`` it reports (``/tokenize`` round trip,
-hashing + decision: median, p99). Everything shares this machine's cores, so the
+children); for precise, the ``server-timing`` it reports (prompt tokens, in-process or
+``/tokenize``; hashing + decision: median, p99) and its fallbacks to ``/tokenize`` (a
+count and a share of the phase's requests). Then all phases side by side, each router's
+CPU per request as a multiple of SMG's. Everything shares this machine's cores, so the
 requests per second are the machine's; the CPU per request says how many requests a
 second one core of router would serve.
 
@@ -47,6 +55,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
+import importlib.util
 import itertools
 import os
 import re
@@ -59,7 +69,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from chats import Conversation, conversations
@@ -76,6 +86,7 @@ MODEL = "fake-model"
 USERS = 8
 TURNS = 4
 SECRET = "router-load-bench-secret-0123"
+OPERATOR_KEY = "router-load-bench-operator"  # reads /router/state behind the gateway
 PHASES = ("direct", "smg", "precise", "one-app", "two-servers")
 # variant of the serving process -> what it deploys
 VARIANTS = {
@@ -83,6 +94,60 @@ VARIANTS = {
     "one-app": "gateway + precise router, one app",
     "two-servers": "gateway -> precise router, two servers",
 }
+
+
+class Measured(NamedTuple):
+    """One phase's numbers (`cpu_ms`, `fallbacks`: None where they do not apply)."""
+
+    name: str
+    requests: int
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    hit_rate: float
+    cpu_ms: float | None
+    fallbacks: int | None
+
+
+def model_folder(run_dir: Path) -> tuple[Path, str]:
+    """The model folder the replicas and routers load, and what it is: the embedded
+    SmolLM2 when it is prepared on this machine (never prepared here), else the tests'
+    ChatML tokenizer, built in `run_dir`."""
+    from prefixkit.engine_adapter.engine.home import models_dir
+    from prefixkit.engine_adapter.engine.smollm2 import (
+        MARKER,
+        SMOLLM2_NAME,
+        ensure_smollm2,
+        is_model_dir,
+    )
+
+    smollm2 = models_dir() / SMOLLM2_NAME
+    if (smollm2 / MARKER).is_file() and is_model_dir(smollm2):
+        return ensure_smollm2(), f"the embedded {SMOLLM2_NAME}"
+    conftest = Path(__file__).parents[1] / "tests" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("router_load_tests_conftest", conftest)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = module.build_chatml_tokenizer(run_dir / "chatml-bpe")
+    return folder, f"the tests' ChatML BPE tokenizer ({SMOLLM2_NAME} is not prepared here)"
+
+
+def chars_per_token(model_dir: Path, tenants: int) -> float:
+    """Characters per prompt token of this workload's longest requests in `model_dir`."""
+    from prefixkit.engine_adapter.routing.prompt_tokens import PromptTokenizer, PromptTokens
+
+    tokenizer = PromptTokenizer.load(model_dir)
+    if not isinstance(tokenizer, PromptTokenizer):
+        raise SystemExit(f"--model-dir {model_dir}: {tokenizer.reason}")
+    chars = tokens = 0
+    for conversation in conversations(tenants, 1, TURNS, (750, 40, 60)):
+        messages = conversation.turns[-1]
+        outcome = tokenizer.tokens("/v1/chat/completions", {"messages": messages})
+        assert isinstance(outcome, PromptTokens), outcome
+        chars += sum(len(m["content"]) for m in messages)
+        tokens += len(outcome.token_ids)
+    return chars / tokens
 
 
 def serve_engines(args: argparse.Namespace) -> None:
@@ -101,6 +166,7 @@ def serve_engines(args: argparse.Namespace) -> None:
                     chunks=8,
                     chunk_interval_s=0.002,
                     port=FIRST_PORT + r,
+                    model_dir=args.model_dir,
                 )
             )
         _ready_until_terminated()
@@ -113,11 +179,17 @@ def serve_router(args: argparse.Namespace) -> None:
     from prefixkit.engine_adapter.serving.keepalive import served_in_thread
     from prefixkit.engine_adapter.serving.router import DirectRoute
 
+    # a --baseline source tree may predate the endpoint's model folder
+    known = {f.name for f in dataclasses.fields(ReplicaEndpoint)}
+    model = {"model": args.model_dir} if "model" in known else {}
     endpoints = [
-        ReplicaEndpoint(f"http://127.0.0.1:{FIRST_PORT + r}", kv_events=endpoint, block_size=BLOCK)
+        ReplicaEndpoint(
+            f"http://127.0.0.1:{FIRST_PORT + r}", kv_events=endpoint, block_size=BLOCK, **model
+        )
         for r, endpoint in enumerate(args.kv_endpoints)
     ]
-    tenants = Tenants(tenant_keys(args.label or args.variant, args.tenants), SECRET)
+    keys = tenant_keys(args.label or args.variant, args.tenants)
+    tenants = Tenants(keys, SECRET, operators={OPERATOR_KEY: "bench"})
     precise = Topology(replicas=len(endpoints), router="precise", port=ROUTER_PORT)
     with ExitStack() as stack:
         if args.variant == "precise":
@@ -236,6 +308,9 @@ def main() -> int:
         "--baseline", type=Path, help="another source tree: its router measured too"
     )
     parser.add_argument("--py-spy", type=Path, help="record each router with py-spy here")
+    parser.add_argument(
+        "--model-dir", type=Path, help="the model folder (default: SmolLM2 if prepared)"
+    )
     args = parser.parse_args()
     if args.baseline is not None and not (args.baseline / "prefixkit").is_dir():
         parser.error(f"--baseline {args.baseline}: no prefixkit package there")
@@ -247,11 +322,18 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="pk-load-") as run_dir, ExitStack() as stack:
+        if args.model_dir is None:
+            args.model_dir, described = model_folder(Path(run_dir))
+        else:
+            described = "the model folder given"
+        args.chars_per_token = chars_per_token(args.model_dir, args.tenants)
+        print(f"model folder: {described}, {args.model_dir}")
         endpoints = [f"ipc://{run_dir}/kv-{r}" for r in range(args.engines)]
         common = [
             *("--engines", str(args.engines), "--capacity", str(args.capacity)),
             *("--prefill-ms-per-block", str(args.prefill_ms_per_block)),
-            *("--tenants", str(args.tenants), "--kv-endpoints", *endpoints),
+            *("--tenants", str(args.tenants), "--model-dir", str(args.model_dir)),
+            *("--kv-endpoints", *endpoints),
         ]
         script = [sys.executable, __file__, *common]
         engines = started([*script, "--role", "engines"])
@@ -262,15 +344,16 @@ def main() -> int:
             f"{requests} requests ({args.tenants} tenants x {USERS} users x {TURNS} turns), "
             f"{args.clients} in flight, {args.engines} fake replicas x {args.capacity} blocks"
         )
+        results: list[Measured] = []
         if "direct" in args.phases:
-            measure("round-robin, direct", replica_urls, None, args, gateway=False)
+            results.append(measure("round-robin, direct", replica_urls, None, args, False))
         if "smg" in args.phases:
-            measure_smg(replica_urls, run_dir, args)
+            results.append(measure_smg(replica_urls, run_dir, args))
         router_url = f"http://127.0.0.1:{ROUTER_PORT}"
         for variant, name in VARIANTS.items():
             if variant not in args.phases:
                 continue
-            runs = [(variant, name, None)]
+            runs: list[tuple[str, str, str | None]] = [(variant, name, None)]
             if args.baseline is not None:
                 runs.append((f"{variant}-baseline", f"{name} (baseline)", str(args.baseline)))
             for label, title, source in runs:
@@ -281,26 +364,67 @@ def main() -> int:
                 try:
                     profile = None if args.py_spy is None else args.py_spy / f"{label}.txt"
                     gateway = variant != "precise"
-                    measure(title, [router_url], router.pid, args, gateway, profile)
+                    state = RouterStateReader(variant)
+                    results.append(
+                        measure(title, [router_url], router.pid, args, gateway, profile, state)
+                    )
                 finally:
                     stopped(router)
+        print_side_by_side(results)
     return 0
 
 
-def measure_smg(replica_urls: list[str], run_dir: str, args: Any) -> None:
+class RouterStateReader:
+    """The precise router's fallbacks to ``/tokenize`` so far, from its ``/router/state``
+    (behind the gateway with an operator's key; of two servers, the router's own)."""
+
+    def __init__(self, variant: str) -> None:
+        port = ROUTER_PORT + 1 if variant == "two-servers" else ROUTER_PORT
+        self.url = f"http://127.0.0.1:{port}/router/state"
+        self.headers = {"authorization": f"Bearer {OPERATOR_KEY}"}
+
+    def fallbacks(self) -> int | None:
+        """None: a router (of a --baseline tree) that does not count them."""
+        answer = httpx.get(self.url, headers=self.headers, timeout=10)
+        answer.raise_for_status()
+        count = answer.json().get("tokenize_fallbacks")
+        return None if count is None else int(count)
+
+
+def print_side_by_side(results: Sequence[Measured]) -> None:
+    """Every phase's numbers in one table; each router's CPU per request against SMG's."""
+    smg = next((m.cpu_ms for m in results if m.name == "SMG cache_aware"), None)
+    print()
+    print(
+        f"{'phase':<40} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'hit':>6} "
+        f"{'CPU ms/req':>10} {'x SMG':>6} {'fallbacks':>15}"
+    )
+    for m in results:
+        cpu = "-" if m.cpu_ms is None else f"{m.cpu_ms:.2f}"
+        ratio = "-" if m.cpu_ms is None or not smg else f"{m.cpu_ms / smg:.2f}"
+        fallbacks = "-"
+        if m.fallbacks is not None:
+            fallbacks = f"{m.fallbacks} ({m.fallbacks / m.requests:.1%})"
+        print(
+            f"{m.name:<40} {m.rate:7.1f} {m.p50_ms:8.1f} {m.p99_ms:8.1f} {m.hit_rate:6.3f} "
+            f"{cpu:>10} {ratio:>6} {fallbacks:>15}"
+        )
+
+
+def measure_smg(replica_urls: list[str], run_dir: str, args: Any) -> Measured:
     """The SMG phase: real SMG cache_aware in front of the replicas."""
     smg_url = f"http://127.0.0.1:{SMG_PORT}"
     smg = launch_smg(
         SmgSettings(
             replica_urls,
             port=SMG_PORT,
-            max_tree_size=args.capacity * BLOCK * 4,  # the fake tokenizer: 4 characters
+            max_tree_size=round(args.capacity * BLOCK * args.chars_per_token),
         ),
         Path(run_dir) / "smg.log",
     )
     try:
         wait_until_ready(smg, smg_url, 60.0, Path(run_dir) / "smg.log")
-        measure("SMG cache_aware", [smg_url], smg.pid, args, gateway=False)
+        return measure("SMG cache_aware", [smg_url], smg.pid, args, gateway=False)
     finally:
         stop_smg(smg)
 
@@ -312,11 +436,13 @@ def measure(
     args: Any,
     gateway: bool,
     profile: Path | None = None,
-) -> None:
+    state: RouterStateReader | None = None,
+) -> Measured:
     """Send every conversation through `urls`; print what it cost (and with `profile`,
-    where the router's CPU went)."""
+    where the router's CPU went; with `state`, the precise router's fallbacks)."""
     replicas = [f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)]
     before = [fetch_cache_metrics(url) for url in replicas]
+    fallbacks = None if state is None else state.fallbacks()
     sampler = None if profile is None or router is None else py_spy(router, profile)
     cpu = 0.0 if router is None else cpu_seconds(router)
     wall, latencies, timings = asyncio.run(
@@ -327,23 +453,40 @@ def measure(
         sampler.send_signal(signal.SIGINT)
         sampler.wait(60)
     rate = fleet_interval(before, [fetch_cache_metrics(url) for url in replicas]).hit_rate
+    if state is not None and fallbacks is not None:
+        after = state.fallbacks()
+        fallbacks = None if after is None else after - fallbacks
+    requests = len(latencies)
+    cpu_ms = None if router is None else cpu / requests * 1e3
     print(
         f"{name:<40} {len(latencies) / wall:7.1f} req/s   latency median "
         f"{statistics.median(latencies) * 1e3:6.1f} ms  p99 "
         f"{percentile(latencies, 0.99) * 1e3:6.1f} ms   hit rate {rate:.3f}"
     )
-    if router is not None:
-        print(f"  router CPU {cpu / len(latencies) * 1e3:.2f} ms per request")
+    if cpu_ms is not None:
+        print(f"  router CPU {cpu_ms:.2f} ms per request")
+    if fallbacks is not None:
+        print(f"  fallbacks to /tokenize {fallbacks} ({fallbacks / requests:.1%} of requests)")
     if timings:
         tokenize = [t["tokenize"] for t in timings]
         route = [t["route"] for t in timings]
         print(
-            f"  /tokenize round trip median {statistics.median(tokenize):.2f} ms, "
+            f"  prompt tokens median {statistics.median(tokenize):.2f} ms, "
             f"p99 {percentile(tokenize, 0.99):.2f} ms; hashing + decision median "
             f"{statistics.median(route):.3f} ms, p99 {percentile(route, 0.99):.3f} ms"
         )
     if sampler is not None and profile is not None:
-        print_profile(profile, cpu / len(latencies))
+        print_profile(profile, cpu / requests)
+    return Measured(
+        name,
+        requests,
+        requests / wall,
+        statistics.median(latencies) * 1e3,
+        percentile(latencies, 0.99) * 1e3,
+        rate,
+        cpu_ms,
+        fallbacks,
+    )
 
 
 def py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
@@ -366,7 +509,7 @@ def py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
 # the relay's steps, each a stack's first step whose function (a substring of its name)
 # it passes through; `print_profile` adds up the samples of each
 STEPS = (
-    ("/tokenize round trip (client side)", ("PreciseRoute._token_ids",)),
+    ("prompt tokens (in-process, or /tokenize round trip)", ("PreciseRoute._token_ids",)),
     ("hashing, decision, bookkeeping", ("RouterState.",)),
     (
         "admission (gateway.admit, read_body, bodies.admit_body)",
