@@ -128,6 +128,7 @@ def model_folder(run_dir: Path) -> tuple[Path, str]:
     spec = importlib.util.spec_from_file_location("router_load_tests_conftest", conftest)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     folder = module.build_chatml_tokenizer(run_dir / "chatml-bpe")
     return folder, f"the tests' ChatML BPE tokenizer ({SMOLLM2_NAME} is not prepared here)"
