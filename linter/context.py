@@ -21,6 +21,7 @@ import libcst as cst
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
+    ParentNodeProvider,
     PositionProvider,
     ScopeProvider,
 )
@@ -133,6 +134,11 @@ class LintContext:
             Request(call, function, tuple(request_blocks(call, function, self.analysis)))
             for call, function in self.index.requests
         ]
+
+    @functools.cached_property
+    def parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
+        """Each node's parent (resolved on first use: only when a finding needs its place)."""
+        return self.wrapper.resolve(ParentNodeProvider)
 
     @functools.cached_property
     def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:

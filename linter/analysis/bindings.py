@@ -98,9 +98,18 @@ class ModuleBindings:
                     found.append((method, True))
         return found
 
-    def functions_named(self, name: cst.Name) -> list[FunctionNode]:
-        """The module's functions (defs and lambdas bound to a name) `name` may refer to."""
+    def functions_named(self, name: cst.Name | cst.Attribute) -> list[FunctionNode]:
+        """The module's functions (defs and lambdas bound to a name) `name` may refer to;
+        for `self.method` / `cls.method`, that method of the enclosing class."""
         found: list[FunctionNode] = []
+        if isinstance(name, cst.Attribute):
+            owner = self._owner_class(name.value)
+            method = (
+                self.index.class_methods.get(id(owner), {}).get(name.attr.value)
+                if owner is not None
+                else None
+            )
+            return [method] if method is not None else []
         for assignment in self.assignments(name):
             target = getattr(assignment, "node", None)
             if isinstance(target, cst.FunctionDef):
@@ -110,6 +119,14 @@ class ModuleBindings:
                     if isinstance(source.value, cst.Lambda):
                         found.append(source.value)
         return found
+
+    def attribute_values(self, node: cst.Attribute) -> list[cst.BaseExpression]:
+        """What `self.<attr>` / `cls.<attr>` is assigned in its class (body or methods)."""
+        owner = self._owner_class(node.value)
+        if owner is None:
+            return []
+        entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
+        return [value for value, _function in entries]
 
     def _owner_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
         if not isinstance(node, cst.Name) or node.value not in ("self", "cls"):

@@ -38,7 +38,11 @@ Recognised (a value reaching one of these is part of the cached prefix):
 - prefixkit's `Segment.static(...)` and `Segment.versioned(...)`;
 - arguments of configured cached callables;
 - what the module's calls pass for a parameter of the function building a
-  segment when that parameter flows into it (up to three calls up).
+  segment when that parameter flows into it, through any number of helpers
+  (each call visited once);
+- the other arguments of a call of a class (a project's own message type)
+  given a system or developer role by value: a literal or an enum member
+  named for it, positional or keyword, through variables and `self.<attr>`.
 
 A message appended at the end of an existing history (`history + [msg]`,
 `history.append(msg)`, `[*history, msg]`) is the tail, not a cached segment
@@ -50,6 +54,7 @@ as blocks with their markers, for the breakpoint rules.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -71,7 +76,7 @@ from ..catalog import (
 )
 from .bindings import Env
 from .call_sites import CallSites
-from .module_index import ModuleIndex, SiteCandidate
+from .module_index import ModuleIndex, SiteCandidate, role_spelling
 from .syntax import FunctionNode, dotted_parts, string_value
 from .taint import TaintAnalysis, date_only_format
 
@@ -83,13 +88,23 @@ __all__ = [
     "callee_names",
     "datetime_flags",
     "in_user_turn",
+    "one_shot",
     "request_blocks",
 ]
 
 _BLOCK_META_KEYS = CACHE_MARKER_KEYS | {"type"}
-# How many calls up a parameter that reaches a cached segment is followed.
-_MAX_CALLER_DEPTH = 3
+# How many calls up a parameter that reaches a cached segment is followed: each call's
+# argument is visited once (cycles are cut there), so the cost stays linear in the module;
+# the bound only guards against pathological chains.
+_MAX_CALLER_DEPTH = 64
 _FALSE_LITERALS = frozenset({"False", "None"})
+_TOOLS_LABEL = "`tools=`"
+# How many variables and attributes a role is followed through.
+_MAX_ROLE_DEPTH = 4
+# Roles of a turn that follows the cached part without being reused by a later request.
+_USER_ROLES = frozenset({"user", "human"})
+# Nodes between a value and the message or request holding it.
+_WRAPPERS = (cst.Arg, cst.DictElement, cst.Element, cst.FormattedStringExpression)
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,47 @@ def _call_segments(
     return [CachedSegment(value, label, function) for value in content]
 
 
+def _resolved_role(
+    node: cst.BaseExpression, env: Env, analysis: TaintAnalysis, depth: int = 0
+) -> str | None:
+    """The system or developer role `node` holds, by value: a literal or an enum member
+    named for it, in place or through variables and `self.<attr>` with a constant value."""
+    spelled = role_spelling(node)
+    if is_system_role(spelled) and not isinstance(node, cst.Name):
+        return spelled
+    if depth >= _MAX_ROLE_DEPTH:
+        return None
+    values: list[tuple[cst.BaseExpression, Env]] = []
+    if isinstance(node, cst.Attribute):
+        values = [(value, Env(None)) for value in analysis.attribute_values(node)]
+    elif isinstance(node, cst.Name):
+        values = [(v, e) for v, e in analysis.resolve(node, env) if v is not node]
+    roles = {_resolved_role(value, value_env, analysis, depth + 1) for value, value_env in values}
+    return roles.pop() if len(roles) == 1 else None
+
+
+def _constructor_segments(
+    call: cst.Call, function: FunctionNode | None, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """A message built by a project's own class with a system or developer role: its other
+    arguments are the message's content."""
+    env = Env(function)
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            continue
+        role = _resolved_role(arg.value, env, analysis)
+        if role is None:
+            continue
+        name = ".".join(dotted_parts(call.func) or ["?"])
+        label = f"a `{role}` message (`{name}(...)`)"
+        return [
+            CachedSegment(other.value, label, function)
+            for index, other in enumerate(call.args)
+            if index != position and not other.star
+        ]
+    return []
+
+
 def _returned(function: FunctionNode, label: str, index: ModuleIndex) -> list[CachedSegment]:
     """The return values of a function whose result is a prompt (its parameters: request data)."""
     return [CachedSegment(value, label, function) for value in index.returns.get(id(function), [])]
@@ -153,10 +209,13 @@ def _keyword_segments(
         return _returned(
             node, f"the return value of the function given to {candidate.label}", index
         )
-    if isinstance(node, cst.Name):
+    if isinstance(node, (cst.Name, cst.Attribute)) and candidate.label != _TOOLS_LABEL:
+        # a function given as instructions contributes what it returns; a function given
+        # as a tool contributes its definition (name, docstring, signature), not its results
         functions = analysis.functions_named(node)
         if functions:
-            label = f"the return value of `{node.value}`, given to {candidate.label}"
+            spelled = ".".join(dotted_parts(node) or ["?"])
+            label = f"the return value of `{spelled}`, given to {candidate.label}"
             return [s for f in functions for s in _returned(f, label, index)]
     # `system_message=BaseMessage.make_assistant_message(content=...)`, given directly or
     # through a variable: the message's text
@@ -390,6 +449,8 @@ def cached_segments(
             found += _returned(node, candidate.label, index)
         elif candidate.kind == "entry" and isinstance(node, cst.Call):
             found += _entry_segments(node, candidate.function, index, analysis)
+        elif candidate.kind == "constructor" and isinstance(node, cst.Call):
+            found += _constructor_segments(node, candidate.function, analysis)
         elif candidate.kind == "provider" and isinstance(node, cst.FunctionDef):
             found += _provider_segments(node, index, analysis)
         elif candidate.kind in ("marker-write", "content-write"):
@@ -492,3 +553,88 @@ def request_blocks(
                     _block("messages", role, node, node_env, repeated or inner_repeated, analysis)
                 )
     return blocks
+
+
+def _user_turn(node: cst.BaseExpression, analysis: TaintAnalysis) -> bool:
+    """Whether `node` (a list element) is a user message spelled in place: a dict or call
+    with a user role (by value, in any argument), a `("user", ...)` tuple, or a
+    `HumanMessage(...)` / `UserMessage(...)` of a known framework."""
+    if isinstance(node, cst.Dict):
+        return any(
+            isinstance(element, cst.DictElement)
+            and string_value(element.key) == "role"
+            and role_spelling(element.value) in _USER_ROLES
+            for element in node.elements
+        )
+    if isinstance(node, cst.Tuple):
+        return bool(node.elements) and role_spelling(node.elements[0].value) in _USER_ROLES
+    if isinstance(node, cst.Call):
+        tails = {name.rsplit(".", 1)[-1] for name in callee_names(node, analysis)}
+        if tails & {"HumanMessage", "UserMessage"}:
+            return True
+        return any(
+            not arg.star
+            and isinstance(arg.value, (cst.SimpleString, cst.Attribute))
+            and role_spelling(arg.value) in _USER_ROLES
+            for arg in node.args
+        )
+    return False
+
+
+def _only_user_turns_after(
+    node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], analysis: TaintAnalysis
+) -> bool:
+    """Whether `node`, an element of a list literal, is followed there only by user
+    turns, and the list is sent as it is (not named, so never appended to)."""
+    element = parents.get(node)
+    listing = parents.get(element) if element is not None else None
+    if not isinstance(element, cst.Element) or not isinstance(listing, cst.List):
+        return False
+    after = list(listing.elements)[list(listing.elements).index(element) + 1 :]
+    if not all(isinstance(e, cst.Element) and _user_turn(e.value, analysis) for e in after):
+        return False
+    outer = parents.get(listing)
+    if isinstance(outer, cst.BinaryOperation) and outer.left is listing:
+        right = outer.right
+        return isinstance(right, cst.List) and all(
+            isinstance(e, cst.Element) and _user_turn(e.value, analysis) for e in right.elements
+        )
+    return isinstance(outer, cst.Arg)
+
+
+def one_shot(
+    segment: CachedSegment,
+    parents: Mapping[cst.CSTNode, cst.CSTNode],
+    analysis: TaintAnalysis,
+) -> bool:
+    """Whether the segment's message is sent with nothing reusable after it: the last
+    system message of a list literal followed only by the user turn (`[SystemMessage(
+    content=prompt), HumanMessage(...)]`), or the `system=` of a request whose
+    `messages=` is a list literal of user turns only. Such a prompt is written once per
+    request whatever it holds at its end."""
+    node: cst.CSTNode = segment.node
+    while isinstance(parents.get(node), (*_WRAPPERS, cst.Dict, cst.Tuple)):
+        parent = parents[node]
+        if isinstance(parent, cst.Element) and isinstance(parents.get(parent), cst.List):
+            break
+        if isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if parent.keyword is not None and parent.keyword.value in ("system", "instructions"):
+                messages = next(
+                    (
+                        arg.value
+                        for arg in call.args
+                        if arg.keyword is not None and arg.keyword.value in ("messages", "input")
+                    ),
+                    None,
+                )
+                return isinstance(messages, cst.List) and all(
+                    isinstance(e, cst.Element) and _user_turn(e.value, analysis)
+                    for e in messages.elements
+                )
+            node = call
+            continue
+        node = parent
+    return _only_user_turns_after(node, parents, analysis)

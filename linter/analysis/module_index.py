@@ -28,7 +28,7 @@ from ..catalog import (
 )
 from .syntax import FunctionNode, string_value
 
-__all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource"]
+__all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource", "role_spelling"]
 
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 # Keys that make a dict a request payload (not a content block).
@@ -178,6 +178,36 @@ def _is_provider(function: cst.FunctionDef) -> bool:
     if function.returns is None:
         return bool(contexts) and contexts[0]
     return _annotation_tail(function.returns) == "str" and any(contexts)
+
+
+def role_spelling(node: cst.BaseExpression) -> str | None:
+    """A role spelled in place: `"system"`, or an enum member named for it (`Kind.SYSTEM`)."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value.lower()
+    text = string_value(node)
+    return text.lower() if text is not None else None
+
+
+def _may_take_a_role(tail: str | None, call: cst.Call) -> bool:
+    """A constructor call (a capitalised callee) with an argument that may be a role: a
+    system or developer role spelled in place, or a name or attribute the analysis
+    resolves to a value later (`role=self.role`, `kind`)."""
+    if tail is None or not tail[:1].isupper() or len(call.args) < 2:
+        return False
+    for arg in call.args:
+        if arg.star:
+            continue
+        if is_system_role(role_spelling(arg.value)):
+            return True
+        if (
+            isinstance(arg.value, (cst.Name, cst.Attribute))
+            and "role"
+            in (
+                arg.value.value if isinstance(arg.value, cst.Name) else arg.value.attr.value
+            ).lower()
+        ):
+            return True
+    return False
 
 
 class _Indexer(cst.CSTVisitor):
@@ -426,6 +456,11 @@ class _Indexer(cst.CSTVisitor):
             if content is not None:
                 label = f"a `{(role or '').lower()}` message"
                 self.index.sites.append(SiteCandidate("role", content, label, self.function))
+        elif _may_take_a_role(tail, node):
+            # a project's own message class: `Message("system", text)`,
+            # `ChatMessage(message=text, message_type=MessageType.SYSTEM)`; the role is
+            # resolved by value later (`cached_segments`)
+            self.index.sites.append(SiteCandidate("constructor", node, "", self.function))
         if (
             keywords.keys() & CACHE_MARKER_KEYS
             and not keywords.keys() & (_REQUEST_KEYWORDS | _PAYLOAD_KEYS)

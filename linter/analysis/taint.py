@@ -93,6 +93,8 @@ _CLOCK_FIELDS_STABLE = frozenset({"tzinfo", "tzname", "utcoffset"})
 _KEY_ONLY = frozenset({"identity", "volatile"})
 # Dict views: iterating one exposes the dict's insertion order.
 _DICT_VIEWS = frozenset({"keys", "values", "items"})
+# Decorators that make reading a method as an attribute call it.
+_PROPERTY_DECORATORS = frozenset({"property", "cached_property"})
 
 # Placeholders in function summaries (never returned by `taints`): the value of
 # a parameter; the same with its order hidden by `sorted`; iteration over a
@@ -443,6 +445,10 @@ class TaintAnalysis(SetValues, ValueShapes):
         entries = self.index.class_attrs.get(id(owner), {}).get(name, [])
         method = self.index.class_methods.get(id(owner), {}).get(name)
         if method is not None and not entries:
+            if not _is_property(method):
+                # `tools=[self.search]`: the bound method itself (its name, docstring and
+                # signature), not what it returns when the model calls it
+                return set()
             # a property: its return value, its own parameters unknown
             return {t for t in self.summary(method) if not self._param_of(t, method)}
         result = self._union([value for value, _ in entries])
@@ -617,6 +623,15 @@ class TaintAnalysis(SetValues, ValueShapes):
         if name.endswith(".strftime") and date_only_format(string_value(first) or "%H"):
             return "day"
         return period
+
+
+def _is_property(function: cst.FunctionDef) -> bool:
+    """Whether reading the method as an attribute runs it (`@property`, `@cached_property`)."""
+    for decorator in function.decorators:
+        parts = dotted_parts(decorator.decorator) or []
+        if parts and parts[-1] in _PROPERTY_DECORATORS:
+            return True
+    return False
 
 
 def _sorts_keys(call: cst.Call) -> bool:

@@ -107,7 +107,7 @@ PLACES = st.sampled_from(
     [
         "client.messages.create(system={value}, messages=[q])",
         "client.responses.create(instructions={value}, input=q)",
-        "client.chat.completions.create(model='m', messages=[{{'role': 'system', 'content': {value}}}])",
+        "client.chat.completions.create(model='m', messages=[{{'role': 'system', 'content': {value}}}, *q])",
         "Segment.static({value})",
     ]
 )

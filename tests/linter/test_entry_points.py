@@ -41,7 +41,7 @@ def test_only_the_caller_passing_a_volatile_value_is_reported(tmp_path: Path) ->
     assert [finding.start.row for finding in _lint(tmp_path, code)] == [7]
 
 
-def test_a_parameter_is_followed_three_calls_up_and_no_further(tmp_path: Path) -> None:
+def test_a_parameter_is_followed_through_every_call_up(tmp_path: Path) -> None:
     code = (
         "import time\n"
         "def ask(client, system):\n"
@@ -56,7 +56,10 @@ def test_a_parameter_is_followed_three_calls_up_and_no_further(tmp_path: Path) -
         "    return three(client, str(time.monotonic()))\n"
     )
     findings = _lint(tmp_path, code)
-    assert [(finding.start.row, finding.start.column) for finding in findings] == [(9, 27)]
+    assert [(finding.start.row, finding.start.column) for finding in findings] == [
+        (9, 27),
+        (11, 30),
+    ]
 
 
 def test_agno_datetime_flag_message_says_where_agno_writes_the_time(tmp_path: Path) -> None:

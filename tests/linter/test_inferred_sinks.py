@@ -1,0 +1,160 @@
+"""Sinks inferred from what the project's own code does, and findings placed by what follows.
+
+Invariants: a project's names never decide a finding (renaming a class, a field, a
+function or a parameter changes nothing), a value reaching a prompt through N helpers
+is found through N+1, and a value that ends a prompt sent once is reported only when
+something reusable follows it.
+"""
+
+from __future__ import annotations
+
+import keyword
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prefixkit.linter import LintConfig, lint_source
+
+IDENTIFIERS = st.from_regex(r"[a-z][a-z0-9]{2,8}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name) and name not in {"self", "time", "enum", "str"}
+)
+
+
+def findings(source: str, tmp_path: Path) -> list[tuple[str, int]]:
+    path = tmp_path / "module.py"
+    return [(f.code, f.start.row) for f in lint_source(source, path, LintConfig(root=tmp_path))]
+
+
+MESSAGE_CLASS = """\
+import enum
+import time
+
+
+class {Kinds}(enum.Enum):
+    SYSTEM = "system"
+    USER = "user"
+
+
+class {Note}:
+    def __init__(self, {body}, {kind}):
+        self.{body} = {body}
+        self.{kind} = {kind}
+
+
+def {build}({question}, {history}):
+    {opening} = {Note}(f"Started {{time.time()}}. Plan the steps, then act.", {Kinds}.SYSTEM)
+    {asked} = {Note}({question}, {Kinds}.USER)
+    return [{opening}, *{history}, {asked}]
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(names=st.lists(IDENTIFIERS, min_size=8, max_size=8, unique=True))
+def test_renaming_the_project_s_message_class_changes_no_finding(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str]
+) -> None:
+    kinds, note, body, kind, build, question, history, opening = names
+    renamed = MESSAGE_CLASS.format(
+        Kinds=kinds.title(),
+        Note=note.title() + "X",
+        body=body,
+        kind=kind,
+        build=build,
+        question=question,
+        history=history,
+        opening=opening,
+        asked=opening + "2",
+    )
+    original = MESSAGE_CLASS.format(
+        Kinds="Kind",
+        Note="Message",
+        body="text",
+        kind="role",
+        build="build",
+        question="question",
+        history="history",
+        opening="opening",
+        asked="asked",
+    )
+    expected = findings(original, tmp_path_factory.mktemp("a"))
+    assert [code for code, _ in expected] == ["PFX001"]
+    assert findings(renamed, tmp_path_factory.mktemp("b")) == expected
+
+
+def _chain(depth: int, names: list[str]) -> str:
+    """A system prompt built from a parameter passed down through `depth` helpers."""
+    lines = ["import time", "import anthropic", "client = anthropic.Anthropic()", ""]
+    lines += [
+        f"def {names[0]}(text, history):",
+        "    return client.messages.create(",
+        "        model='m', max_tokens=10, system=text + ' Answer in French.', messages=history",
+        "    )",
+        "",
+    ]
+    for level in range(1, depth + 1):
+        lines += [
+            f"def {names[level]}(text, history):",
+            f"    return {names[level - 1]}(text, history)",
+            "",
+        ]
+    lines += [
+        "def run(history):",
+        f"    return {names[depth]}(f'Started {{time.time()}}.', history)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=10, deadline=None)
+@given(depth=st.integers(min_value=0, max_value=6), names=st.data())
+def test_a_value_found_through_n_helpers_is_found_through_n_plus_one(
+    tmp_path_factory: pytest.TempPathFactory, depth: int, names: st.DataObject
+) -> None:
+    chain = names.draw(st.lists(IDENTIFIERS, min_size=depth + 2, max_size=depth + 2, unique=True))
+    shallow = findings(_chain(depth, chain), tmp_path_factory.mktemp("n"))
+    deeper = findings(_chain(depth + 1, chain), tmp_path_factory.mktemp("m"))
+    assert [code for code, _ in shallow] == ["PFX001"]
+    assert [code for code, _ in deeper] == ["PFX001"]
+
+
+ONE_SHOT = """\
+import datetime
+
+
+def ask(client, question, history):
+    return client.chat.completions.create(
+        model="m",
+        messages=[
+            {{"role": "system", "content": f"{before}{{datetime.datetime.now()}}{after}"}},
+            {following}
+            {{"role": "user", "content": question}},
+        ],
+    )
+"""
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    before=st.sampled_from(["You answer questions. Now: ", "Rules first, then the time: "]),
+    after=st.sampled_from(["", ".", "\\n", " (UTC).", ". Cite every source you use, always."]),
+    with_history=st.booleans(),
+)
+def test_a_value_ending_a_prompt_is_reported_only_when_something_reusable_follows(
+    tmp_path_factory: pytest.TempPathFactory, before: str, after: str, with_history: bool
+) -> None:
+    source = ONE_SHOT.format(
+        before=before, after=after, following="*history," if with_history else ""
+    )
+    found = findings(source, tmp_path_factory.mktemp("o"))
+    reusable_text_follows = len(after.replace("\\n", "").strip()) >= 12
+    if with_history or reusable_text_follows:
+        assert [code for code, _ in found] == ["PFX001"], source
+    else:
+        assert found == [], source
+
+
+def test_a_finding_says_how_much_fixed_text_follows_the_value(tmp_path: Path) -> None:
+    source = ONE_SHOT.format(before="Now: ", after=". " + "Cite every source. " * 10, following="")
+    path = tmp_path / "module.py"
+    (finding,) = lint_source(source, path, LintConfig(root=tmp_path))
+    assert "about 48 tokens of fixed text follow it" in finding.message
