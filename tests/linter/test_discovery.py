@@ -11,6 +11,8 @@ from prefixkit.cli.main import main
 from tests.linter.conftest import NOW_IN_SYSTEM, write
 
 GOOD = "SYSTEM = 'You are helpful.'\n"
+# static text after a placeholder: what makes a volatile placeholder a cache breaker
+POLICY = "Answer in English, cite the policy section you rely on, and never promise a refund or a delivery date yourself.\n"
 NOTEBOOK = Path(__file__).parent / "notebooks" / "magics.ipynb"
 
 
@@ -71,7 +73,7 @@ def test_named_files_are_linted_even_when_excluded_unless_forced(
 def test_a_named_markdown_file_is_a_prompt_file(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write(project / "docs" / "system.md", "Today is {{ current_date }}.\n")
+    write(project / "docs" / "system.md", "Today is {{ current_date }}.\n" + POLICY)
     assert linted(capsys=capsys) == set()  # outside the prompt globs: not walked
     assert linted("docs/system.md", capsys=capsys) == {"docs/system.md"}
     assert linted("--force-exclude", "docs/system.md", capsys=capsys) == set()
@@ -81,9 +83,12 @@ def test_prompt_folders_at_any_depth_are_prompt_files(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the layout anthropic-cookbook uses: patterns/agents/prompts/*.md
-    write(project / "patterns" / "agents" / "prompts" / "research.md", "Date: {{.CurrentDate}}\n")
-    write(project / "prompts" / "support.txt", "Hello {{ user_name }}\n")
-    write(project / "notes" / "todo.md", "Due {{ date }}\n")
+    write(
+        project / "patterns" / "agents" / "prompts" / "research.md",
+        "Date: {{.CurrentDate}}\n" + POLICY,
+    )
+    write(project / "prompts" / "support.txt", "Hello {{ user_name }}\n" + POLICY)
+    write(project / "notes" / "todo.md", "Due {{ date }}\n" + POLICY)
     assert linted(capsys=capsys) == {"patterns/agents/prompts/research.md", "prompts/support.txt"}
 
 

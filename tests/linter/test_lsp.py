@@ -311,7 +311,10 @@ async def test_test_code_not_saved_yet_is_left_out_too(editor: Editor, project: 
 
 
 async def test_a_prompt_file_gets_the_prompt_rules(editor: Editor, project: Path) -> None:
-    text = "You are a support agent. Today is {{ current_date }}.\n"
+    text = (
+        "You are a support agent. Today is {{ current_date }}.\n"
+        "Answer in English, cite the policy section you rely on, and never promise a refund or a delivery date yourself.\n"
+    )
     path = write(project / "prompts" / "support.md", text)
     (diagnostic,) = await editor.open(path, text)
     assert diagnostic.code == "PFX101"

@@ -46,6 +46,10 @@ def test_a_name_on_a_thing_is_a_label(name: str) -> None:
     assert not is_identity_name(name.split("."))
 
 
+# static text after a placeholder: what makes a volatile placeholder a cache breaker
+POLICY = "Answer in English, cite the policy section you rely on, and never promise a refund or a delivery date yourself.\n"
+
+
 def prompt_rows(text: str, tmp_path: Path) -> list[int]:
     return [f.start.row for f in findings(text, tmp_path, "prompts/system.j2")]
 
@@ -53,20 +57,25 @@ def prompt_rows(text: str, tmp_path: Path) -> list[int]:
 def test_a_date_tested_by_an_if_tag_is_reported_once_where_it_is_filled_in(
     tmp_path: Path,
 ) -> None:
-    text = "You help.\n{% if runtime.date %}\nToday is {{ runtime.date }}.\n{% endif %}\n"
+    text = "You help.\n{% if runtime.date %}\nToday is {{ runtime.date }}.\n{% endif %}\n" + POLICY
     assert prompt_rows(text, tmp_path) == [3]
 
 
 def test_only_the_first_varying_placeholder_of_a_prompt_file_is_reported(
     tmp_path: Path,
 ) -> None:
-    text = "PR #{{ pull_request.number }}\nby {{ user.name }} on {{ today }}\n"
+    text = "PR #{{ pull_request.number }}\nby {{ user.name }} on {{ today }}\n" + POLICY
     assert prompt_rows(text, tmp_path) == [1]
 
 
 def test_a_placeholder_after_the_requests_own_content_is_not_reported(tmp_path: Path) -> None:
-    assert prompt_rows("Comments:\n{{ review_comments }}\nToday: {{ today }}\n", tmp_path) == []
-    assert prompt_rows("Today: {{ today }}\nComments:\n{{ review_comments }}\n", tmp_path) == [1]
+    assert (
+        prompt_rows("Comments:\n{{ review_comments }}\nToday: {{ today }}\n" + POLICY, tmp_path)
+        == []
+    )
+    assert prompt_rows(
+        "Today: {{ today }}\n" + POLICY + "Comments:\n{{ review_comments }}\n", tmp_path
+    ) == [1]
 
 
 def test_a_random_pick_from_a_list_that_grows_at_runtime_is_reported(tmp_path: Path) -> None:
