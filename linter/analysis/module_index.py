@@ -114,6 +114,9 @@ class ModuleIndex:
     user_turn_names: set[int] = field(default_factory=set)
     # dicts and calls assigned to a single name: `block = {...}`
     assigned_to: dict[int, cst.Name] = field(default_factory=dict)
+    # names a loop changes on every pass (`for i in range(...)`, the index of
+    # `enumerate(...)`, `step += 1` in a loop body): the loop
+    loop_counters: dict[int, cst.For | cst.While] = field(default_factory=dict)
 
     @property
     def has_candidates(self) -> bool:
@@ -210,6 +213,25 @@ def _may_take_a_role(tail: str | None, call: cst.Call) -> bool:
     return False
 
 
+def _counter(node: cst.For) -> cst.Name | None:
+    """The name a `for` loop counts with: `i` of `for i in range(...)` or of
+    `for i, item in enumerate(...)`."""
+    call = node.iter
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+        return None
+    target = node.target
+    if call.func.value == "range" and isinstance(target, cst.Name):
+        return target
+    if (
+        call.func.value == "enumerate"
+        and isinstance(target, cst.Tuple)
+        and target.elements
+        and isinstance(target.elements[0].value, cst.Name)
+    ):
+        return target.elements[0].value
+    return None
+
+
 class _Indexer(cst.CSTVisitor):
     def __init__(
         self, index: ModuleIndex, cached_keywords: frozenset[str], call_tails: frozenset[str]
@@ -222,6 +244,8 @@ class _Indexer(cst.CSTVisitor):
         self.classes: list[cst.ClassDef | None] = [None]
         self.roles: list[str | None] = []
         self.tool_classes: set[int] = set()
+        # enclosing loops; None marks a function boundary (its loops are its own)
+        self.loops: list[cst.For | cst.While | None] = []
 
     @property
     def function(self) -> FunctionNode | None:
@@ -307,10 +331,12 @@ class _Indexer(cst.CSTVisitor):
             self.index.function_class[id(node)] = self.index.function_class[id(self.functions[-1])]
         self._enter_function(node, node.params)
         self.classes.append(None)
+        self.loops.append(None)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.functions.pop()
         self.classes.pop()
+        self.loops.pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self._enter_function(node, node.params)
@@ -402,12 +428,27 @@ class _Indexer(cst.CSTVisitor):
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind(node.target, ValueSource("assign", node.value))
+        if self.loops and self.loops[-1] is not None and isinstance(node.target, cst.Name):
+            self.index.loop_counters[id(node.target)] = self.loops[-1]
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(node)
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self.loops.pop()
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops.pop()
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._bind(node.target, ValueSource("assign", node.value))
 
     def visit_For(self, node: cst.For) -> None:
         self._bind(node.target, ValueSource("iter", node.iter))
+        self.loops.append(node)
+        counter = _counter(node)
+        if counter is not None:
+            self.index.loop_counters[id(counter)] = node
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self._bind(node.target, ValueSource("iter", node.iter))
@@ -429,6 +470,13 @@ class _Indexer(cst.CSTVisitor):
         ):
             mutation = Mutation(func.attr.value, node)
             self.index.mutations.setdefault(id(func.value), []).append(mutation)
+        elif isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS:
+            # `self._tools.append(tool)`: what the attribute holds, in the order added
+            receiver = func.value
+            if isinstance(receiver, cst.Attribute):
+                for arg in node.args:
+                    if not arg.star:
+                        self._bind_attribute(receiver, ValueSource("assign", arg.value))
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
         role = _role_value(keywords["role"]) if "role" in keywords else None
         self.roles.append(role.lower() if role else None)

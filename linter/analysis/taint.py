@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 # When a volatile value changes, most frequent first.
-PERIODS = ("request", "process", "day")
+PERIODS = ("request", "step", "process", "day")
 
 _MAX_ACTIVE = 100  # values being followed at once: deeper chains are cut, not crashed on
 # Random picks among options: over a few fixed options each variant caches on its own.
@@ -115,7 +115,9 @@ class Taint:
 
     `origin` is the node to report (and, for `json` and `set`, the node a fix
     edits: the `json.dumps` call, or the set expression to wrap in `sorted`).
-    `period` (volatile taints only) is one of `PERIODS`. `param` is set only
+    `period` (volatile taints only) is one of `PERIODS`; a `"step"` value changes
+    on every pass of `loop` (a counter or accumulator), which matters only to a
+    prompt built inside that loop. `param` is set only
     on the placeholders of function summaries, which `taints` never returns.
     """
 
@@ -125,6 +127,7 @@ class Taint:
     period: str | None = None
     param: cst.Param | None = None
     via: Via | None = None
+    loop: cst.For | cst.While | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,10 @@ class TaintAnalysis(SetValues, ValueShapes):
             if isinstance(target, cst.Param):
                 result |= self._param(target, node)
             elif isinstance(target, cst.Name):
+                loop = self.index.loop_counters.get(id(target))
+                if loop is not None:
+                    detail = f"`{node.value}`, which the loop changes on every pass,"
+                    result.add(Taint("volatile", node, detail, "step", loop=loop))
                 for source in self.index.values.get(id(target), []):
                     if source.value is None:
                         continue

@@ -99,6 +99,8 @@ class VolatileValueInCachedSegment(PythonRule):
         for segment, taint in context.segment_taints:
             if taint.kind != "volatile":
                 continue
+            if taint.period == "step" and not _inside(context, segment.node, taint.loop):
+                continue  # a counter of a loop that builds the text, not one that sends it
             following = _following(context, segment, taint)
             if (
                 following is not None
@@ -162,6 +164,19 @@ def _message(
             "user message"
         )
     tail = following is not None and following.at_end
+    if taint.period == "step" and taint.loop is not None:
+        loop = f"the loop at line {context.line_of(taint.loop)}"
+        if tail:
+            return (
+                f"{detail} ends {where}: {loop} sends a request on every pass, so the messages "
+                "after it are never cached; keep the prompt fixed and put the step's state in "
+                "the latest user message"
+            )
+        return (
+            f"{detail} reaches {where}: {loop} sends a request on every pass, so each pass "
+            "writes a new cache entry from there on; keep the prompt fixed and put the "
+            "step's state in the latest user message"
+        )
     if taint.period == "day":
         if tail:
             return (
@@ -220,7 +235,8 @@ class Following:
     def describe(self) -> str:
         tokens = max(1, round(self.chars / _CHARS_PER_TOKEN))
         more = f" and {self.values} other value(s)" if self.values else ""
-        return f"about {tokens} tokens of fixed text{more} follow it in that text"
+        plural = "" if tokens == 1 else "s"
+        return f"about {tokens} token{plural} of fixed text{more} follow it in that text"
 
 
 def _pieces(
@@ -275,6 +291,20 @@ def _pieces(
     return None
 
 
+def _constant(
+    piece: str | cst.BaseExpression, analysis: TaintAnalysis, env: Env
+) -> str | cst.BaseExpression:
+    """A piece as fixed text when it is one (a constant through names), else itself."""
+    if isinstance(piece, str):
+        return piece
+    texts = {string_value(value) for value, _env in analysis.resolve(piece, env)}
+    if len(texts) == 1:
+        text = texts.pop()
+        if text is not None:
+            return text
+    return piece
+
+
 def _following(context: LintContext, segment: CachedSegment, taint: Taint) -> Following | None:
     """What follows `taint` in the segment's text (the most, over the values it may have);
     None when the text's shape is not followed."""
@@ -292,7 +322,7 @@ def _following(context: LintContext, segment: CachedSegment, taint: Taint) -> Fo
         ]
         if not carrying:
             return None
-        rest = pieces[carrying[-1] + 1 :]
+        rest = [_constant(piece, analysis, env) for piece in pieces[carrying[-1] + 1 :]]
         following = Following(
             sum(len(piece.strip()) for piece in rest if isinstance(piece, str)),
             sum(1 for piece in rest if not isinstance(piece, str)),
@@ -300,3 +330,14 @@ def _following(context: LintContext, segment: CachedSegment, taint: Taint) -> Fo
         if found is None or (following.chars, following.values) > (found.chars, found.values):
             found = following
     return found
+
+
+def _inside(context: LintContext, node: cst.CSTNode, loop: cst.CSTNode | None) -> bool:
+    """Whether `node` is in the body of `loop` (the prompt is rebuilt on every pass)."""
+    parents = context.parents
+    current: cst.CSTNode | None = node
+    while current is not None:
+        if current is loop:
+            return True
+        current = parents.get(current)
+    return False
