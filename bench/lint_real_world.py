@@ -29,6 +29,19 @@ file and put into the prompt in another). An optional `sets` object (name
 -> repository names) adds precision and recall per set of repositories. In a
 notebook, `cell` (1-based, among all cells) names the cell and lines count
 within it, as in the linter's JSON. Exit code 1 when a crash happened.
+
+With `--others`, the two other static linters for prompt caching on PyPI,
+cachedrift and pcdlint (pinned in `OTHER_LINTERS`), are installed once into a
+virtual environment of their own (`~/.cache/prefixkit/other-linters`, made
+with pip the first time), run on the same repositories
+(`cachedrift . --format json`, `pcdlint . --format json`, inside each), and
+their findings are mapped to (repository, path, line). Beside prefixkit's,
+with `--judged`, each tool's precision and recall are printed: one of their
+findings is true or false as the judged prefixkit finding on the same line
+(any rule: the tools' rules differ) says, true when it starts on a
+hand-found breaker's line, and not judged otherwise (counted as such); a
+breaker is caught as for prefixkit. `--load FILE` scores the findings a
+`--save` run wrote instead of linting with prefixkit again.
 """
 
 from __future__ import annotations
@@ -43,13 +56,16 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prefixkit.linter.discovery import DEFAULT_EXCLUDED_DIRS
 
+# The other static linters for prompt caching on PyPI, at the versions compared.
+OTHER_LINTERS = {"cachedrift": "0.1.0", "pcdlint": "0.3.0"}
+OTHERS_HOME = Path.home() / ".cache" / "prefixkit" / "other-linters"
 PYTHON_SUFFIXES = (".py", ".pyi")
 NOTEBOOK_SUFFIX = ".ipynb"
 SYNTAX_ERROR = "PFX000"
@@ -130,14 +146,8 @@ def relative(filename: str, root: Path) -> str:
 
 def lint_repo(path: Path, command: Sequence[str], timeout: float) -> RepoRun:
     """Count a repository's sources, lint it in a subprocess, and record crashes."""
-    root = path.resolve()
-    run = RepoRun(root.name, root)
-    for source in source_files(root):
-        if source.suffix == NOTEBOOK_SUFFIX:
-            run.notebooks += 1
-        else:
-            run.files += 1
-        run.lines += count_lines(source)
+    run = count_sources(path)
+    root = run.path
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     try:
@@ -354,6 +364,157 @@ def _where(path: str, cell: int | None, line: object) -> str:
     return f"{path}:cell {cell}:{line}" if cell is not None else f"{path}:{line}"
 
 
+def others_venv(home: Path = OTHERS_HOME) -> Path:
+    """The `bin` folder of a virtual environment holding `OTHER_LINTERS` (made once)."""
+    pins = [f"{name}=={version}" for name, version in sorted(OTHER_LINTERS.items())]
+    marker = home / "installed.txt"
+    bin_dir = home / "bin"
+    if marker.is_file() and marker.read_text(encoding="utf-8").split() == pins:
+        return bin_dir
+    print(f"installing {' '.join(pins)} into {home}", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True)
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", *pins], check=True)
+    marker.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    return bin_dir
+
+
+def _finding(rule: str, path: str, line: int) -> dict[str, Any]:
+    """Another tool's finding in the shape prefixkit's JSON findings have (what scoring reads)."""
+    return {"code": rule, "path": path, "cell": None, "location": {"row": line}}
+
+
+def findings_from_cachedrift(output: str, root: Path) -> list[dict[str, Any]]:
+    """cachedrift's JSON report (`findings`: rule, file, line) as findings under `root`."""
+    report = json.loads(output)
+    return [
+        _finding(entry["rule"], relative(entry["file"], root), int(entry["line"]))
+        for entry in report.get("findings", [])
+    ]
+
+
+def findings_from_pcdlint(output: str, root: Path) -> list[dict[str, Any]]:
+    """pcdlint's JSON list (rule_id, file_path, lineno) as findings under `root`."""
+    return [
+        _finding(entry["rule_id"], relative(entry["file_path"], root), int(entry["lineno"]))
+        for entry in json.loads(output or "[]")
+    ]
+
+
+OTHER_COMMANDS = {
+    "cachedrift": (["cachedrift", ".", "--format", "json"], findings_from_cachedrift, (0, 1, 2)),
+    # pcdlint exits 2 when some file could not be analysed, still reporting the rest
+    "pcdlint": (["pcdlint", ".", "--format", "json"], findings_from_pcdlint, (0, 1, 2)),
+}
+
+
+def lint_repo_with(tool: str, bin_dir: Path, run: RepoRun, timeout: float) -> RepoRun:
+    """`tool`'s run on the repository `run` describes (its counts copied)."""
+    arguments, parse, exit_codes = OTHER_COMMANDS[tool]
+    other = RepoRun(run.name, run.path, run.files, run.notebooks, run.lines)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            [str(bin_dir / arguments[0]), *arguments[1:]],
+            cwd=run.path,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        other.crashes.append(f"no answer within {timeout:.0f} s")
+        return other
+    other.seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    other.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    other.exit_code = completed.returncode
+    if completed.returncode not in exit_codes:
+        other.crashes.append(f"exit code {completed.returncode}: {completed.stderr[-300:]}")
+    try:
+        other.findings = parse(completed.stdout, run.path)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        other.crashes.append(f"output not understood: {exc}")
+    return other
+
+
+def score_by_place(runs: Sequence[RepoRun], judged: dict[str, Any], repos: set[str]) -> Score:
+    """Precision and recall of another tool's findings, judged by place, not by rule.
+
+    A finding on a line where prefixkit's finding was judged takes that verdict (true if
+    any judged there is true); one on a hand-found breaker's line is true; any other is
+    not judged. Recall is as for prefixkit: a finding starting on a breaker's line.
+    """
+    verdicts: dict[tuple[str, str, int | None, int], bool] = {}
+    for entry in judged["findings"]:
+        key = (entry["repo"], entry["path"], entry.get("cell"), entry["line"])
+        verdicts[key] = verdicts.get(key, False) or bool(entry["verdict"])
+    breaker_lines_at = {
+        (entry["repo"], place["path"], place.get("cell"), line)
+        for entry in judged["breakers"]
+        for place in breaker_places(entry)
+        for line in breaker_lines(place)
+    }
+    result = Score()
+    chosen = [run for run in runs if run.name in repos]
+    for run in chosen:
+        for finding in run.findings:
+            code = finding["code"]
+            key = (run.name, finding["path"], finding.get("cell"), finding["location"]["row"])
+            if key in verdicts:
+                result.judged[code] += 1
+                result.true[code] += verdicts[key]
+            elif key in breaker_lines_at:
+                result.judged[code] += 1
+                result.true[code] += 1
+            else:
+                result.unjudged.append(f"{run.name}/{_where(key[1], key[2], key[3])} {code}")
+    rescored = score(chosen, {**judged, "findings": []}, repos)
+    result.breakers, result.missed = rescored.breakers, rescored.missed
+    return result
+
+
+def compare_tools(results: Mapping[str, tuple[Sequence[RepoRun], Score]]) -> list[str]:
+    """One Markdown table row per tool: findings, judged, true, precision, recall."""
+    lines = [
+        "| linter | findings | judged | true | precision (judged) | not judged "
+        "| breakers caught | recall | CPU s | crashes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for tool, (runs, result) in results.items():
+        n, t = sum(result.judged.values()), sum(result.true.values())
+        caught = result.breakers - len(result.missed)
+        findings = sum(len(run.findings) for run in runs)
+        precision = f"{result.precision:.2f}" if n else "-"
+        lines.append(
+            f"| {tool} | {findings} | {n} | {t} | {precision} | {len(result.unjudged)} "
+            f"| {caught}/{result.breakers} | {result.recall:.2f} "
+            f"| {sum(run.cpu_seconds for run in runs):.1f} "
+            f"| {sum(len(run.crashes) for run in runs)} |"
+        )
+    return lines
+
+
+def load_saved(path: Path, runs: Sequence[RepoRun]) -> None:
+    """Give each run the findings a `--save` run wrote for its repository."""
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    for run in runs:
+        run.findings = [f for f in saved if f["repo"] == run.name]
+
+
+def count_sources(path: Path) -> RepoRun:
+    """A repository's run with its files, notebooks and lines counted, not linted yet."""
+    root = path.resolve()
+    run = RepoRun(root.name, root)
+    for source in source_files(root):
+        if source.suffix == NOTEBOOK_SUFFIX:
+            run.notebooks += 1
+        else:
+            run.files += 1
+        run.lines += count_lines(source)
+    return run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repos", nargs="+", type=Path, help="repository folders")
@@ -365,6 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="command that runs prefixkit (default: this interpreter's prefixkit)",
     )
     parser.add_argument("--save", type=Path, help="write every finding (JSON) to this file")
+    parser.add_argument(
+        "--load", type=Path, help="score the findings --save wrote instead of linting again"
+    )
+    parser.add_argument(
+        "--others", action="store_true", help="run cachedrift and pcdlint beside prefixkit"
+    )
     args = parser.parse_args(argv)
     for repo in args.repos:
         if not repo.is_dir():
@@ -373,7 +540,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = lint_command(args.prefixkit.split())
     print(f"command: {' '.join(command)} (in each repository)\n")
     runs = []
-    for repo in args.repos:
+    if args.load is not None:
+        runs = [count_sources(repo) for repo in args.repos]
+        load_saved(args.load, runs)
+        print(f"findings loaded from {args.load}, not linted again\n")
+    for repo in args.repos if args.load is None else []:
         runs.append(lint_repo(repo, command, args.timeout))
         done = runs[-1]
         print(
@@ -382,11 +553,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
     print_table(runs)
+    others: dict[str, list[RepoRun]] = {}
+    if args.others:
+        bin_dir = others_venv()
+        for tool in OTHER_COMMANDS:
+            others[tool] = [lint_repo_with(tool, bin_dir, run, args.timeout) for run in runs]
+            print(f"\n{tool} {OTHER_LINTERS[tool]}:")
+            print_table(others[tool])
     if args.save:
         saved = [{"repo": run.name, **finding} for run in runs for finding in run.findings]
         args.save.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if judged is not None:
         compare(runs, judged)
+        if others:
+            names = {run.name for run in runs}
+            results = {"prefixkit": (runs, score(runs, judged, names))}
+            for tool, tool_runs in others.items():
+                results[f"{tool} {OTHER_LINTERS[tool]}"] = (
+                    tool_runs,
+                    score_by_place(tool_runs, judged, names),
+                )
+            print("\nbeside the other linters (theirs judged by place, see the docstring):")
+            print("\n".join(compare_tools(results)))
     return 1 if any(run.crashes for run in runs) else 0
 
 

@@ -1,7 +1,10 @@
-"""prefixkit lint vs Fixit: lines per second on a generated prompt-building corpus.
+"""prefixkit lint vs Fixit: lines per second on a generated prompt-building corpus,
+and lines per CPU second on real repositories (against another prefixkit tree).
 
     .venv/bin/python bench/lint_speed.py                 # 50k lines, --jobs 2
     .venv/bin/python bench/lint_speed.py --lines 100000 --jobs 4
+    .venv/bin/python bench/lint_speed.py --repos /tmp/devcorpus/* \\
+        --baseline /tmp/lint-baseline/prefixkit --repeat 1
 
 Generates a corpus of realistic prompt-building modules (prompt builder
 classes, helper functions, provider calls with system/tools/messages,
@@ -20,17 +23,32 @@ same files and in this one run:
 Runs are interleaved (so both tools see the same load on a shared machine)
 and each timing is the best of `--repeat` runs after one warm-up;
 single-process runs are compared on CPU time and on wall time.
+
+With `--repos DIR...` each repository is also linted the way `prefixkit lint`
+lints it (the CLI's own code in a new process: discovery, whole-project
+analysis, one process, `--no-cache`), and the lines of its Python files and
+notebooks (as bench/lint_real_world.py counts them) per CPU second of that
+lint are printed per repository and overall (start-up and imports are not
+counted). With `--baseline TREE` the same runs use another source tree's
+prefixkit package too (a folder holding `linter/`, `sdk/`, ...: an extracted
+`git archive` or a checkout), interleaved with this one, repository by
+repository, best of `--repeat`. `--skip-corpus` leaves out the generated corpus.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixkit.linter import LintConfig, lint_paths
@@ -249,13 +267,150 @@ def run_fixit(files: list[Path]) -> int:
     return count
 
 
+def lint_like_the_cli(repo: Path) -> dict[str, float | str]:
+    """Lint `repo` as `prefixkit lint . --no-cache` does, in this process; its CPU and wall
+    seconds (imports excluded) and which prefixkit linted it."""
+    import prefixkit.linter
+    from prefixkit.cli.main import main as prefixkit_main
+
+    os.chdir(repo)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        wall, cpu = time.perf_counter(), time.process_time()
+        code = prefixkit_main(["lint", ".", "--format", "json", "--exit-zero", "--no-cache"])
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if code != 0:
+        raise SystemExit(f"prefixkit lint exited {code} in {repo}")
+    return {"cpu": cpu, "wall": wall, "linter": str(Path(prefixkit.linter.__file__).parent)}
+
+
+def package_path(tree: Path, scratch: Path) -> str:
+    """A PYTHONPATH entry under which `import prefixkit` is `tree`'s package."""
+    if not (tree / "linter" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline {tree}: expected a prefixkit source tree holding linter/")
+    if tree.name == "prefixkit":
+        return str(tree.resolve().parent)
+    (scratch / "prefixkit").symlink_to(tree.resolve(), target_is_directory=True)
+    return str(scratch)
+
+
+@dataclass
+class RepoTimes:
+    """A repository's lines and the best CPU seconds of each tree that linted it."""
+
+    name: str
+    lines: int
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def time_in_subprocess(repo: Path, pythonpath: str | None) -> dict[str, float | str]:
+    """`lint_like_the_cli(repo)` in a new process, under `pythonpath`'s prefixkit if given."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"linting {repo} failed:\n{done.stderr[-2000:]}")
+    result: dict[str, float | str] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def repo_rates(
+    runs: Sequence[RepoTimes], trees: Sequence[str]
+) -> list[tuple[str, int, list[float]]]:
+    """Per repository and overall: lines and lines per CPU second of each tree."""
+    rows = [
+        (
+            run.name,
+            run.lines,
+            [run.lines / run.cpu[tree] if run.cpu[tree] else 0.0 for tree in trees],
+        )
+        for run in runs
+    ]
+    lines = sum(run.lines for run in runs)
+    totals = [sum(run.cpu[tree] for run in runs) for tree in trees]
+    rows.append(("**all**", lines, [lines / total if total else 0.0 for total in totals]))
+    return rows
+
+
+def real_repositories(repos: Sequence[Path], baseline: Path | None, repeat: int) -> None:
+    """Lint each repository as the CLI does with this tree (and `baseline`), interleaved,
+    best of `repeat`; print lines per CPU second per repository and overall."""
+    from lint_real_world import count_lines, source_files
+
+    with tempfile.TemporaryDirectory() as scratch:
+        trees: dict[str, str | None] = {"this tree": None}
+        if baseline is not None:
+            trees[f"baseline {baseline}"] = package_path(baseline, Path(scratch))
+        runs = [
+            RepoTimes(
+                repo.resolve().name, sum(count_lines(p) for p in source_files(repo.resolve()))
+            )
+            for repo in repos
+        ]
+        linters: dict[str, str] = {}
+        for _ in range(repeat):
+            for repo, run in zip(repos, runs, strict=True):
+                for tree, pythonpath in trees.items():
+                    result = time_in_subprocess(repo.resolve(), pythonpath)
+                    linters[tree] = str(result["linter"])
+                    cpu = float(result["cpu"])
+                    run.cpu[tree] = min(run.cpu.get(tree, cpu), cpu)
+                print(f"linted {run.name}", file=sys.stderr, flush=True)
+    names = list(trees)
+    print(
+        f"\nreal repositories: lines per CPU second (best of {repeat}; `prefixkit lint . "
+        "--no-cache` as the CLI runs it, whole-project analysis included, imports not)"
+    )
+    for tree in names:
+        print(f"  {tree}: {linters[tree]}")
+    header = ["repository", "lines", *(f"{tree} lines/CPU s" for tree in names)]
+    if len(names) == 2:
+        header.append("this / baseline")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, lines, rates in repo_rates(runs, names):
+        cells = [name, f"{lines:,}", *(f"{rate:,.0f}" for rate in rates)]
+        if len(names) == 2:
+            cells.append(f"{rates[0] / rates[1]:.2f}x" if rates[1] else "-")
+        print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--repos", nargs="*", type=Path, default=[], help="real repositories to lint as well"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="another prefixkit source tree to time on --repos"
+    )
+    parser.add_argument("--skip-corpus", action="store_true", help="only the --repos run")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker is not None:
+        print(json.dumps(lint_like_the_cli(args.worker)))
+        return
+    for repo in args.repos:
+        if not repo.is_dir():
+            parser.error(f"--repos {repo} is not a folder")
+    if args.baseline is not None and not args.repos:
+        parser.error("--baseline times real repositories: give --repos too")
+    if not args.skip_corpus:
+        corpus(args)
+    if args.repos:
+        real_repositories(args.repos, args.baseline, args.repeat)
 
+
+def corpus(args: argparse.Namespace) -> None:
+    """The generated corpus: prefixkit against Fixit, --jobs, linearity and the re-lint cache."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         files, lines = generate(root, args.lines)
