@@ -132,6 +132,10 @@ def _call_segments(
     if names & extra:
         label = f"`{min(names & extra)}(...)`"
         return [CachedSegment(arg.value, label, function) for arg in call.args]
+    own = _own_class(call, analysis)
+    if own is not None or all(name.startswith(".") for name in names):
+        # the project's own class: a sink by what it holds, not by its name
+        return _system_class_segments(call, own, function, analysis) if own is not None else []
     classes = set()
     for name in names:
         parts = name.split(".")
@@ -196,6 +200,37 @@ def _constructor_segments(
     return []
 
 
+def _own_class(call: cst.Call, analysis: TaintAnalysis) -> cst.ClassDef | None:
+    """The class of this module that `call` instantiates, if it is one."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    for assignment in analysis.assignments(call.func):
+        target = getattr(assignment, "node", None)
+        if isinstance(target, cst.ClassDef):
+            return target
+    return None
+
+
+def _system_class_segments(
+    call: cst.Call, owner: cst.ClassDef, function: FunctionNode | None, analysis: TaintAnalysis
+) -> list[CachedSegment]:
+    """A class of the module whose own fields give it a system or developer role
+    (`role = "system"`, `kind: Kind = Kind.SYSTEM`): what it is built with is the
+    message's content."""
+    fields = analysis.index.class_attrs.get(id(owner), {})
+    roles = {
+        _resolved_role(value, Env(None), analysis)
+        for entries in fields.values()
+        for value, method in entries
+        if method is None
+    }
+    role = next((r for r in sorted(roles, key=str) if r is not None), None)
+    if role is None:
+        return []
+    label = f"a `{role}` message (`{owner.name.value}(...)`)"
+    return [CachedSegment(arg.value, label, function) for arg in call.args if not arg.star]
+
+
 def _returned(function: FunctionNode, label: str, index: ModuleIndex) -> list[CachedSegment]:
     """The return values of a function whose result is a prompt (its parameters: request data)."""
     return [CachedSegment(value, label, function) for value in index.returns.get(id(function), [])]
@@ -229,6 +264,38 @@ def _keyword_segments(
         for message in messages
         for arg in message.args
     ]
+
+
+def _own_function_decides(candidate: SiteCandidate, analysis: TaintAnalysis) -> bool:
+    """Whether a `system=`-like argument goes to a function of the module that takes it as
+    a named parameter: that function's body decides whether the parameter reaches a
+    prompt (a caller's argument becomes a cached segment through it, `_through_callers`),
+    so a project's `search(query, tools=[...])` filter is not a prompt by its spelling."""
+    call = candidate.receiver
+    if not isinstance(call, cst.Call):
+        return False
+    keyword = next(
+        (
+            arg.keyword.value
+            for arg in call.args
+            if arg.keyword is not None and arg.value is candidate.node
+        ),
+        None,
+    )
+    functions = analysis.functions_called(call)
+    return (
+        bool(functions)
+        and keyword is not None
+        and all(
+            isinstance(function, cst.FunctionDef)
+            and function.params.star_kwarg is None
+            and any(
+                param.name.value == keyword
+                for param in (*function.params.params, *function.params.kwonly_params)
+            )
+            for function, _method in functions
+        )
+    )
 
 
 def _builds_message(call: cst.Call, analysis: TaintAnalysis) -> bool:
@@ -471,6 +538,8 @@ def cached_segments(
                 if arg.keyword is not None and arg.keyword.value not in _BLOCK_META_KEYS:
                     found.append(CachedSegment(arg.value, candidate.label, candidate.function))
         elif candidate.kind == "keyword" and isinstance(node, cst.BaseExpression):
+            if _own_function_decides(candidate, analysis):
+                continue
             found += _keyword_segments(candidate, node, index, analysis)
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))

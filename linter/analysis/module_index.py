@@ -73,8 +73,10 @@ class SiteCandidate:
     (a call that may be a framework entry point, `PROMPT_ENTRY_POINTS`),
     "provider" (a function returning `str` that takes an instruction provider's
     context, such as Google ADK's `ReadonlyContext`), "marker-write" (`receiver["cache_control"] = ...`: the receiver's other
-    entries are cached) and "content-write" (`receiver["content"] = node`: cached
-    when the receiver is a system message).
+    entries are cached), "content-write" (`receiver["content"] = node`: cached
+    when the receiver is a system message) and "constructor" (a class called with
+    an argument that may be a role, resolved by value later). A "keyword" site of
+    a call keeps the call as `receiver`.
     """
 
     kind: str
@@ -141,7 +143,12 @@ class ModuleIndex:
         (`SystemMessage`, `static`, ...): their qualified names are checked later.
         """
         index = cls()
-        module.visit(_Indexer(index, cached_keywords, call_tails))
+        indexer = _Indexer(index, cached_keywords, call_tails)
+        module.visit(indexer)
+        # calls of the module's own classes whose fields give them a system role
+        for call, function in indexer.class_calls:
+            if isinstance(call.func, cst.Name) and call.func.value in indexer.role_classes:
+                index.sites.append(SiteCandidate("call", call, "", function))
         return index
 
 
@@ -244,6 +251,10 @@ class _Indexer(cst.CSTVisitor):
         self.classes: list[cst.ClassDef | None] = [None]
         self.roles: list[str | None] = []
         self.tool_classes: set[int] = set()
+        # classes with a field holding a system or developer role, and calls of a
+        # capitalised name (those classes may be defined after the call)
+        self.role_classes: set[str] = set()
+        self.class_calls: list[tuple[cst.Call, FunctionNode | None]] = []
         # enclosing loops; None marks a function boundary (its loops are its own)
         self.loops: list[cst.For | cst.While | None] = []
 
@@ -422,6 +433,8 @@ class _Indexer(cst.CSTVisitor):
     def _class_attr(self, target: cst.BaseExpression | None, value: cst.BaseExpression) -> None:
         owner = self.classes[-1]
         if owner is not None and isinstance(target, cst.Name):
+            if is_system_role(role_spelling(value)):
+                self.role_classes.add(owner.name.value)
             attrs = self.index.class_attrs[id(owner)]
             attrs.setdefault(target.value, []).append((value, None))
             self._tool_field(owner, target.value, value)
@@ -485,7 +498,9 @@ class _Indexer(cst.CSTVisitor):
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in self.cached_keywords:
                 label = f"`{arg.keyword.value}=`"
-                self.index.sites.append(SiteCandidate("keyword", arg.value, label, self.function))
+                self.index.sites.append(
+                    SiteCandidate("keyword", arg.value, label, self.function, receiver=node)
+                )
         if node.args and tail in self.call_tails:
             self.index.sites.append(SiteCandidate("call", node, "", self.function))
         if (tail in _ENTRY_TAILS and node.args) or keywords.keys() & _ENTRY_KEYWORDS:
@@ -497,6 +512,8 @@ class _Indexer(cst.CSTVisitor):
             if text is not None:
                 label = f"a system message (`.{tail}(...)`)"
                 self.index.sites.append(SiteCandidate("role", text, label, self.function))
+        if isinstance(func, cst.Name) and func.value[:1].isupper() and node.args:
+            self.class_calls.append((node, self.function))
         if is_system_role(role):
             content = keywords.get("content")
             if content is None and node.args and node.args[0].keyword is None:
