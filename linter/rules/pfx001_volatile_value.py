@@ -58,12 +58,25 @@ class VolatileValueInCachedSegment(PythonRule):
     the call or name that brings it in, naming the file and line where it is
     computed.
 
+    The project's own message classes count by what they are given, not by
+    their names: a class called with a system or developer role by value
+    (`Message("system", text)`, `ChatMessageSimple(message=text,
+    message_type=MessageType.SYSTEM)`, a role held by `self.<attr>`) is a
+    system message; a class of the project named `SystemMessage` that no model
+    reads is not. A tool given as a function (`tools=[self.search]`) brings its
+    definition into the prompt, not what it returns when called.
+
     The message says when the value changes: on every request (a clock or
-    uuid computed per call), once a day (`date.today()`, or a clock formatted
-    to the day), or on every process start (computed once when the module is
-    loaded, or a pid or hostname). A value at the very end of the cached text
-    is reported with what it still costs (the messages after it). A volatile
-    value in the latest user message is not reported: that is where it belongs.
+    uuid computed per call), on every pass of the loop that sends the requests
+    (a counter or accumulator, `f"cycle {step} of {n}"`, in a prompt built in
+    that loop), once a day (`date.today()`, or a clock formatted to the day),
+    or on every process start (computed once when the module is loaded, or a
+    pid or hostname), and how much fixed text follows the value (in tokens).
+    A value that ends the cached text is reported with what it still costs
+    (the messages after it), and not at all when the prompt is sent once with
+    only the user turn after it (`[SystemMessage(content=f"...{today}"),
+    HumanMessage(...)]`): nothing reusable follows it. A volatile value in the
+    latest user message is not reported: that is where it belongs.
 
     ## Why it breaks caching
     A provider reuses a cached prefix only when it is byte-identical. A
