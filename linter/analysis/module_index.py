@@ -149,6 +149,10 @@ class ModuleIndex:
         for call, function in indexer.class_calls:
             if isinstance(call.func, cst.Name) and call.func.value in indexer.role_classes:
                 index.sites.append(SiteCandidate("call", call, "", function))
+        # constructor calls given a name or attribute the module assigns a system role
+        for call, function in indexer.role_calls:
+            if _may_take_a_role("C", call, indexer.role_names):
+                index.sites.append(SiteCandidate("constructor", call, "", function))
         return index
 
 
@@ -198,12 +202,24 @@ def role_spelling(node: cst.BaseExpression) -> str | None:
     return text.lower() if text is not None else None
 
 
-def _may_take_a_role(tail: str | None, call: cst.Call) -> bool:
+def _may_take_a_role(tail: str | None, call: cst.Call, role_names: set[str]) -> bool:
     """A constructor call (a capitalised callee) with an argument that may be a role: a
-    system or developer role spelled in place, or a name or attribute the analysis
-    resolves to a value later (`role=self.role`, `kind`)."""
+    system or developer role spelled in place, or a name or attribute that the module
+    assigns such a role (`lead = "system"`; resolved by value later)."""
     if tail is None or not tail[:1].isupper() or len(call.args) < 2:
         return False
+    for arg in call.args:
+        if arg.star:
+            continue
+        value = arg.value
+        if is_system_role(role_spelling(value)):
+            return True
+        name = value.value if isinstance(value, cst.Name) else None
+        if isinstance(value, cst.Attribute):
+            name = value.attr.value
+        if name in role_names:
+            return True
+    return False
     for arg in call.args:
         if arg.star:
             continue
@@ -255,6 +271,10 @@ class _Indexer(cst.CSTVisitor):
         # capitalised name (those classes may be defined after the call)
         self.role_classes: set[str] = set()
         self.class_calls: list[tuple[cst.Call, FunctionNode | None]] = []
+        # names and attributes assigned a system or developer role literal, and
+        # constructor calls that may take one of them
+        self.role_names: set[str] = set()
+        self.role_calls: list[tuple[cst.Call, FunctionNode | None]] = []
         # enclosing loops; None marks a function boundary (its loops are its own)
         self.loops: list[cst.For | cst.While | None] = []
 
@@ -378,12 +398,21 @@ class _Indexer(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self.index.assigned_to[id(node.value)] = node.targets[0].target
+        role = string_value(node.value)
         for target in node.targets:
             self._bind(target.target, ValueSource("assign", node.value))
+            if is_system_role(role.lower() if role is not None else None):
+                self._role_name(target.target)
             if isinstance(target.target, cst.Subscript):
                 self._item_write(target.target, node.value)
             self._prompt_attribute(target.target, node.value)
         self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+
+    def _role_name(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.role_names.add(target.value)
+        elif isinstance(target, cst.Attribute):
+            self.role_names.add(target.attr.value)
 
     def _prompt_attribute(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`x.system_prompt = value`, or a class body's `system_prompt = value`."""
@@ -429,6 +458,9 @@ class _Indexer(cst.CSTVisitor):
         if node.value is not None:
             self._class_attr(node.target, node.value)
             self._prompt_attribute(node.target, node.value)
+            role = string_value(node.value)
+            if is_system_role(role.lower() if role is not None else None):
+                self._role_name(node.target)
 
     def _class_attr(self, target: cst.BaseExpression | None, value: cst.BaseExpression) -> None:
         owner = self.classes[-1]
@@ -521,11 +553,13 @@ class _Indexer(cst.CSTVisitor):
             if content is not None:
                 label = f"a `{(role or '').lower()}` message"
                 self.index.sites.append(SiteCandidate("role", content, label, self.function))
-        elif _may_take_a_role(tail, node):
+        elif _may_take_a_role(tail, node, set()):
             # a project's own message class: `Message("system", text)`,
             # `ChatMessage(message=text, message_type=MessageType.SYSTEM)`; the role is
             # resolved by value later (`cached_segments`)
             self.index.sites.append(SiteCandidate("constructor", node, "", self.function))
+        elif tail is not None and tail[:1].isupper() and len(node.args) > 1:
+            self.role_calls.append((node, self.function))
         if (
             keywords.keys() & CACHE_MARKER_KEYS
             and not keywords.keys() & (_REQUEST_KEYWORDS | _PAYLOAD_KEYS)

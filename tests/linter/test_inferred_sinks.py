@@ -158,3 +158,47 @@ def test_a_finding_says_how_much_fixed_text_follows_the_value(tmp_path: Path) ->
     path = tmp_path / "module.py"
     (finding,) = lint_source(source, path, LintConfig(root=tmp_path))
     assert "about 48 tokens of fixed text follow it" in finding.message
+
+
+ROLE_FORMS = {
+    "a literal, by position": ('Entry("system", {text})', ""),
+    "a literal, by keyword": ('Entry(kind="developer", body={text})', ""),
+    "an enum member": ("Entry(body={text}, kind=Kind.SYSTEM)", ""),
+    "a variable holding a literal": ("Entry(lead, {text})", 'lead = "system"'),
+    "an attribute holding a literal": ("Entry(self.lead, {text})", ""),
+}
+
+
+@pytest.mark.parametrize("form", sorted(ROLE_FORMS))
+def test_a_system_role_is_resolved_by_value_in_any_spelling(form: str, tmp_path: Path) -> None:
+    call, binding = ROLE_FORMS[form]
+    text = 'f"Opened {time.time()}. Plan each step before acting."'
+    source = "\n".join(
+        [
+            "import enum",
+            "import time",
+            "class Kind(enum.Enum):",
+            "    SYSTEM = 'system'",
+            "class Planner:",
+            "    lead = 'system'",
+            "    def build(self, history):",
+            f"        {binding}",
+            f"        return [{call.format(text=text)}, *history]",
+        ]
+    )
+    assert [code for code, _ in findings(source + "\n", tmp_path)] == ["PFX001"], source
+
+
+@pytest.mark.parametrize("role", ['"user"', '"assistant"', "Kind.USER", "speaker"])
+def test_a_message_class_given_another_role_is_not_a_prompt(role: str, tmp_path: Path) -> None:
+    source = "\n".join(
+        [
+            "import enum",
+            "import time",
+            "class Kind(enum.Enum):",
+            "    USER = 'user'",
+            "def build(history, speaker='user'):",
+            f"    return [*history, Entry({role}, f'Sent {{time.time()}} to the team, thanks.')]",
+        ]
+    )
+    assert findings(source + "\n", tmp_path) == [], source
