@@ -30,6 +30,7 @@ _JINJA_SUFFIXES = (".j2", ".jinja", ".jinja2")
 _JINJA_MARKERS = re.compile(r"\{%[-+]?\s*[A-Za-z_]|(?<!\{)\{#")
 _HTML_COMMENT = ("<!--", "-->")
 _HTML_COMMENTS = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_QUOTE = re.compile("[\"']")
 _STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
 _DOTTED = re.compile(r"(?<![\w.])[.$]?[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _FORMAT_FIELD = re.compile(r"\{([A-Za-z_][\w.]*)(?:![rsa])?(?::[^{}]*)?\}(?!\})")
@@ -126,19 +127,16 @@ def scan(text: str, jinja: bool) -> list[Piece]:
 
 def _closing(text: str, start: int, closer: str) -> int:
     """Where `closer` ends after `start`, skipping string literals (the text's end if never)."""
+    close = text.find(closer, start)
     position = start
-    while position < len(text):
-        close = text.find(closer, position)
-        quote = min(
-            (i for i in (text.find('"', position), text.find("'", position)) if i >= 0), default=-1
-        )
-        if close < 0:
-            return len(text)
-        if 0 <= quote < close:
-            literal = _STRING.match(text, quote)
-            position = literal.end() if literal else quote + 1
-            continue
-        return close + len(closer)
+    while close >= 0:
+        quote = _QUOTE.search(text, position, close)
+        if quote is None:
+            return close + len(closer)
+        literal = _STRING.match(text, quote.start())
+        position = literal.end() if literal else quote.start() + 1
+        if position > close:  # the closer was inside the string
+            close = text.find(closer, position)
     return len(text)
 
 
