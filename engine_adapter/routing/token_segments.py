@@ -6,6 +6,9 @@ prompt is mostly pieces the router saw before: the tenant's system prompt, the e
 turns of the conversation. `SegmentEncoder` cuts the text the same way, tokenizes only the
 pieces it has not seen recently (a bounded memo, least recently used forgotten first) and
 joins the ids: the same ids as tokenizing the whole text, at the cost of the new pieces.
+Each new piece is tokenized on its own (`encode`, not `encode_batch`): a batch runs on the
+tokenizer's thread pool, whose idle threads spin between a server's requests and cost
+more CPU than the few short pieces of a request take.
 
 That equality holds when the pieces really are independent, which `SegmentEncoder.build`
 checks on the tokenizer's definition and on probes (else it gives None and the caller
@@ -20,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["SegmentEncoder"]
@@ -93,11 +95,9 @@ class SegmentEncoder:
         memo = self._memo
         missing = [p for p in pieces[::2] if p and p not in memo]
         if missing:
-            unique = list(dict.fromkeys(missing))
-            for piece, encoding in zip(
-                unique, self._encode_batch(unique, add_special_tokens=False), strict=True
-            ):
-                memo[piece] = list(encoding.ids)
+            encode = self._backend.encode
+            for piece in dict.fromkeys(missing):
+                memo[piece] = list(encode(piece, add_special_tokens=False).ids)
             while len(memo) > self.limit:
                 memo.popitem(last=False)
         ids: list[int] = []
@@ -113,13 +113,6 @@ class SegmentEncoder:
                     memo.move_to_end(piece)
                 ids.extend(cached)
         return ids
-
-    @property
-    def _encode_batch(self) -> Callable[..., Any]:
-        batch: Callable[..., Any] = getattr(
-            self._backend, "encode_batch_fast", self._backend.encode_batch
-        )
-        return batch
 
     def __len__(self) -> int:
         return len(self._memo)

@@ -30,6 +30,7 @@ import collections
 import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterable
+from typing import cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -63,6 +64,39 @@ def _take(buffer: bytearray, start: int, size: int, skip: int = 0) -> bytes:
     return data
 
 
+def _complete_chunks(buffer: bytearray) -> tuple[bytes, int]:
+    """The data of the complete chunks at the start of a chunked body's `buffer`, joined
+    and removed from it, and where the last chunk's size line ends if that line has
+    arrived (-1 if not). Raises `httpx.RemoteProtocolError` on malformed framing."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    last = -1
+    while True:
+        end = buffer.find(b"\r\n", start)
+        if end < 0:
+            if len(buffer) - start > _MAX_CHUNK_LINE:
+                raise httpx.RemoteProtocolError("a chunk size line is too long")
+            break
+        size_text = bytes(buffer[start:end]).partition(b";")[0].strip()
+        if not size_text or not _HEX_DIGITS.issuperset(size_text):
+            raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}")
+        size = int(size_text, 16)
+        if size == 0:
+            last = end + 2
+            break
+        data_end = end + 2 + size
+        if len(buffer) < data_end + 2:
+            break
+        if buffer[data_end : data_end + 2] != b"\r\n":
+            raise httpx.RemoteProtocolError("a chunk does not end with CRLF")
+        spans.append((end + 2, data_end))
+        start = data_end + 2
+    with memoryview(buffer) as view:
+        data = b"".join([view[a:b] for a, b in spans])
+    del buffer[:start]
+    return data, last - start if last >= 0 else -1
+
+
 class _Connection(asyncio.Protocol):
     """One HTTP/1.1 connection to an upstream: what it received and not yet read, and a
     future to wait on for more."""
@@ -79,8 +113,7 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a stream's, on any event loop
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -183,32 +216,21 @@ class UpstreamAnswer:
         self._complete = length == 0
 
     async def body(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (a chunked answer: chunk by chunk; else as read)."""
+        """The body as it arrives: of a chunked answer, the chunks that arrived together
+        as one piece; else as read."""
         connection = self._connection
         if connection is None or self._complete:
             return
         buffer = connection.buffer
         if self._chunked:
             while True:
-                end = buffer.find(b"\r\n")
-                while end < 0:
-                    if len(buffer) > _MAX_CHUNK_LINE:
-                        raise httpx.RemoteProtocolError("a chunk size line is too long")
-                    await connection.more()
-                    end = buffer.find(b"\r\n")
-                size_text = bytes(buffer[:end]).partition(b";")[0].strip()
-                if not size_text or not _HEX_DIGITS.issuperset(size_text):
-                    raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}")
-                size = int(size_text, 16)
-                if size == 0:
-                    await self._trailers(end + 2)
+                data, last = _complete_chunks(buffer)
+                if data:
+                    yield data
+                if last >= 0:
+                    await self._trailers(last)
                     return
-                while len(buffer) < end + 2 + size + 2:
-                    await connection.more()
-                start = end + 2
-                if buffer[start + size : start + size + 2] != b"\r\n":
-                    raise httpx.RemoteProtocolError("a chunk does not end with CRLF")
-                yield _take(buffer, start, size, skip=2)
+                await connection.more()
         elif self._length is not None:
             left = self._length
             while left:

@@ -205,22 +205,10 @@ def _chunked(body: bytes, sizes: list[int]) -> bytes:
     return bytes(framed + b"0\r\n\r\n")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    body=st.binary(max_size=3000),
-    sizes=st.lists(st.integers(1, 700), max_size=6),
-    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=8),
-    chunked=st.booleans(),
-)
-def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reused(
-    body: bytes, sizes: list[int], cuts: list[int], chunked: bool
-) -> None:
-    framing = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % len(body)
-    answer = b"HTTP/1.1 200 OK\r\n%s\r\n\r\n%s" % (
-        framing,
-        _chunked(body, sizes) if chunked else body,
-    )
-
+def _read_twice(answer: bytes, cuts: list[int]) -> tuple[list[list[bytes]], int]:
+    """Ask a server that sends `answer` in pieces of `cuts` bytes (cycled, each its own
+    write) twice through one `UpstreamPool`: the body pieces each answer gave, and how
+    many connections the pool opened."""
     served = []  # connections being served
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -239,16 +227,16 @@ def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reuse
         await writer.wait_closed()
         served.remove(writer)
 
-    async def run() -> tuple[list[bytes], int]:
+    async def run() -> tuple[list[list[bytes]], int]:
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         pool = UpstreamPool(f"http://127.0.0.1:{port}")
-        bodies = []
+        bodies: list[list[bytes]] = []
         try:
             for _ in range(2):
                 upstream = await pool.send("GET", "/")
                 try:
-                    bodies.append(b"".join([piece async for piece in upstream.body()]))
+                    bodies.append([piece async for piece in upstream.body()])
                 finally:
                     upstream.close()
         finally:
@@ -258,6 +246,77 @@ def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reuse
                 await asyncio.sleep(0.001)
         return bodies, pool.opened
 
-    bodies, opened = asyncio.run(run())
-    assert bodies == [body, body]
+    return asyncio.run(run())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=st.binary(max_size=3000),
+    sizes=st.lists(st.integers(1, 700), max_size=6),
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=8),
+    chunked=st.booleans(),
+)
+def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reused(
+    body: bytes, sizes: list[int], cuts: list[int], chunked: bool
+) -> None:
+    framing = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % len(body)
+    answer = b"HTTP/1.1 200 OK\r\n%s\r\n\r\n%s" % (
+        framing,
+        _chunked(body, sizes) if chunked else body,
+    )
+
+    pieces, opened = _read_twice(answer, cuts)
+    assert [b"".join(read) for read in pieces] == [body, body]
     assert opened == 1
+
+
+def test_chunks_that_arrive_together_are_passed_on_as_one_piece() -> None:
+    events = [b"data: {\"n\": %d}\n\n" % n for n in range(8)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + framed
+    pieces, _ = _read_twice(answer, [len(answer)])
+    assert pieces == [[b"".join(events)], [b"".join(events)]]
+
+
+@pytest.mark.parametrize(
+    ("framed", "error"),
+    [
+        (b"zz\r\nhello\r\n0\r\n\r\n", "malformed chunk size"),
+        (b"5\r\nhello!!0\r\n\r\n", "does not end with CRLF"),
+        (b"5" * 5000, "size line is too long"),
+    ],
+)
+def test_a_malformed_chunked_answer_is_refused_by_what_is_wrong(framed: bytes, error: str) -> None:
+    answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + framed
+
+    async def run() -> None:
+        done = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+            with contextlib.suppress(ConnectionError):
+                await reader.read()  # until the client gives up on the connection
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            done.set()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        pool = UpstreamPool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        try:
+            upstream = await pool.send("GET", "/")
+            try:
+                with pytest.raises(httpx.RemoteProtocolError, match=error):
+                    async for _ in upstream.body():
+                        pass
+            finally:
+                upstream.close()
+        finally:
+            pool.close()
+            await done.wait()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(run())
