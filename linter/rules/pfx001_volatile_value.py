@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.bindings import Env
-from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags, one_shot
-from ..analysis.syntax import string_value
-from ..analysis.taint import Taint, TaintAnalysis
+from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
+from ..analysis.position import Following, following_text, sent_once_at_end
+from ..analysis.taint import Taint
 from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
 from ..finding import Finding
@@ -114,12 +111,9 @@ class VolatileValueInCachedSegment(PythonRule):
                 continue
             if taint.period == "step" and not _inside(context, segment.node, taint.loop):
                 continue  # a counter of a loop that builds the text, not one that sends it
-            following = _following(context, segment, taint)
-            if (
-                following is not None
-                and following.at_end
-                and taint.period != "process"
-                and one_shot(segment, context.parents, context.analysis)
+            following = following_text(segment, taint, context.analysis)
+            if taint.period != "process" and sent_once_at_end(
+                following, segment, context.parents, context.analysis
             ):
                 continue  # it ends a prompt sent once, with only the user turn after it
             message = _message(context, segment, taint, following)
@@ -228,121 +222,6 @@ def _callable(taint: Taint) -> str:
 
 def _is_date(taint: Taint) -> bool:
     return _callable(taint).split(".")[0] in ("datetime", "time", "pendulum", "arrow")
-
-
-_TAIL_CHARS = 12  # fixed text this short after a value (punctuation, a newline) is its end
-_CHARS_PER_TOKEN = 4  # a rough count for English prose
-
-
-@dataclass(frozen=True)
-class Following:
-    """What follows a volatile value in its segment's text: fixed characters and other values."""
-
-    chars: int
-    values: int
-
-    @property
-    def at_end(self) -> bool:
-        return self.values == 0 and self.chars < _TAIL_CHARS
-
-    def describe(self) -> str:
-        tokens = max(1, round(self.chars / _CHARS_PER_TOKEN))
-        more = f" and {self.values} other value(s)" if self.values else ""
-        plural = "" if tokens == 1 else "s"
-        return f"about {tokens} token{plural} of fixed text{more} follow it in that text"
-
-
-def _pieces(
-    node: cst.BaseExpression, analysis: TaintAnalysis, env: Env
-) -> list[str | cst.BaseExpression] | None:
-    """The parts of a text in order, fixed text as `str` (None for shapes not followed):
-    `+` chains, f-strings, string constants and `TEMPLATE.format(...)`."""
-    text = string_value(node)
-    if text is not None:
-        return [text]
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        left = _pieces(node.left, analysis, env) or [node.left]
-        right = _pieces(node.right, analysis, env) or [node.right]
-        return [*left, *right]
-    if isinstance(node, cst.FormattedString):
-        return [
-            part.value if isinstance(part, cst.FormattedStringText) else part.expression
-            for part in node.parts
-            if isinstance(part, (cst.FormattedStringText, cst.FormattedStringExpression))
-        ]
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "format"
-    ):
-        templates = [string_value(value) for value, _env in analysis.resolve(node.func.value, env)]
-        if len(templates) != 1 or templates[0] is None:
-            return None
-        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
-        pieces: list[str | cst.BaseExpression] = []
-        try:
-            parsed = list(string.Formatter().parse(templates[0]))
-        except ValueError:
-            return None
-        auto = 0
-        for literal, field, _spec, _conversion in parsed:
-            pieces.append(literal)
-            if field is None:
-                continue
-            name = field.split(".")[0].split("[")[0]
-            if name == "":
-                name, auto = str(auto), auto + 1
-            value = (
-                positional[int(name)] if name.isdigit() and int(name) < len(positional) else None
-            )
-            value = keywords.get(name, value)
-            if value is None:
-                return None
-            pieces.append(value)
-        return pieces
-    return None
-
-
-def _constant(
-    piece: str | cst.BaseExpression, analysis: TaintAnalysis, env: Env
-) -> str | cst.BaseExpression:
-    """A piece as fixed text when it is one (a constant through names), else itself."""
-    if isinstance(piece, str):
-        return piece
-    texts = {string_value(value) for value, _env in analysis.resolve(piece, env)}
-    if len(texts) == 1:
-        text = texts.pop()
-        if text is not None:
-            return text
-    return piece
-
-
-def _following(context: LintContext, segment: CachedSegment, taint: Taint) -> Following | None:
-    """What follows `taint` in the segment's text (the most, over the values it may have);
-    None when the text's shape is not followed."""
-    analysis = context.analysis
-    values = analysis.resolve(segment.node, Env(segment.function))
-    found: Following | None = None
-    for value, env in values:
-        pieces = _pieces(value, analysis, env)
-        if pieces is None:
-            return None
-        carrying = [
-            position
-            for position, piece in enumerate(pieces)
-            if not isinstance(piece, str) and taint in analysis.taints(piece, env)
-        ]
-        if not carrying:
-            return None
-        rest = [_constant(piece, analysis, env) for piece in pieces[carrying[-1] + 1 :]]
-        following = Following(
-            sum(len(piece.strip()) for piece in rest if isinstance(piece, str)),
-            sum(1 for piece in rest if not isinstance(piece, str)),
-        )
-        if found is None or (following.chars, following.values) > (found.chars, found.values):
-            found = following
-    return found
 
 
 def _inside(context: LintContext, node: cst.CSTNode, loop: cst.CSTNode | None) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..analysis.position import following_text, sent_once_at_end
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -23,7 +24,9 @@ class RequestIdentityInCachedSegment(PythonRule):
     (`.name`, `.display_name`) is identity on a person (`member.name`,
     `user.display_name`, `tenant.name`), not on a thing (`mcp_client.name`,
     `field.display_name`, `tool.name`). Deployment settings (`os.environ[...]`,
-    `settings.*`) are stable and never count.
+    `settings.*`) are stable and never count. The message says how much fixed
+    text follows the value; a value that ends a prompt sent once, with only the
+    user turn after it, is not reported (nothing reusable follows it).
 
     ## Why it breaks caching
     A per-user value early in the prompt splits the cache into one entry per
@@ -55,10 +58,15 @@ class RequestIdentityInCachedSegment(PythonRule):
         for segment, taint in context.segment_taints:
             if taint.kind != "identity":
                 continue
+            following = following_text(segment, taint, context.analysis)
+            if sent_once_at_end(following, segment, context.parents, context.analysis):
+                continue  # it ends a prompt sent once, with only the user turn after it
+            after = f"; {following.describe()}" if following and not following.at_end else ""
             yield context.finding(
                 self.code,
                 taint.origin,
                 f"{taint.detail} differs per user or request and reaches {segment.label} "
-                f"(line {context.line_of(segment.node)}): the cache splits into one entry per "
-                "user; move it into the user turn (or a session segment) after the cached part",
+                f"(line {context.line_of(segment.node)}){after}: the cache splits into one "
+                "entry per user; move it into the user turn (or a session segment) after the "
+                "cached part",
             )

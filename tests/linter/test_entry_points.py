@@ -75,14 +75,15 @@ def test_an_identity_parameter_is_reported_where_it_enters_not_again_at_callers(
 ) -> None:
     code = (
         "def plan(client, user_name):\n"
-        "    return client.messages.create(system=f'You plan for {user_name}.', messages=[])\n"
+        "    return client.messages.create(\n"
+        "        system=f'You plan for {user_name}. Keep each step short.', messages=[])\n"
         "def research(client, user_name):\n"
         "    return plan(client, user_name)\n"
     )
     path = tmp_path / "example.py"
     path.write_text(code, encoding="utf-8")
     findings = lint_source(code, path, LintConfig(root=tmp_path, select=("PFX002",)))
-    assert [finding.start.row for finding in findings] == [2]
+    assert [finding.start.row for finding in findings] == [3]
 
 
 def test_agno_datetime_flag_with_a_date_format_changes_once_a_day(tmp_path: Path) -> None:

@@ -1,0 +1,153 @@
+"""Where a value sits in the cached prefix: what follows it, and whether anything reusable does.
+
+A volatile or per-user value breaks caching by what follows it in the cached
+prefix. `following_text` lays out the text a cached segment holds (`+`
+chains, f-strings, string constants, `TEMPLATE.format(...)`, constants
+reached through names) and counts the fixed text and the other values after
+the last piece carrying a taint. `sent_once_at_end` says whether the value
+ends a prompt that is sent once with only the user turn after it (nothing
+reusable follows: the finding would cost nothing).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .bindings import Env
+from .cached_segments import CachedSegment, one_shot
+from .syntax import string_value
+from .taint import Taint, TaintAnalysis
+
+__all__ = ["Following", "following_text", "sent_once_at_end"]
+
+_TAIL_CHARS = 12  # fixed text this short after a value (punctuation, a newline) is its end
+_CHARS_PER_TOKEN = 4  # a rough count for English prose
+
+
+@dataclass(frozen=True)
+class Following:
+    """What follows a volatile value in its segment's text: fixed characters and other values."""
+
+    chars: int
+    values: int
+
+    @property
+    def at_end(self) -> bool:
+        """Whether the value ends the text (only a few characters of fixed text after it)."""
+        return self.values == 0 and self.chars < _TAIL_CHARS
+
+    def describe(self) -> str:
+        """`about 40 tokens of fixed text follow it in that text`."""
+        tokens = max(1, round(self.chars / _CHARS_PER_TOKEN))
+        more = f" and {self.values} other value(s)" if self.values else ""
+        plural = "" if tokens == 1 else "s"
+        return f"about {tokens} token{plural} of fixed text{more} follow it in that text"
+
+
+def _pieces(
+    node: cst.BaseExpression, analysis: TaintAnalysis, env: Env
+) -> list[str | cst.BaseExpression] | None:
+    """The parts of a text in order, fixed text as `str` (None for shapes not followed):
+    `+` chains, f-strings, string constants and `TEMPLATE.format(...)`."""
+    text = string_value(node)
+    if text is not None:
+        return [text]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        left = _pieces(node.left, analysis, env) or [node.left]
+        right = _pieces(node.right, analysis, env) or [node.right]
+        return [*left, *right]
+    if isinstance(node, cst.FormattedString):
+        return [
+            part.value if isinstance(part, cst.FormattedStringText) else part.expression
+            for part in node.parts
+            if isinstance(part, (cst.FormattedStringText, cst.FormattedStringExpression))
+        ]
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "format"
+    ):
+        templates = [string_value(value) for value, _env in analysis.resolve(node.func.value, env)]
+        if len(templates) != 1 or templates[0] is None:
+            return None
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        pieces: list[str | cst.BaseExpression] = []
+        try:
+            parsed = list(string.Formatter().parse(templates[0]))
+        except ValueError:
+            return None
+        auto = 0
+        for literal, field, _spec, _conversion in parsed:
+            pieces.append(literal)
+            if field is None:
+                continue
+            name = field.split(".")[0].split("[")[0]
+            if name == "":
+                name, auto = str(auto), auto + 1
+            value = (
+                positional[int(name)] if name.isdigit() and int(name) < len(positional) else None
+            )
+            value = keywords.get(name, value)
+            if value is None:
+                return None
+            pieces.append(value)
+        return pieces
+    return None
+
+
+def _constant(
+    piece: str | cst.BaseExpression, analysis: TaintAnalysis, env: Env
+) -> str | cst.BaseExpression:
+    """A piece as fixed text when it is one (a constant through names), else itself."""
+    if isinstance(piece, str):
+        return piece
+    texts = {string_value(value) for value, _env in analysis.resolve(piece, env)}
+    if len(texts) == 1:
+        text = texts.pop()
+        if text is not None:
+            return text
+    return piece
+
+
+def following_text(
+    segment: CachedSegment, taint: Taint, analysis: TaintAnalysis
+) -> Following | None:
+    """What follows `taint` in the segment's text (the most, over the values it may have);
+    None when the text's shape is not followed."""
+    values = analysis.resolve(segment.node, Env(segment.function))
+    found: Following | None = None
+    for value, env in values:
+        pieces = _pieces(value, analysis, env)
+        if pieces is None:
+            return None
+        carrying = [
+            position
+            for position, piece in enumerate(pieces)
+            if not isinstance(piece, str) and taint in analysis.taints(piece, env)
+        ]
+        if not carrying:
+            return None
+        rest = [_constant(piece, analysis, env) for piece in pieces[carrying[-1] + 1 :]]
+        following = Following(
+            sum(len(piece.strip()) for piece in rest if isinstance(piece, str)),
+            sum(1 for piece in rest if not isinstance(piece, str)),
+        )
+        if found is None or (following.chars, following.values) > (found.chars, found.values):
+            found = following
+    return found
+
+
+def sent_once_at_end(
+    following: Following | None,
+    segment: CachedSegment,
+    parents: Mapping[cst.CSTNode, cst.CSTNode],
+    analysis: TaintAnalysis,
+) -> bool:
+    """Whether a value that `following` places at the end of the segment's text ends a
+    prompt sent once with only the user turn after it (`cached_segments.one_shot`)."""
+    return following is not None and following.at_end and one_shot(segment, parents, analysis)
