@@ -40,8 +40,9 @@ with `--judged`, each tool's precision and recall are printed: one of their
 findings is true or false as the judged prefixkit finding on the same line
 (any rule: the tools' rules differ) says, true when it starts on a
 hand-found breaker's line, and not judged otherwise (counted as such); a
-breaker is caught as for prefixkit. `--load FILE` scores the findings a
-`--save` run wrote instead of linting with prefixkit again.
+breaker is caught as for prefixkit. `--only-others` runs those two alone.
+`--load FILE` scores the findings a `--save` run wrote instead of linting with
+prefixkit again.
 """
 
 from __future__ import annotations
@@ -532,19 +533,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--others", action="store_true", help="run cachedrift and pcdlint beside prefixkit"
     )
+    parser.add_argument(
+        "--only-others", action="store_true", help="run cachedrift and pcdlint, not prefixkit"
+    )
     args = parser.parse_args(argv)
+    args.others = args.others or args.only_others
     for repo in args.repos:
         if not repo.is_dir():
             parser.error(f"{repo} is not a folder")
     judged = load_judged(args.judged) if args.judged else None
     command = lint_command(args.prefixkit.split())
-    print(f"command: {' '.join(command)} (in each repository)\n")
+    if args.load is None and not args.only_others:
+        print(f"command: {' '.join(command)} (in each repository)\n")
     runs = []
-    if args.load is not None:
+    if args.load is not None or args.only_others:
         runs = [count_sources(repo) for repo in args.repos]
+    if args.load is not None:
         load_saved(args.load, runs)
         print(f"findings loaded from {args.load}, not linted again\n")
-    for repo in args.repos if args.load is None else []:
+    for repo in args.repos if not runs else []:
         runs.append(lint_repo(repo, command, args.timeout))
         done = runs[-1]
         print(
@@ -552,7 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    print_table(runs)
+    if not args.only_others:
+        print_table(runs)
     others: dict[str, list[RepoRun]] = {}
     if args.others:
         bin_dir = others_venv()
@@ -564,10 +572,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         saved = [{"repo": run.name, **finding} for run in runs for finding in run.findings]
         args.save.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if judged is not None:
-        compare(runs, judged)
+        if not args.only_others:
+            compare(runs, judged)
         if others:
             names = {run.name for run in runs}
-            results = {"prefixkit": (runs, score(runs, judged, names))}
+            results: dict[str, tuple[Sequence[RepoRun], Score]] = {}
+            if not args.only_others:
+                results["prefixkit"] = (runs, score(runs, judged, names))
             for tool, tool_runs in others.items():
                 results[f"{tool} {OTHER_LINTERS[tool]}"] = (
                     tool_runs,
