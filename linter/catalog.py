@@ -41,6 +41,7 @@ __all__ = [
     "is_dict_shaped_call",
     "is_identity_name",
     "is_message_class",
+    "is_shared_owner",
     "is_system_role",
     "is_volatile_callable",
     "name_words",
@@ -377,12 +378,26 @@ _NAME_WORDS = frozenset({"name", "displayname", "handle"})
 _IDENTITY_SUFFIXES = frozenset(
     {"id", "ids", "uuid", "guid", "email", "phone", "context", "profile"}
 )
+# Owners many users share (a tenant's agent serves all of its users): an agent built per
+# tenant with that tenant's prompt caches once per tenant, which is what a tenant wants.
+_SHARED_OWNERS = frozenset({"tenant", "org", "organization", "workspace", "team", "company"})
+# Owners that are one person (or one conversation).
+_ONE_PERSON = frozenset(
+    {"user", "customer", "member", "patient", "caller", "visitor", "person", "session"}
+)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
 def name_words(name: str) -> list[str]:
     """Lower-case words of an identifier: `userId` and `user_id` give ['user', 'id']."""
     return [word.lower() for word in _WORD_SPLIT.split(name) if word]
+
+
+def is_shared_owner(parts: list[str]) -> bool:
+    """Whether a dotted name (`tenant.name`, `org_id`) names an owner many users share,
+    and no one person (`tenant.user.email` names a person)."""
+    words = {word for part in parts for word in name_words(part)}
+    return bool(words & _SHARED_OWNERS) and not words & _ONE_PERSON
 
 
 def is_identity_name(parts: list[str]) -> bool:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
+from ..analysis.cached_segments import CachedSegment
 from ..analysis.position import following_text, sent_once_at_end
+from ..analysis.syntax import dotted_parts
+from ..catalog import is_shared_owner
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -26,7 +31,10 @@ class RequestIdentityInCachedSegment(PythonRule):
     `field.display_name`, `tool.name`). Deployment settings (`os.environ[...]`,
     `settings.*`) are stable and never count. The message says how much fixed
     text follows the value; a value that ends a prompt sent once, with only the
-    user turn after it, is not reported (nothing reusable follows it).
+    user turn after it, is not reported (nothing reusable follows it), and
+    neither is a tenant's (or organisation's, team's) value given to an object
+    its function builds and returns: an agent made per tenant with that
+    tenant's prompt serves all its users and caches once per tenant.
 
     ## Why it breaks caching
     A per-user value early in the prompt splits the cache into one entry per
@@ -58,6 +66,10 @@ class RequestIdentityInCachedSegment(PythonRule):
         for segment, taint in context.segment_taints:
             if taint.kind != "identity":
                 continue
+            origin = taint.origin
+            owner = dotted_parts(origin) if isinstance(origin, cst.BaseExpression) else None
+            if _built_for_later(context, segment) and is_shared_owner(owner or []):
+                continue  # an agent built per tenant and handed back: reused as is
             following = following_text(segment, taint, context.analysis)
             if sent_once_at_end(following, segment, context.parents, context.analysis):
                 continue  # it ends a prompt sent once, with only the user turn after it
@@ -70,3 +82,31 @@ class RequestIdentityInCachedSegment(PythonRule):
                 "entry per user; move it into the user turn (or a session segment) after the "
                 "cached part",
             )
+
+
+def _built_for_later(context: LintContext, segment: CachedSegment) -> bool:
+    """Whether the segment is an argument of an object built and returned by its function
+    (`def agent_for(tenant): return Agent(instructions=f"... {tenant.name}")`): a
+    factory; each agent keeps its prompt for every request it serves."""
+    parents = context.parents
+    arg = parents.get(segment.node)
+    call = parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return False
+    func = call.func
+    tail = func.attr.value if isinstance(func, cst.Attribute) else None
+    if isinstance(func, cst.Name):
+        tail = func.value
+    if tail is None or not tail[:1].isupper():
+        return False
+    holder = parents.get(call)
+    if isinstance(holder, cst.Return):
+        return True
+    function = segment.function
+    if not isinstance(holder, cst.Assign) or function is None or len(holder.targets) != 1:
+        return False
+    target = holder.targets[0].target
+    return isinstance(target, cst.Name) and any(
+        isinstance(value, cst.Name) and value.value == target.value
+        for value in context.index.returns.get(id(function), [])
+    )
