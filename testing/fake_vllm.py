@@ -14,7 +14,10 @@ answers. Every request is logged before routing (`ReceivedRequest`). Every gener
 (`GENERATION_PATHS`) looks its prompts up in one prefix cache: an LRU of whole blocks
 (`PrefixCache`) keyed by vLLM's block hashes with the request's ``cache_salt`` in the first
 block, so a repeated prefix hits in whole blocks but never its last block nor under another
-salt. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
+salt. Prompts are prefilled one at a time, each looked up when its turn comes (as vLLM's
+scheduler looks a waiting request up when it schedules it), taking `prefill_s_per_block`
+per uncached block: a prompt queued behind another with the same prefix reads what that
+one computed. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens``), ``/metrics`` the counters
 prefixkit reads. With `kv_events` (True: on an ipc socket of its own; or the ZMQ endpoint to
 bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
@@ -246,6 +249,7 @@ class FakeVLLM:
         self.hit_tokens = 0
         self._log = RequestLog()
         self._in_flight = 0
+        self._steps = asyncio.Lock()  # one prefill at a time, as an engine step
         self._answer_ids = itertools.count(1)
         self._responses: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._events_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -312,6 +316,7 @@ class FakeVLLM:
         return self.tokenizer(str(prompt))
 
     def start(self) -> FakeVLLM:
+        self._steps = asyncio.Lock()  # made per start: each start serves on a loop of its own
         if self.kv_events_endpoint is not None:
             import zmq
 
@@ -427,6 +432,18 @@ class FakeVLLM:
         seconds = (len(hashes) - run) * self.prefill_s_per_block
         return Prefill(ids, hashes, cached, len(hashes) * size - cached, seconds)
 
+    async def _prefilled(self, prompts: list[list[int]], salt: str | None) -> list[Prefill]:
+        """Prefill `prompts` (one request's) as vLLM's scheduler does: in one engine step,
+        one step at a time, looked up in the prefix cache when their step comes (so a
+        request queued behind another reads the blocks that one computed, while the
+        prompts of one step do not read each other's); cached once computed."""
+        async with self._steps:
+            prefills = [self._prefill(ids, salt) for ids in prompts]
+            await asyncio.sleep(sum(prefill.seconds for prefill in prefills))
+            for prefill in prefills:
+                self._commit(prefill)
+        return prefills
+
     def _commit(self, prefill: Prefill) -> None:
         """Cache a prefilled prompt's blocks, publishing what is stored and evicted."""
         hashes, ids = prefill.hashes, prefill.ids
@@ -482,12 +499,10 @@ class FakeVLLM:
             return JSONResponse(work.result())
         if self.delay_headers_s:
             await asyncio.sleep(self.delay_headers_s)
-        prefill = self._prefill(self.token_ids(body, path), salt)
-        answer = Answer(api, body, self.model, prefill, self._reply(body), next(self._answer_ids))
-        if api == "responses":
-            self._remember(answer.whole())
+        ids = self.token_ids(body, path)
         self._in_flight += 1
-        return StreamingResponse(self._stream(answer, prefill), media_type="text/event-stream")
+        stream = self._stream(api, body, ids, salt)
+        return StreamingResponse(stream, media_type="text/event-stream")
 
     async def _answered(
         self, api: str, path: str, body: dict[str, Any], salt: str | None
@@ -495,14 +510,17 @@ class FakeVLLM:
         """A non-streaming answer, after its delay and prefill time."""
         if self.delay_headers_s:
             await asyncio.sleep(self.delay_headers_s)
-        prefill = self._prefill(self.token_ids(body, path), salt)
+        (prefill,) = await self._prefilled([self.token_ids(body, path)], salt)
+        answer = self._answer(api, body, prefill)
+        whole: dict[str, Any] = answer.whole()
+        return whole
+
+    def _answer(self, api: str, body: dict[str, Any], prefill: Prefill) -> Answer:
+        """The answer to a prefilled request; a Responses one is kept for its id."""
         answer = Answer(api, body, self.model, prefill, self._reply(body), next(self._answer_ids))
         if api == "responses":
             self._remember(answer.whole())
-        await asyncio.sleep(prefill.seconds)
-        self._commit(prefill)
-        whole: dict[str, Any] = answer.whole()
-        return whole
+        return answer
 
     def _reply(self, body: dict[str, Any]) -> Reply:
         limit = (
@@ -512,14 +530,17 @@ class FakeVLLM:
         )
         return Reply(["ok"] * (min(int(limit), self.chunks) if limit else self.chunks), "length")
 
-    async def _stream(self, answer: Answer, prefill: Prefill) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, api: str, body: dict[str, Any], ids: list[int], salt: str | None
+    ) -> AsyncIterator[bytes]:
         try:
             try:
-                await asyncio.sleep(prefill.seconds + self.delay_first_chunk_s)
+                (prefill,) = await self._prefilled([ids], salt)
+                await asyncio.sleep(self.delay_first_chunk_s)
             except asyncio.CancelledError:
                 self.streams_cancelled += 1
                 raise
-            self._commit(prefill)
+            answer = self._answer(api, body, prefill)
             for number, event in enumerate(answer.events()):
                 if self.break_after_chunks is not None and number >= self.break_after_chunks:
                     raise RuntimeError("the fake replica broke the stream off")
@@ -543,10 +564,8 @@ class FakeVLLM:
             ids = prompts(body)
         except Refused as refused:
             return refused.answer()
-        prefills = [self._prefill(prompt, salt) for prompt in ids]
-        await asyncio.sleep(self.delay_headers_s + sum(p.seconds for p in prefills))
-        for prefill in prefills:
-            self._commit(prefill)
+        await asyncio.sleep(self.delay_headers_s)
+        prefills = await self._prefilled(ids, salt)
         return JSONResponse(answer(body, f"fake{next(self._answer_ids)}", prefills))
 
     async def _batch(self, request: Request) -> Response:

@@ -6,6 +6,7 @@ same prompt gives the same block hashes and event fields."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import httpx
@@ -39,6 +40,14 @@ def test_another_salt_never_hits(replica: FakeVLLM) -> None:
     complete(replica, TOKENS, "tenant-a")
     assert cached(complete(replica, TOKENS, "tenant-b")) == 0
     assert cached(complete(replica, TOKENS)) == 0
+
+
+def test_a_request_queued_behind_another_reads_the_blocks_that_one_computed() -> None:
+    # two requests at once: the second waits for the first's prefill, then finds its
+    # blocks cached, as vLLM's scheduler looks a waiting request up when it schedules it
+    with FakeVLLM(prefill_s_per_block=0.05) as slow, ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: cached(complete(slow, TOKENS, "a")), range(2)))
+    assert sorted(answers) == [0, 5 * 32]
 
 
 def test_stored_blocks_are_published_with_vllms_hashes(replica: FakeVLLM) -> None:
