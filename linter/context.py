@@ -21,7 +21,6 @@ import libcst as cst
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     ScopeProvider,
 )
@@ -64,6 +63,7 @@ class LintContext:
         self.filename = filename
         self.config = config
         self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self._parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}
 
     @functools.cached_property
     def cached_keywords(self) -> frozenset[str]:
@@ -135,10 +135,21 @@ class LintContext:
             for call, function in self.index.requests
         ]
 
-    @functools.cached_property
-    def parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
-        """Each node's parent (resolved on first use: only when a finding needs its place)."""
-        return self.wrapper.resolve(ParentNodeProvider)
+    def parents(self, function: FunctionNode | None) -> Mapping[cst.CSTNode, cst.CSTNode]:
+        """Each node's parent within `function` (the module when None), computed on first
+        use for that function only: just where a finding needs its place."""
+        key = id(function)
+        found = self._parents.get(key)
+        if found is None:
+            found = {}
+            stack: list[cst.CSTNode] = [function if function is not None else self.module]
+            while stack:
+                node = stack.pop()
+                for child in node.children:
+                    found[child] = node
+                    stack.append(child)
+            self._parents[key] = found
+        return found
 
     @functools.cached_property
     def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:

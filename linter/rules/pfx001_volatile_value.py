@@ -109,11 +109,11 @@ class VolatileValueInCachedSegment(PythonRule):
         for segment, taint in context.segment_taints:
             if taint.kind != "volatile":
                 continue
-            if taint.period == "step" and not _inside(context, segment.node, taint.loop):
+            if taint.period == "step" and not _inside(context, segment, taint.loop):
                 continue  # a counter of a loop that builds the text, not one that sends it
             following = following_text(segment, taint, context.analysis)
             if taint.period != "process" and sent_once_at_end(
-                following, segment, context.parents, context.analysis
+                following, segment, context.parents(segment.function), context.analysis
             ):
                 continue  # it ends a prompt sent once, with only the user turn after it
             message = _message(context, segment, taint, following)
@@ -224,10 +224,10 @@ def _is_date(taint: Taint) -> bool:
     return _callable(taint).split(".")[0] in ("datetime", "time", "pendulum", "arrow")
 
 
-def _inside(context: LintContext, node: cst.CSTNode, loop: cst.CSTNode | None) -> bool:
-    """Whether `node` is in the body of `loop` (the prompt is rebuilt on every pass)."""
-    parents = context.parents
-    current: cst.CSTNode | None = node
+def _inside(context: LintContext, segment: CachedSegment, loop: cst.CSTNode | None) -> bool:
+    """Whether the segment is in the body of `loop` (the prompt is rebuilt on every pass)."""
+    parents = context.parents(segment.function)
+    current: cst.CSTNode | None = segment.node
     while current is not None:
         if current is loop:
             return True

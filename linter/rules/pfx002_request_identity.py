@@ -71,7 +71,9 @@ class RequestIdentityInCachedSegment(PythonRule):
             if _built_for_later(context, segment) and is_shared_owner(owner or []):
                 continue  # an agent built per tenant and handed back: reused as is
             following = following_text(segment, taint, context.analysis)
-            if sent_once_at_end(following, segment, context.parents, context.analysis):
+            if sent_once_at_end(
+                following, segment, context.parents(segment.function), context.analysis
+            ):
                 continue  # it ends a prompt sent once, with only the user turn after it
             after = f"; {following.describe()}" if following and not following.at_end else ""
             yield context.finding(
@@ -88,7 +90,7 @@ def _built_for_later(context: LintContext, segment: CachedSegment) -> bool:
     """Whether the segment is an argument of an object built and returned by its function
     (`def agent_for(tenant): return Agent(instructions=f"... {tenant.name}")`): a
     factory; each agent keeps its prompt for every request it serves."""
-    parents = context.parents
+    parents = context.parents(segment.function)
     arg = parents.get(segment.node)
     call = parents.get(arg) if isinstance(arg, cst.Arg) else None
     if not isinstance(call, cst.Call):
