@@ -14,10 +14,10 @@ answers. Every request is logged before routing (`ReceivedRequest`). Every gener
 (`GENERATION_PATHS`) looks its prompts up in one prefix cache: an LRU of whole blocks
 (`PrefixCache`) keyed by vLLM's block hashes with the request's ``cache_salt`` in the first
 block, so a repeated prefix hits in whole blocks but never its last block nor under another
-salt. Prompts are prefilled one at a time, each looked up when its turn comes (as vLLM's
-scheduler looks a waiting request up when it schedules it), taking `prefill_s_per_block`
-per uncached block: a prompt queued behind another with the same prefix reads what that
-one computed. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
+salt. A request's blocks are cached as it is looked up, before its prefill time
+(`prefill_s_per_block` per uncached block) passes, as vLLM's scheduler caches the blocks
+it allocates: a request sent while another with the same prefix is being prefilled reads
+that one's blocks. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens``), ``/metrics`` the counters
 prefixkit reads. With `kv_events` (True: on an ipc socket of its own; or the ZMQ endpoint to
 bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
@@ -249,7 +249,6 @@ class FakeVLLM:
         self.hit_tokens = 0
         self._log = RequestLog()
         self._in_flight = 0
-        self._steps = asyncio.Lock()  # one prefill at a time, as an engine step
         self._answer_ids = itertools.count(1)
         self._responses: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._events_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -316,7 +315,6 @@ class FakeVLLM:
         return self.tokenizer(str(prompt))
 
     def start(self) -> FakeVLLM:
-        self._steps = asyncio.Lock()  # made per start: each start serves on a loop of its own
         if self.kv_events_endpoint is not None:
             import zmq
 
@@ -433,15 +431,15 @@ class FakeVLLM:
         return Prefill(ids, hashes, cached, len(hashes) * size - cached, seconds)
 
     async def _prefilled(self, prompts: list[list[int]], salt: str | None) -> list[Prefill]:
-        """Prefill `prompts` (one request's) as vLLM's scheduler does: in one engine step,
-        one step at a time, looked up in the prefix cache when their step comes (so a
-        request queued behind another reads the blocks that one computed, while the
-        prompts of one step do not read each other's); cached once computed."""
-        async with self._steps:
-            prefills = [self._prefill(ids, salt) for ids in prompts]
-            await asyncio.sleep(sum(prefill.seconds for prefill in prefills))
-            for prefill in prefills:
-                self._commit(prefill)
+        """Prefill `prompts` (one request's) as vLLM's scheduler allocates them: looked up
+        in the prefix cache, then their blocks cached (and published) at once, before the
+        prefill time passes. A request sent while another with the same prefix is being
+        prefilled reads that one's blocks; the prompts of one request do not read each
+        other's."""
+        prefills = [self._prefill(ids, salt) for ids in prompts]
+        for prefill in prefills:
+            self._commit(prefill)
+        await asyncio.sleep(sum(prefill.seconds for prefill in prefills))
         return prefills
 
     def _commit(self, prefill: Prefill) -> None:

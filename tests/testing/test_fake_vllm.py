@@ -42,9 +42,9 @@ def test_another_salt_never_hits(replica: FakeVLLM) -> None:
     assert cached(complete(replica, TOKENS)) == 0
 
 
-def test_a_request_queued_behind_another_reads_the_blocks_that_one_computed() -> None:
-    # two requests at once: the second waits for the first's prefill, then finds its
-    # blocks cached, as vLLM's scheduler looks a waiting request up when it schedules it
+def test_a_request_sent_during_anothers_prefill_reads_the_blocks_that_one_allocated() -> None:
+    # two requests at once: the second finds the first's blocks cached, as vLLM's
+    # scheduler caches the blocks it allocates before computing them
     with FakeVLLM(prefill_s_per_block=0.05) as slow, ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda _: cached(complete(slow, TOKENS, "a")), range(2)))
     assert sorted(answers) == [0, 5 * 32]
