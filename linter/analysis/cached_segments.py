@@ -195,9 +195,40 @@ def _constructor_segments(
         return [
             CachedSegment(other.value, label, function)
             for index, other in enumerate(call.args)
-            if index != position and not other.star
+            if index != position and not other.star and _text_argument(other, env, analysis)
         ]
     return []
+
+
+_TEXT_METHODS = frozenset({"format", "join", "strip", "replace"})
+
+
+def _text_argument(arg: cst.Arg, env: Env, analysis: TaintAnalysis) -> bool:
+    """Whether an argument is the message's text, by its value: text built in place or
+    through names (a string, f-string, `+`, `.format`, `.join`), or a parameter given
+    by position; not a timestamp, an id or other metadata computed by a call."""
+    node = arg.value
+    values: list[cst.BaseExpression]
+    if isinstance(node, cst.Attribute):
+        values = analysis.attribute_values(node)
+    else:
+        values = [value for value, _env in analysis.resolve(node, env)]
+    for value in values:
+        if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            return True
+        if isinstance(value, cst.BinaryOperation) and isinstance(
+            value.operator, (cst.Add, cst.Modulo)
+        ):
+            return True
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _TEXT_METHODS
+        ):
+            return True
+        if isinstance(value, cst.Name) and arg.keyword is None:
+            return True
+    return False
 
 
 def _own_class(call: cst.Call, analysis: TaintAnalysis) -> cst.ClassDef | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import libcst as cst
 
@@ -225,11 +225,33 @@ def _is_date(taint: Taint) -> bool:
 
 
 def _inside(context: LintContext, segment: CachedSegment, loop: cst.CSTNode | None) -> bool:
-    """Whether the segment is in the body of `loop` (the prompt is rebuilt on every pass)."""
+    """Whether the segment is in the body of `loop` (the prompt is rebuilt on every pass)
+    and the loop sends the requests."""
     parents = context.parents(segment.function)
-    current: cst.CSTNode | None = segment.node
+    if loop is None or not _within(parents, segment.node, loop):
+        return False
+    # the loop sends the requests: a provider request call is in its body
+    return any(
+        function is segment.function and _sends(call) and _within(parents, call, loop)
+        for call, function in context.index.requests
+    )
+
+
+def _sends(call: cst.Call) -> bool:
+    """A request sent (`client.messages.create(...)`), not an object built (`Agent(tools=...)`)."""
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else None
+    if isinstance(func, cst.Name):
+        name = func.value
+    return name is not None and not name[:1].isupper()
+
+
+def _within(
+    parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, outer: cst.CSTNode
+) -> bool:
+    current: cst.CSTNode | None = node
     while current is not None:
-        if current is loop:
+        if current is outer:
             return True
         current = parents.get(current)
     return False
