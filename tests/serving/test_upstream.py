@@ -271,7 +271,7 @@ def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reuse
 
 
 def test_chunks_that_arrive_together_are_passed_on_as_one_piece() -> None:
-    events = [b"data: {\"n\": %d}\n\n" % n for n in range(8)]
+    events = [b'data: {"n": %d}\n\n' % n for n in range(8)]
     framed = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
     answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + framed
     pieces, _ = _read_twice(answer, [len(answer)])
