@@ -38,9 +38,12 @@ from uvicorn.server import ServerState
 
 from .refused import error_body
 
-__all__ = ["LINGER_S", "BoundedH11Protocol", "bounded_h11_protocol"]
+__all__ = ["LINGER_S", "TIMER_RESOLUTION_S", "BoundedH11Protocol", "bounded_h11_protocol"]
 
 LINGER_S = 2.0  # how long a refused connection reads and discards before it closes
+# added to every deadline a client is promised: uvloop's timers count whole milliseconds
+# from the loop's cached time and fire up to a millisecond early
+TIMER_RESOLUTION_S = 0.001
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -114,7 +117,9 @@ class BoundedH11Protocol(H11Protocol):
     def _start_head(self, received: int) -> None:
         self._end_head()
         self._head_bytes = received
-        self._head_deadline = self.loop.call_later(self.header_timeout_s, self._head_overdue)
+        self._head_deadline = self.loop.call_later(
+            self.header_timeout_s + TIMER_RESOLUTION_S, self._head_overdue
+        )
 
     def _end_head(self) -> None:
         if self._head_deadline is not None:

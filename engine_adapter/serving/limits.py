@@ -22,6 +22,7 @@ import anyio
 from starlette.types import Receive
 
 from ..errors import DeploymentConfigError
+from .http_server import TIMER_RESOLUTION_S
 from .refused import Refused
 
 __all__ = ["Limits", "TenantSlots", "read_body"]
@@ -59,7 +60,7 @@ async def read_body(receive: Receive, headers: Mapping[str, str], limits: Limits
     chunks: list[bytes] = []
     size = 0
     try:
-        with anyio.fail_after(limits.body_timeout_s):
+        with anyio.fail_after(limits.body_timeout_s + TIMER_RESOLUTION_S):
             more = True
             while more:
                 message = await receive()
