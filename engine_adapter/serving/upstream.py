@@ -9,8 +9,9 @@ front of them) and its answer streamed back to the client as it comes.
   `max_connections` are open to one upstream at a time (a request beyond them waits).
 * `UpstreamPools.send` writes the request head and body in one write and returns the
   answer's status and headers with its body still to come; `relay_answer` passes the
-  body to the client piece by piece as it arrives (a chunk of a chunked answer as it was
-  framed, each piece passed on as read, never buffered whole, never re-encoded).
+  body to the client piece by piece as it arrives (the chunks of a chunked answer that
+  arrived together as one piece, each piece passed on as read, never buffered whole,
+  never re-encoded).
 * Failures are httpx's exception types, as the rest of the serving app knows them: a
   refused connection is `httpx.ConnectError` (nothing reached the engine: the caller may
   place the request elsewhere), a connection that does not open within the connect
