@@ -28,9 +28,11 @@ from .raw_http import raw_request
 MAX_BODY = 64 * 1024
 BODY_TIMEOUT_S = 0.5
 HEADER_TIMEOUT_S = 0.5
-READ_TIMEOUT_S = 0.5
 # how late a deadline may be seen on a busy 2-core machine
 LATE_S = 1.0
+# the replica's answers may be that late too: an upstream read timeout below it turns a
+# slow answer on a busy machine into a 502
+READ_TIMEOUT_S = 0.5 + LATE_S
 LIMITS = Limits(
     max_body_bytes=MAX_BODY,
     body_timeout_s=BODY_TIMEOUT_S,
