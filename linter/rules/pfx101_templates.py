@@ -157,19 +157,23 @@ def _next(text: str, position: int, openers: tuple[str, ...]) -> tuple[int, str]
     return best
 
 
+def _comment(text: str, at: int, closer: str, opener_length: int = 0) -> tuple[Piece, int]:
+    """The comment opened at `at`, to its `closer` (searched from `opener_length` after
+    `at`) or to the end of `text`."""
+    end = text.find(closer, at + opener_length)
+    end = len(text) if end < 0 else end + len(closer)
+    return Piece("comment", at, end), end
+
+
 def _jinja_piece(text: str, position: int) -> tuple[Piece | None, int] | None:
     found = _next(text, position, ("{{", "{%", "{#", _HTML_COMMENT[0]))
     if found is None:
         return None
     at, opener = found
     if opener == _HTML_COMMENT[0]:
-        end = text.find(_HTML_COMMENT[1], at)
-        end = len(text) if end < 0 else end + len(_HTML_COMMENT[1])
-        return Piece("comment", at, end), end
+        return _comment(text, at, _HTML_COMMENT[1])
     if opener == "{#":
-        end = text.find("#}", at + 2)
-        end = len(text) if end < 0 else end + 2
-        return Piece("comment", at, end), end
+        return _comment(text, at, "#}", 2)
     closer = "}}" if opener == "{{" else "%}"
     end = _closing(text, at + 2, closer)
     expression = _inner(text, at, end, 2, 2)
@@ -190,9 +194,7 @@ def _generic_piece(text: str, position: int) -> tuple[Piece | None, int] | None:
         return None
     at, opener = found
     if opener == _HTML_COMMENT[0]:
-        end = text.find(_HTML_COMMENT[1], at)
-        end = len(text) if end < 0 else end + len(_HTML_COMMENT[1])
-        return Piece("comment", at, end), end
+        return _comment(text, at, _HTML_COMMENT[1])
     if opener == "{{{":
         end = _closing(text, at + 3, "}}}")
         return Piece("output", at, end, _inner(text, at, end, 3, 3)), end
@@ -200,9 +202,7 @@ def _generic_piece(text: str, position: int) -> tuple[Piece | None, int] | None:
         inside = at + len(opener)
         body = text[inside:].lstrip(" \t-~")
         if body.startswith("!") or body.startswith("/*"):
-            end = text.find("*/}}" if body.startswith("/*") else "}}", inside)
-            end = len(text) if end < 0 else end + (4 if body.startswith("/*") else 2)
-            return Piece("comment", at, end), end
+            return _comment(text, at, "*/}}" if body.startswith("/*") else "}}", len(opener))
         if body[:1] in ("#", "^", "/", ">"):
             end = _closing(text, inside, "}}")
             expression = _inner(text, at, end, len(opener), 2)

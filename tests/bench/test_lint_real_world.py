@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "lint_real_world.py"
+from tests.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lint_real_world", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses read their module's namespace
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("lint_real_world")
 
 
 ROOT = Path("/repos/ledgerly")

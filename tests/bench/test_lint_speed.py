@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "lint_speed.py"
+from tests.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lint_speed", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses read their module's namespace
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("lint_speed")
 
 
 def test_an_extracted_package_is_imported_from_its_parent(
