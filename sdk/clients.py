@@ -48,6 +48,7 @@ from .extras import require_extra
 from .model_facts import model_info
 from .openai_request import render_openai_chat, render_openai_responses
 from .prompt import Prompt
+from .telemetry import traced
 from .tokenizer import HFTokenizer
 from .vllm_request import render_vllm
 
@@ -293,6 +294,7 @@ class AnthropicClient:
             client = anthropic.Anthropic(**client_options)
         self.client = client
 
+    @traced("anthropic", "chat")
     def create(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
@@ -303,6 +305,7 @@ class AnthropicClient:
         message = _messages_api(self.client, kwargs).create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
 
+    @traced("anthropic", "chat")
     def stream(
         self,
         prompt: Prompt,
@@ -356,6 +359,7 @@ class AsyncAnthropicClient:
                 await tokenizer.prepare(prefixes=prefixes, min_tokens=minimum)
         return _anthropic_request(prompt, model, max_tokens, options)
 
+    @traced("anthropic", "chat")
     async def create(
         self, prompt: Prompt, *, model: str, max_tokens: int, **options: Any
     ) -> tuple[anthropic.types.Message, CacheStats]:
@@ -370,6 +374,7 @@ class AsyncAnthropicClient:
         message = await _messages_api(self.client, kwargs).create(**kwargs)
         return message, _stats(message.usage, model, "anthropic")
 
+    @traced("anthropic", "chat")
     async def stream(
         self,
         prompt: Prompt,
@@ -410,6 +415,7 @@ class OpenAIClient:
         self.client = client
         self._keys = _ConversationKeys()
 
+    @traced("openai", "chat")
     def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
@@ -419,6 +425,7 @@ class OpenAIClient:
         completion = self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
 
+    @traced("openai", "chat")
     def responses(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
@@ -429,6 +436,7 @@ class OpenAIClient:
         self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
+    @traced("openai", "chat")
     def stream_chat(
         self,
         prompt: Prompt,
@@ -445,6 +453,7 @@ class OpenAIClient:
             stream.add(chunk)
         return stream.result(model)
 
+    @traced("openai", "chat")
     def stream_responses(
         self,
         prompt: Prompt,
@@ -481,6 +490,7 @@ class AsyncOpenAIClient:
         self.client = client
         self._keys = _ConversationKeys()
 
+    @traced("openai", "chat")
     async def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
@@ -490,6 +500,7 @@ class AsyncOpenAIClient:
         completion = await self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
 
+    @traced("openai", "chat")
     async def responses(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
@@ -502,6 +513,7 @@ class AsyncOpenAIClient:
         self._keys.remember(kwargs, response)
         return response, _stats(response.usage, model, "openai_responses", response.service_tier)
 
+    @traced("openai", "chat")
     async def stream_chat(
         self,
         prompt: Prompt,
@@ -518,6 +530,7 @@ class AsyncOpenAIClient:
             stream.add(chunk)
         return stream.result(model)
 
+    @traced("openai", "chat")
     async def stream_responses(
         self,
         prompt: Prompt,
@@ -590,6 +603,7 @@ class VLLMClient(_VllmPrompts):
         self.client = client
         super().__init__(tokenizer, block_size, salt_secret)
 
+    @traced("vllm", "chat")
     def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
@@ -598,6 +612,7 @@ class VLLMClient(_VllmPrompts):
         completion = self.client.chat.completions.create(**self._render(prompt, model, **options))
         return completion, _stats(completion.usage, None, "openai_chat")
 
+    @traced("vllm", "text_completion")
     def complete(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
@@ -607,6 +622,7 @@ class VLLMClient(_VllmPrompts):
         completion = self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
 
+    @traced("vllm", "chat")
     def stream_chat(
         self,
         prompt: Prompt,
@@ -645,6 +661,7 @@ class AsyncVLLMClient(_VllmPrompts):
         self.client = client
         super().__init__(tokenizer, block_size, salt_secret)
 
+    @traced("vllm", "chat")
     async def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
@@ -654,6 +671,7 @@ class AsyncVLLMClient(_VllmPrompts):
         completion = await self.client.chat.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
 
+    @traced("vllm", "text_completion")
     async def complete(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
@@ -663,6 +681,7 @@ class AsyncVLLMClient(_VllmPrompts):
         completion = await self.client.completions.create(**kwargs)
         return completion, _stats(completion.usage, None, "openai_chat")
 
+    @traced("vllm", "chat")
     async def stream_chat(
         self,
         prompt: Prompt,
