@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from .block_hash import none_hash_seed as none_hash_seed
     from .block_hash import salt_extra_keys as salt_extra_keys
     from .block_hash import vllm_version_of as vllm_version_of
+    from .cache_miss import CacheMiss as CacheMiss
+    from .cache_miss import MissReason as MissReason
     from .cache_payoff import BreakEven as BreakEven
     from .cache_payoff import TTLChoice as TTLChoice
     from .cache_payoff import break_even as break_even
@@ -244,6 +246,8 @@ _EXPORTS: dict[str, str] = {
     "vllm_tool": "vllm_request",
     "vllm_version_of": "block_hash",
     "write_lock": "registry",
+    "CacheMiss": "cache_miss",
+    "MissReason": "cache_miss",
 }
 
 __all__ = list(_EXPORTS)

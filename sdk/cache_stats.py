@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from .cache_miss import CacheMiss
 from .errors import UsageError
 from .model_facts import ModelInfo, Pricing, Provider, model_info, provider_limits
 
@@ -187,6 +188,10 @@ class CacheStats:
     `unreported_requests` counts requests whose usage carried no cache
     counters (their `unreported_tokens` prompt tokens are in `uncached_tokens`
     but not in `hit_ratio`); `not_reported` says why and how to fix it.
+
+    `miss` says why one request missed (a `CacheMiss` from the provider's
+    diagnostics or prefixkit's local comparison); None when nothing was
+    missed or nobody asked, and always None on a sum (a sum has no single reason).
     """
 
     cached_tokens: int = 0
@@ -201,6 +206,7 @@ class CacheStats:
     unreported_requests: int = 0
     unreported_tokens: int = 0
     not_reported: str | None = None
+    miss: CacheMiss | None = None
 
     @classmethod
     def from_usage(
@@ -382,6 +388,8 @@ class CacheStats:
                 f", USD {self.cost_usd:.6f} vs {self.cost_without_cache_usd:.6f} uncached "
                 f"(saved {self.savings_usd:+.6f})"
             )
+        if self.miss is not None:
+            text += f"; {self.miss}"
         return text
 
 
