@@ -79,8 +79,10 @@ class ServingApp:
             "connect_timeout": limits.upstream_connect_timeout_s,
             "read_timeout": limits.upstream_read_timeout_s,
         }
-        self.upstreams = Upstreams(**timeouts)  # health polls, metrics, /tokenize
+        self.upstreams = Upstreams(**timeouts)  # metrics, /tokenize
         self.pools = UpstreamPools(**timeouts)  # the requests relayed
+        # health polls: connections of their own, never waiting behind relayed requests
+        self.polls = UpstreamPools(connect_timeout=limits.upstream_connect_timeout_s)
         self.bodies = BodyWorkers(limits.body_workers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,7 +109,7 @@ class ServingApp:
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
         try:
-            await self.routing.start(self.upstreams)
+            await self.routing.start(self.upstreams, self.polls)
         except Exception as error:
             await send({"type": "lifespan.startup.failed", "message": repr(error)})
             return
@@ -116,6 +118,7 @@ class ServingApp:
         try:
             await self.routing.stop()
             self.pools.close()
+            self.polls.close()
             await self.upstreams.aclose()
             await asyncio.to_thread(self.bodies.close)
         finally:

@@ -53,6 +53,7 @@ from starlette.responses import JSONResponse, Response
 from ..routing.router_state import Placement, RouterState, server_timing
 from .refused import Refused
 from .relay import Upstreams
+from .upstream import UpstreamPools
 
 __all__ = [
     "DirectRoute",
@@ -100,7 +101,10 @@ class Routing(Protocol):
         """The replicas behind the stage (for ``/metrics``)."""
         ...
 
-    async def start(self, upstreams: Upstreams) -> None: ...
+    async def start(self, upstreams: Upstreams, polls: UpstreamPools) -> None:
+        """Start following the upstreams: `upstreams` for occasional requests (metrics,
+        `/tokenize`), `polls` for the health polls."""
+        ...
 
     async def stop(self) -> None: ...
 
@@ -131,7 +135,7 @@ class Routing(Protocol):
 @contextlib.asynccontextmanager
 async def polled_health(
     urls: Sequence[str],
-    upstreams: Upstreams,
+    pools: UpstreamPools,
     interval_s: float,
     record: Callable[[int, bool], None],
 ) -> AsyncIterator[None]:
@@ -142,8 +146,7 @@ async def polled_health(
     async def poll() -> None:
         for index, url in enumerate(urls):
             try:
-                response = await upstreams.client(url).get("/health", timeout=2.0)
-                ok = response.status_code == 200
+                ok = await pools.status(url, "/health", timeout=2.0) == 200
             except httpx.HTTPError:
                 ok = False
             record(index, ok)
@@ -186,12 +189,12 @@ class DirectRoute:
         self.healthy = [False]
         self._stack = contextlib.AsyncExitStack()
 
-    async def start(self, upstreams: Upstreams) -> None:
+    async def start(self, upstreams: Upstreams, polls: UpstreamPools) -> None:
         def record(index: int, ok: bool) -> None:
             self.healthy[index] = ok
 
         await self._stack.enter_async_context(
-            polled_health([self.upstream], upstreams, self.health_interval_s, record)
+            polled_health([self.upstream], polls, self.health_interval_s, record)
         )
 
     async def stop(self) -> None:
@@ -385,7 +388,7 @@ class PreciseRoute:
         # the request's token ids computed here, None when they cannot be exactly
         self._prompt_tokens: Callable[[str, dict[str, Any]], list[int] | None] | None = None
 
-    async def start(self, upstreams: Upstreams) -> None:
+    async def start(self, upstreams: Upstreams, polls: UpstreamPools) -> None:
         self._upstreams = upstreams
         settings = self.router.settings
         stack = self._stack
@@ -403,7 +406,7 @@ class PreciseRoute:
         await stack.enter_async_context(
             polled_health(
                 self.replica_urls,
-                upstreams,
+                polls,
                 self.router.settings.health_interval_s,
                 self.router.set_health,
             )
@@ -568,9 +571,9 @@ class SmgRoute:
         self.precise = precise
         self.replica_urls = precise.replica_urls
 
-    async def start(self, upstreams: Upstreams) -> None:
-        await self.smg.start(upstreams)
-        await self.precise.start(upstreams)
+    async def start(self, upstreams: Upstreams, polls: UpstreamPools) -> None:
+        await self.smg.start(upstreams, polls)
+        await self.precise.start(upstreams, polls)
 
     async def stop(self) -> None:
         await self.precise.stop()

@@ -489,6 +489,23 @@ class UpstreamPools:
         """`UpstreamPool.send` on `base_url`'s pool."""
         return await self.pool(base_url).send(method, target, headers, body)
 
+    async def status(self, base_url: str, target: str, timeout: float) -> int:
+        """The status of ``GET target`` on `base_url`, its body read and dropped (a health
+        poll); raises `httpx.HTTPError`, `httpx.TimeoutException` past `timeout` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                answer = await self.send(base_url, "GET", target)
+                try:
+                    async for _ in answer.body():
+                        pass
+                finally:
+                    answer.close()
+        except TimeoutError:
+            raise httpx.TimeoutException(
+                f"{base_url}{target} did not answer within {timeout} s"
+            ) from None
+        return answer.status_code
+
     def close(self) -> None:
         for pool in self._pools.values():
             pool.close()

@@ -28,7 +28,7 @@ from prefixkit.engine_adapter.serving.app import serving_app
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.limits import Limits
 from prefixkit.engine_adapter.serving.router import DirectRoute, PreciseRoute, Routing
-from prefixkit.engine_adapter.serving.upstream import UpstreamPool
+from prefixkit.engine_adapter.serving.upstream import UpstreamPool, UpstreamPools
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -320,3 +320,37 @@ def test_a_malformed_chunked_answer_is_refused_by_what_is_wrong(framed: bytes, e
             await server.wait_closed()
 
     asyncio.run(run())
+
+
+def test_health_polls_of_an_upstream_share_one_kept_alive_connection() -> None:
+    async def run(url: str) -> tuple[list[int], int]:
+        polls = UpstreamPools()
+        try:
+            statuses = [await polls.status(url, "/health", timeout=2.0) for _ in range(5)]
+            return statuses, polls.pool(url).opened
+        finally:
+            polls.close()
+
+    with upstream_served([b"data: ok\n\n"]) as (_, url):
+        assert asyncio.run(run(url)) == ([200] * 5, 1)
+
+
+def test_a_health_poll_of_an_upstream_that_does_not_answer_times_out() -> None:
+    async def run() -> type[BaseException] | None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                await reader.read()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        polls = UpstreamPools()
+        try:
+            await polls.status(f"http://127.0.0.1:{port}", "/health", timeout=0.2)
+        except httpx.TimeoutException as error:
+            return type(error)
+        finally:
+            polls.close()
+            server.close()
+        return None
+
+    assert asyncio.run(run()) is httpx.TimeoutException
