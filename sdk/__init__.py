@@ -126,6 +126,8 @@ if TYPE_CHECKING:
     from .static_prefix_guard import GuardMode as GuardMode
     from .static_prefix_guard import StaticPrefixGuard as StaticPrefixGuard
     from .static_prefix_guard import default_guard as default_guard
+    from .telemetry import instrument as instrument
+    from .telemetry import uninstrument as uninstrument
     from .tokenizer import HFTokenizer as HFTokenizer
     from .tokenizer import TiktokenTokenizer as TiktokenTokenizer
     from .tokenizer import TokenCount as TokenCount
@@ -248,6 +250,8 @@ _EXPORTS: dict[str, str] = {
     "write_lock": "registry",
     "CacheMiss": "cache_miss",
     "MissReason": "cache_miss",
+    "instrument": "telemetry",
+    "uninstrument": "telemetry",
 }
 
 __all__ = list(_EXPORTS)

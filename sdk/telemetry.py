@@ -217,10 +217,10 @@ def _usage_attributes(stats: CacheStats) -> dict[str, Any]:
         attributes[CACHE_CREATION_TOKENS] = stats.written_tokens
     if stats.hit_ratio is not None:
         attributes[HIT_RATIO] = stats.hit_ratio
-    miss = getattr(stats, "miss", None)
+    miss = stats.miss
     if miss is not None:
         attributes[MISS_REASON] = str(miss.reason)
-        attributes[MISS_SOURCE] = str(miss.source)
+        attributes[MISS_SOURCE] = miss.source
         if miss.missed_tokens is not None:
             attributes[MISSED_TOKENS] = miss.missed_tokens
         if miss.segment is not None:
@@ -299,8 +299,7 @@ class _Request:
         if stats.reported:
             instruments.cache_read.add(stats.cached_tokens, common)
             instruments.cache_creation.add(stats.written_tokens, common)
-        miss = getattr(stats, "miss", None)
-        reason = {MISS_REASON: str(miss.reason)} if miss is not None else {}
+        reason = {MISS_REASON: str(stats.miss.reason)} if stats.miss is not None else {}
         instruments.requests.add(1, {**common, **reason})
 
     def __exit__(
