@@ -174,13 +174,14 @@ def uninstrument() -> None:
     _active = None
 
 
-def prompt_version(prompt: Prompt) -> str | None:
-    """The versions a prompt is built from: the `name@version` label of each segment
-    that has a version (a prompt file loaded from a `PromptRegistry`), comma-joined in
-    prompt order; None when no segment has one."""
-    segments = (*prompt.tools, *prompt.system, *prompt.context, *prompt.messages)
-    labels = dict.fromkeys(segment.label for segment in segments if segment.version)
-    return ",".join(labels) or None
+def prompt_identity(prompt: Prompt) -> tuple[str | None, str | None]:
+    """The name and version a prompt is counted under, as the hit-rate monitor counts it:
+    its `name` (else the name of its first segment with a version) and the version of its
+    first segment with one (a prompt file loaded from a `PromptRegistry`)."""
+    versioned = next((s for s in prompt.segments() if s.version is not None), None)
+    if versioned is None:
+        return prompt.name, None
+    return prompt.name or versioned.name, versioned.version
 
 
 def _server(client: Any) -> dict[str, str | int]:
@@ -247,9 +248,9 @@ class _Request:
         if isinstance(model, str):
             common[REQUEST_MODEL] = model
         if isinstance(prompt, Prompt):
-            if prompt.name is not None:
-                common[PROMPT_NAME] = prompt.name
-            version = prompt_version(prompt)
+            name, version = prompt_identity(prompt)
+            if name is not None:
+                common[PROMPT_NAME] = name
             if version is not None:
                 common[PROMPT_VERSION] = version
         server = _server(getattr(args[0], "client", None)) if args else {}

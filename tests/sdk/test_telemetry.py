@@ -47,12 +47,12 @@ from prefixkit.testing.providers import (
 )
 
 INSTRUCTIONS = "You are the support assistant of Nimbus Storage. Answer from the price list. " * 100
-SUPPORT = {"prefixkit.prompt.name": "support", "prefixkit.prompt.version": "policy@3"}
+SUPPORT = {"prefixkit.prompt.name": "support", "prefixkit.prompt.version": "3"}
 VLLM_URL = "http://127.0.0.1:8011/v1"
 
 
 def support_prompt(question: str = "How much is 500 GB of egress?") -> Prompt:
-    """A named prompt with a versioned segment (its version is `policy@3`)."""
+    """A named prompt with a versioned segment (its version is "3")."""
     return Prompt(
         system=[
             Segment.static(INSTRUCTIONS, name="instructions"),
@@ -191,6 +191,19 @@ def test_a_prompt_without_a_name_or_versions_leaves_those_attributes_out(
     AnthropicClient(api.anthropic_client()).create(prompt, model="claude-opus-4-1", max_tokens=8)
     attributes = telemetry.attributes()
     assert not {*SUPPORT, "gen_ai.prompt.name"} & set(attributes)
+
+
+def test_a_prompt_without_a_name_is_named_by_its_first_versioned_segment(
+    telemetry: Telemetry, api: MockProvider
+) -> None:
+    # a prompt file loaded from a registry: support@v3.md
+    registered = Segment.versioned(INSTRUCTIONS, version="v3", name="support")
+    prompt = Prompt(system=[registered], messages=[Segment.dynamic("Hi")])
+    AnthropicClient(api.anthropic_client()).create(prompt, model="claude-opus-4-1", max_tokens=8)
+    assert _includes(
+        telemetry.attributes(),
+        {"prefixkit.prompt.name": "support", "prefixkit.prompt.version": "v3"},
+    )
 
 
 def test_a_span_carries_the_response_id_and_model(telemetry: Telemetry, api: MockProvider) -> None:
