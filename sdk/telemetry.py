@@ -61,6 +61,10 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+# what the GenAI conventions call CACHE_CREATION_TOKENS since they moved to their own
+# repository (the semantic-conventions package has no constant for it yet); the anthropic
+# SDK's own spans use it: both names are set
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 TOKEN_TYPE = "gen_ai.token.type"
 SERVER_ADDRESS = "server.address"
@@ -216,6 +220,7 @@ def _usage_attributes(stats: CacheStats) -> dict[str, Any]:
     if stats.reported:  # else the cache counters are unknown, not 0
         attributes[CACHE_READ_TOKENS] = stats.cached_tokens
         attributes[CACHE_CREATION_TOKENS] = stats.written_tokens
+        attributes[CACHE_WRITE_TOKENS] = stats.written_tokens
     if stats.hit_ratio is not None:
         attributes[HIT_RATIO] = stats.hit_ratio
     miss = stats.miss

@@ -5,6 +5,7 @@ exporter and metric reader, through the official clients on the recording mock."
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -272,6 +273,7 @@ def test_an_openai_responses_span_carries_the_tokens_written_to_the_cache(
             "gen_ai.usage.input_tokens": 2006,
             "gen_ai.usage.cache_read.input_tokens": 1792,
             "gen_ai.usage.cache_creation.input_tokens": 128,
+            "gen_ai.usage.cache_write.input_tokens": 128,
             "gen_ai.usage.output_tokens": 300,
         },
     )
@@ -437,6 +439,40 @@ def test_nothing_is_traced_after_uninstrument(telemetry: Telemetry, api: MockPro
     )
     assert telemetry.spans.get_finished_spans() == ()
     assert telemetry.points("prefixkit.requests") == []
+
+
+GLOBAL_PROVIDERS = """
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prefixkit.sdk import AnthropicClient, Prompt, Segment, instrument
+from prefixkit.testing.providers import ANTHROPIC_USAGE, MockProvider
+
+spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+tracer_provider = TracerProvider()
+tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(tracer_provider)
+metrics.set_meter_provider(MeterProvider([reader]))
+api = MockProvider(anthropic_usage=ANTHROPIC_USAGE)
+client = AnthropicClient(api.anthropic_client(open_telemetry=False))  # the SDK's own spans off
+prompt = Prompt(system=[Segment.static("x " * 3000)], messages=[Segment.dynamic("Hi")])
+client.create(prompt, model="claude-opus-4-1", max_tokens=8)
+print(len(spans.get_finished_spans()), reader.get_metrics_data() is None)
+instrument()
+client.create(prompt, model="claude-opus-4-1", max_tokens=8)
+print(len(spans.get_finished_spans()), reader.get_metrics_data() is None)
+"""
+
+
+def test_instrument_without_providers_uses_the_global_ones_and_nothing_is_sent_before() -> None:
+    # the global providers can be set once per process: a process of its own
+    run = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDERS], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split("\n")[:2] == ["0 True", "1 False"]
 
 
 def test_instrument_without_opentelemetry_names_the_otel_extra(
