@@ -28,8 +28,9 @@ it through.
 
 A stage answers `place` (a generation request's `Target`) and `utility` (any other
 path's), and `replace` when a target refused the connection. Every stage answers ``GET
-/health`` itself, from a poll of its upstreams every second (`polled_health`): in
-microseconds, however busy the engines are. It raises `Refused` for a
+/health`` itself, from a poll of its upstreams every second (`polled_health`: an
+upstream that refuses connections is down at once, one slow to answer after three
+polls in a row): in microseconds, however busy the engines are. It raises `Refused` for a
 request it will not forward (a pin to a replica that does not exist,
 no replica left to tokenize).
 """
@@ -132,6 +133,10 @@ class Routing(Protocol):
         ...
 
 
+HEALTH_TIMEOUT_S = 2.0  # a health poll unanswered this long failed
+FAILED_POLLS_TO_DOWN = 3  # failed polls in a row that take an upstream down (Kubernetes' default)
+
+
 @contextlib.asynccontextmanager
 async def polled_health(
     urls: Sequence[str],
@@ -141,15 +146,27 @@ async def polled_health(
 ) -> AsyncIterator[None]:
     """Poll each URL's ``/health`` every `interval_s` for the length of the block, once
     before it starts, and `record(index, healthy)`: the app answers ``/health`` from the
-    last poll, in microseconds, however busy the upstreams are."""
+    last poll, in microseconds, however busy the upstreams are.
+
+    An upstream that answers 200 is up. One that refuses the connection is down at once;
+    one that answers otherwise or not within `HEALTH_TIMEOUT_S` is down after
+    `FAILED_POLLS_TO_DOWN` such polls in a row (an engine busy with a large request is
+    slow to answer, not gone)."""
+    failed = [0] * len(urls)
 
     async def poll() -> None:
         for index, url in enumerate(urls):
+            refused = False
             try:
-                ok = await pools.status(url, "/health", timeout=2.0) == 200
+                ok = await pools.status(url, "/health", timeout=HEALTH_TIMEOUT_S) == 200
+            except httpx.ConnectError:
+                ok = False
+                refused = True
             except httpx.HTTPError:
                 ok = False
-            record(index, ok)
+            failed[index] = 0 if ok else failed[index] + 1
+            if ok or refused or failed[index] >= FAILED_POLLS_TO_DOWN:
+                record(index, ok)
 
     async def polling() -> None:
         while True:
