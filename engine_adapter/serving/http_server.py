@@ -1,27 +1,34 @@
-"""uvicorn's HTTP/1.1 protocol (h11) with a deadline and a size bound on each request head.
+"""uvicorn's HTTP/1.1 protocol (httptools, llhttp's C parser) with a deadline and a size
+bound on each request head.
 
 uvicorn has no header timeout: a connection that sends nothing, or trickles its request
 line and headers a byte at a time, is held open for as long as the client likes (its
 keep-alive timer is not armed before the first request and any byte cancels it). A few
 hundred such connections cost a client nothing and hold the server's sockets and
-memory. h11 bounds an *incomplete* head (`h11_max_incomplete_event_size`), but a head
-over that size arriving complete in one read passes.
+memory. Nor does it bound a head's size: the parser gathers a header of any length.
 
-`bounded_h11_protocol` makes the protocol class `served` (`keepalive`) gives uvicorn:
+`bounded_protocol` makes the protocol class `served` (`keepalive`) gives uvicorn:
 
 * from the moment a connection is opened, and on a kept-alive connection from the first
-  byte of its next request, the whole head must arrive within `header_timeout_s`;
-  otherwise the client gets ``408 Request Timeout`` (``Connection: close``) and the
-  connection is closed. An idle kept-alive connection is left to uvicorn's
-  `timeout_keep_alive`;
+  byte of its next request (or, for a request sent before the one ahead of it was
+  answered, from that answer's end), the whole head must arrive within
+  `header_timeout_s`; otherwise the client gets ``408 Request Timeout``
+  (``Connection: close``) and the connection is closed. An idle kept-alive connection is
+  left to uvicorn's `timeout_keep_alive`;
 * a head over `max_head_bytes` (request line, headers and the blank line after them)
   gets ``431 Request Header Fields Too Large`` and the connection is closed.
 
-These answers, and uvicorn's 400 to bytes that are not an HTTP/1.1 request, carry an
-error in OpenAI's shape, as the app's own errors do; the connection then closes after a
-lingering moment (`LINGER_S`, what the client still sends discarded), so a client that
-reads its answer late gets the answer, not a reset. The same holds whenever uvicorn
-closes a connection (an answer with ``Connection: close``, as every gateway refusal).
+The protocol finds where each head ends itself (the first empty line) and where a body
+framed by ``Content-Length`` ends, and gives the parser one head or one body at a time,
+so a head is measured to the byte however the bytes are split or pipelined. (After a
+chunked request body, the next head's bytes that arrived with its end count from the
+next read.)
+
+These answers, and the 400 to bytes that are not an HTTP/1.1 request, carry an error in
+OpenAI's shape, as the app's own errors do; the connection then closes after a lingering
+moment (`LINGER_S`, what the client still sends discarded), so a client that reads its
+answer late gets the answer, not a reset. The same holds whenever uvicorn closes a
+connection (an answer with ``Connection: close``, as every gateway refusal).
 """
 
 from __future__ import annotations
@@ -31,24 +38,24 @@ import json
 from http import HTTPStatus
 from typing import Any, ClassVar
 
-import h11
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from .refused import error_body
 
-__all__ = ["LINGER_S", "TIMER_RESOLUTION_S", "BoundedH11Protocol", "bounded_h11_protocol"]
+__all__ = ["LINGER_S", "TIMER_RESOLUTION_S", "BoundedProtocol", "bounded_protocol"]
 
 LINGER_S = 2.0  # how long a refused connection reads and discards before it closes
 # added to every deadline a client is promised: uvloop's timers count whole milliseconds
 # from the loop's cached time and fire up to a millisecond early
 TIMER_RESOLUTION_S = 0.001
+_HEAD_END = b"\r\n\r\n"
 
 
-class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol bounding each request head in time and size (the module
-    docstring says how); `bounded_h11_protocol` sets the bounds."""
+class BoundedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol bounding each request head in time and size (the
+    module docstring says how); `bounded_protocol` sets the bounds."""
 
     header_timeout_s: ClassVar[float]
     max_head_bytes: ClassVar[int]
@@ -62,59 +69,97 @@ class BoundedH11Protocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self._head_deadline: asyncio.TimerHandle | None = None
-        self._head_bytes = 0  # of the awaited head, received so far
+        self._in_head = True  # the bytes that come belong to a request head
+        self._head_bytes = 0  # of the head being read, received so far
+        self._head_tail = b""  # its last bytes, where an empty line may begin
+        self._body_left: int | None = None  # of a body framed by length; None: chunked
+        self._head_begun = False  # the parser has the start of the head being read
         self._lingering = False  # refused: what the client still sends is discarded
+        self._refusal: tuple[int, str, str] | None = None  # once the answers under way end
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_LingeringClose(transport, self))  # type: ignore[arg-type]
-        self._start_head(0)
+        self._start_head()
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
-            return
-        if self.conn.their_state is not h11.IDLE:  # a body, or pipelined requests h11 holds
-            super().data_received(data)
-            self._follow_held_head()
-            return
-        if self._head_deadline is None:  # the next request on a kept-alive connection
-            self._start_head(0)
-        room = max(0, self.max_head_bytes - self._head_bytes)
-        self._head_bytes += len(data)
-        # h11 takes a head of any size that arrives whole: give it no more than the bound
-        # (and never b"", which h11 reads as the end of the stream)
-        if room:
-            super().data_received(data[:room])
-        if self.conn.their_state is h11.IDLE:
-            if self._head_bytes > self.max_head_bytes:
-                self._refuse(
-                    431,
-                    f"the request line and headers are over {self.max_head_bytes} bytes: "
-                    "send fewer or shorter headers",
-                    "request_header_fields_too_large",
-                )
-            return
+        while data and not self._lingering and not self.transport.is_closing():
+            if self._in_head:
+                data = self._head_received(data)
+            else:  # a body: to its end where its length says it
+                take = min(self._body_left, len(data)) if self._body_left else len(data)
+                if self._body_left:
+                    self._body_left -= take
+                super().data_received(data[:take])
+                data = data[take:]
+
+    def _head_received(self, data: bytes) -> bytes:
+        """Give the parser the bytes of `data` up to the end of the head being read;
+        the bytes after it."""
+        if self._head_deadline is None and not self._answering():
+            self._start_head(self._head_bytes)
+        seen = self._head_tail + data
+        end = seen.find(_HEAD_END)
+        take = len(data) if end < 0 else end + len(_HEAD_END) - len(self._head_tail)
+        room = self.max_head_bytes - self._head_bytes
+        self._head_bytes += take
+        if self._head_bytes > self.max_head_bytes:
+            if room > 0:  # bytes that are not HTTP get their 400 first
+                super().data_received(data[:room])
+            self._refuse(
+                431,
+                f"the request line and headers are over {self.max_head_bytes} bytes: "
+                "send fewer or shorter headers",
+                "request_header_fields_too_large",
+            )
+            return b""
+        self._head_tail = seen[-(len(_HEAD_END) - 1) :] if end < 0 else b""
+        super().data_received(data[:take])
+        return data[take:]
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        if self._in_head and self._head_deadline is None and not self._answering():
+            self._start_head(self._head_bytes)
+
+    def on_headers_complete(self) -> None:
         self._end_head()
-        if len(data) > room and not self.transport.is_closing():
-            super().data_received(data[room:])
+        self._in_head = self._head_begun = False
+        self._body_left = 0
+        for name, value in self.headers:
+            if name == b"transfer-encoding":
+                self._body_left = None
+                break
+            if name == b"content-length":
+                self._body_left = int(value)  # the parser has checked it
+        super().on_headers_complete()
+        # the request target as sent, before its query (uvicorn's parsed path drops the
+        # scheme and host of an absolute-form target): what the gateway checks is canonical
+        self.scope["raw_path"] = self.root_path.encode("ascii") + self.url.partition(b"?")[0]
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._head_bytes = 0
+        self._head_tail = b""
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._follow_held_head()
+        super().on_response_complete()  # may start the next pipelined request
+        if self._refusal is not None:
+            self._refuse(*self._refusal)
+            return
+        held = self._head_bytes or self._head_begun
+        if self._in_head and held and not self._answering() and not self.transport.is_closing():
+            self._start_head(self._head_bytes)  # a head sent early: its turn has come
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end_head()
         super().connection_lost(exc)
 
-    def _follow_held_head(self) -> None:
-        """Start the deadline of a next head that arrived, in part, before its turn:
-        pipelined behind a request, or behind the end of a body its answer did not wait
-        for. h11 holds those bytes until the request before them is done."""
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            held = len(self.conn.trailing_data[0])
-            if held:
-                self._start_head(held)
+    def _answering(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
 
-    def _start_head(self, received: int) -> None:
+    def _start_head(self, received: int = 0) -> None:
         self._end_head()
         self._head_bytes = received
         self._head_deadline = self.loop.call_later(
@@ -125,9 +170,9 @@ class BoundedH11Protocol(H11Protocol):
         if self._head_deadline is not None:
             self._head_deadline.cancel()
             self._head_deadline = None
-        self._head_bytes = 0
 
     def _head_overdue(self) -> None:
+        self._head_deadline = None
         self._refuse(
             408,
             f"the request line and headers did not arrive within {self.header_timeout_s:g} s "
@@ -146,34 +191,27 @@ class BoundedH11Protocol(H11Protocol):
         )
 
     def _refuse(self, status: int, message: str, code: str) -> None:
-        """Answer `status` with an OpenAI-shaped error unless this request's answer has
-        begun, then close the connection."""
+        """Answer `status` with an OpenAI-shaped error and close the connection. While
+        the answers to whole requests before it are under way, once they end (what the
+        client sends meanwhile is discarded); while the answer to a request whose body
+        is cut short is under way, close without answering."""
         self._end_head()
         if self.transport.is_closing():
             return
-        if self.conn.our_state is h11.IDLE:
-            body = json.dumps(error_body(message, code)).encode()
-            headers = [
-                ("content-type", "application/json"),
-                ("content-length", str(len(body))),
-                ("connection", "close"),
-            ]
-            self.transport.write(
-                b"".join(
-                    (
-                        self.conn.send(
-                            h11.Response(
-                                status_code=status,
-                                headers=headers,
-                                reason=HTTPStatus(status).phrase,
-                            )
-                        )
-                        or b"",
-                        self.conn.send(h11.Data(data=body)) or b"",
-                        self.conn.send(h11.EndOfMessage()) or b"",
-                    )
-                )
-            )
+        if self._answering() and self._in_head:  # the request before is whole: answer it
+            self._refusal = (status, message, code)
+            self._lingering = True
+            return
+        self._refusal = None
+        if self._answering():  # a body cut by bytes that are not HTTP: the answer too
+            self.transport.close()
+            return
+        body = json.dumps(error_body(message, code)).encode()
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status, HTTPStatus(status).phrase.encode(), len(body), body)
+        )
         self.transport.close()
 
 
@@ -185,7 +223,7 @@ class _LingeringClose:
     reads its answer late (after sending the rest of a refused body) would get the reset
     instead of the answer."""
 
-    def __init__(self, transport: asyncio.Transport, protocol: BoundedH11Protocol) -> None:
+    def __init__(self, transport: asyncio.Transport, protocol: BoundedProtocol) -> None:
         self._transport = transport
         self._protocol = protocol
         self._closing = False
@@ -210,12 +248,12 @@ class _LingeringClose:
         self._protocol.loop.call_later(LINGER_S, transport.close)
 
 
-def bounded_h11_protocol(header_timeout_s: float, max_head_bytes: int) -> type[BoundedH11Protocol]:
+def bounded_protocol(header_timeout_s: float, max_head_bytes: int) -> type[BoundedProtocol]:
     """The protocol class (uvicorn's ``http=``) giving each request head `header_timeout_s`
     seconds to arrive and at most `max_head_bytes` bytes."""
     timeout_s, max_bytes = header_timeout_s, max_head_bytes
 
-    class Bounded(BoundedH11Protocol):
+    class Bounded(BoundedProtocol):
         header_timeout_s = timeout_s
         max_head_bytes = max_bytes
 

@@ -68,15 +68,14 @@ def served(
     to stop it."""
     import uvicorn
 
-    from .http_server import bounded_h11_protocol
+    from .http_server import bounded_protocol
 
     return uvicorn.Server(
         uvicorn.Config(
             app,
             host=host,
             port=port,
-            http=bounded_h11_protocol(header_timeout_s, max_head_bytes),
-            h11_max_incomplete_event_size=max_head_bytes,
+            http=bounded_protocol(header_timeout_s, max_head_bytes),
             log_level="warning",
             timeout_keep_alive=SERVED_IDLE_S,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import select
 import socket
 import time
@@ -45,12 +46,11 @@ def _answers(sock: socket.socket, within_s: float) -> tuple[list[int], bool]:
             closed = True
             break
         received += chunk
-    statuses = [int(received[i + 9 : i + 12]) for i in _starts(bytes(received))]
-    return statuses, closed
+    return [int(status) for status in _STATUS_LINE.findall(bytes(received))], closed
 
 
-def _starts(data: bytes) -> list[int]:
-    return [i for i in range(len(data)) if data.startswith(b"HTTP/1.1 ", i)]
+# a status line (an error's text may say "HTTP/1.1" too, never followed by a status)
+_STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5]\d\d) ")
 
 
 def test_a_body_answered_before_it_was_read_is_never_read_as_a_request(served: Served) -> None:

@@ -288,3 +288,27 @@ def test_a_head_split_anyhow_and_sent_within_the_deadline_is_answered_by_its_siz
             time.sleep(0.002)  # each piece its own read on the server
         status = _answer(sock.makefile("rb")).status
     assert status == (200 if len(head) <= HEAD_BOUND else 431)
+
+
+@settings(max_examples=40)
+@given(
+    body=st.binary(max_size=3 * HEAD_BOUND),
+    pad=st.integers(HEAD_BOUND - HEAD_FRAME - 4, HEAD_BOUND - HEAD_FRAME + 4),
+    cuts=st.lists(st.integers(0, 6 * HEAD_BOUND), max_size=6),
+)
+def test_a_head_pipelined_behind_a_body_is_bounded_by_its_own_size(
+    server: Address, body: bytes, pad: int, cuts: list[int]
+) -> None:
+    first = b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    second = _get(pad=pad)
+    sent = first + second
+    edges = [0, *sorted({cut % len(sent) for cut in cuts}), len(sent)]
+    with _connected(server) as sock:
+        for start, end in itertools.pairwise(edges):
+            sock.sendall(sent[start:end])
+            time.sleep(0.002)  # each piece its own read on the server
+        stream = sock.makefile("rb")
+        answers = [_status_and_body(stream)]
+        answers.append(_status_and_body(stream))
+    assert answers[0] == (200, str(len(body)).encode())
+    assert answers[1][0] == (200 if len(second) <= HEAD_BOUND else 431)
