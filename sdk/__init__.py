@@ -95,6 +95,8 @@ if TYPE_CHECKING:
     from .errors import UnknownModelWarning as UnknownModelWarning
     from .errors import UsageError as UsageError
     from .extras import require_extra as require_extra
+    from .hit_rate import HitRateAlert as HitRateAlert
+    from .hit_rate import HitRateMonitor as HitRateMonitor
     from .model_facts import LongPromptPricing as LongPromptPricing
     from .model_facts import ModelInfo as ModelInfo
     from .model_facts import Pricing as Pricing
@@ -124,6 +126,7 @@ if TYPE_CHECKING:
     from .segment import Segment as Segment
     from .segment import Stability as Stability
     from .static_prefix_guard import GuardMode as GuardMode
+    from .static_prefix_guard import MissProvider as MissProvider
     from .static_prefix_guard import StaticPrefixGuard as StaticPrefixGuard
     from .static_prefix_guard import default_guard as default_guard
     from .telemetry import instrument as instrument
@@ -252,6 +255,11 @@ _EXPORTS: dict[str, str] = {
     "MissReason": "cache_miss",
     "instrument": "telemetry",
     "uninstrument": "telemetry",
+    "CacheMiss": "cache_miss",
+    "MissReason": "cache_miss",
+    "HitRateMonitor": "hit_rate",
+    "HitRateAlert": "hit_rate",
+    "MissProvider": "static_prefix_guard",
 }
 
 __all__ = list(_EXPORTS)

@@ -36,18 +36,22 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .anthropic_request import cacheable_prefixes, render_anthropic, render_anthropic_beta
 from .anthropic_token_counter import AnthropicTokenCounter
+from .block_hash import block_hashes
 from .cache_stats import CacheStats, UsageShape
 from .content import ToolCall
 from .errors import UsageError
 from .extras import require_extra
+from .hit_rate import HitRateMonitor
+from .miss_watch import MissWatch
 from .model_facts import model_info
 from .openai_request import render_openai_chat, render_openai_responses
 from .prompt import Prompt
+from .static_prefix_guard import StaticPrefixGuard
 from .telemetry import traced
 from .tokenizer import HFTokenizer
 from .vllm_request import render_vllm
@@ -284,15 +288,43 @@ class AnthropicClient:
 
     >>> client = AnthropicClient()                      # doctest: +SKIP
     >>> message, stats = client.create(prompt, model="claude-sonnet-4-5", max_tokens=512)  # doctest: +SKIP
+
+    `diagnostics=True` asks Anthropic to compare each request of a named prompt
+    with its previous message (not offered on Bedrock and Vertex); `guard=` (a
+    `StaticPrefixGuard`) explains misses locally; `monitor=` (a
+    `HitRateMonitor`) records each named prompt's hit rate. The explanation is
+    `CacheStats.miss`.
     """
 
-    def __init__(self, client: anthropic.Anthropic | None = None, **client_options: Any) -> None:
+    def __init__(
+        self,
+        client: anthropic.Anthropic | None = None,
+        *,
+        diagnostics: bool = False,
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
+        **client_options: Any,
+    ) -> None:
         if client is None:
             require_extra("anthropic", "AnthropicClient", "anthropic")
             import anthropic
 
             client = anthropic.Anthropic(**client_options)
         self.client = client
+        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
+
+    def _finish(
+        self, prompt: Prompt, model: str, message: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt,
+            _stats(message.usage, model, "anthropic"),
+            model=model,
+            provider="anthropic",
+            response=message,
+            request=kwargs,
+            client=self.client,
+        )
 
     @traced("anthropic", "chat")
     def create(
@@ -301,9 +333,10 @@ class AnthropicClient:
         """Render with `render_anthropic(**options)` (with ``betas=[...]``, for the beta
         Messages API), send, return the message and stats."""
         options = _no_stream(options, "AnthropicClient.create", "AnthropicClient.stream")
+        options = self._watch.anthropic_options(prompt, options, self.client)
         kwargs = _anthropic_request(prompt, model, max_tokens, options)
         message = _messages_api(self.client, kwargs).create(**kwargs)
-        return message, _stats(message.usage, model, "anthropic")
+        return message, self._finish(prompt, model, message, kwargs)
 
     @traced("anthropic", "chat")
     def stream(
@@ -319,6 +352,7 @@ class AnthropicClient:
 
         `on_text(piece)` is called with each text delta as it arrives (to show
         the reply while it streams)."""
+        options = self._watch.anthropic_options(prompt, options, self.client)
         kwargs = _anthropic_request(prompt, model, max_tokens, options)
         clock = _Clock(on_text)
         with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
@@ -329,7 +363,7 @@ class AnthropicClient:
                         clock.text(event.delta.text)
             message = stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
-        stats = _stats(message.usage, model, "anthropic")
+        stats = self._finish(prompt, model, message, kwargs)
         return clock.result(text, stats, message, _message_calls(message))
 
 
@@ -337,7 +371,13 @@ class AsyncAnthropicClient:
     """`anthropic.AsyncAnthropic` with prefixkit rendering and cache statistics."""
 
     def __init__(
-        self, client: anthropic.AsyncAnthropic | None = None, **client_options: Any
+        self,
+        client: anthropic.AsyncAnthropic | None = None,
+        *,
+        diagnostics: bool = False,
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
+        **client_options: Any,
     ) -> None:
         if client is None:
             require_extra("anthropic", "AsyncAnthropicClient", "anthropic")
@@ -345,6 +385,20 @@ class AsyncAnthropicClient:
 
             client = anthropic.AsyncAnthropic(**client_options)
         self.client = client
+        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
+
+    def _finish(
+        self, prompt: Prompt, model: str, message: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt,
+            _stats(message.usage, model, "anthropic"),
+            model=model,
+            provider="anthropic",
+            response=message,
+            request=kwargs,
+            client=self.client,
+        )
 
     async def _render(
         self, prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
@@ -357,6 +411,7 @@ class AsyncAnthropicClient:
             if minimum is not None:
                 prefixes = cacheable_prefixes(prompt)
                 await tokenizer.prepare(prefixes=prefixes, min_tokens=minimum)
+        options = self._watch.anthropic_options(prompt, options, self.client)
         return _anthropic_request(prompt, model, max_tokens, options)
 
     @traced("anthropic", "chat")
@@ -372,7 +427,7 @@ class AsyncAnthropicClient:
         options = _no_stream(options, "AsyncAnthropicClient.create", "AsyncAnthropicClient.stream")
         kwargs = await self._render(prompt, model, max_tokens, options)
         message = await _messages_api(self.client, kwargs).create(**kwargs)
-        return message, _stats(message.usage, model, "anthropic")
+        return message, self._finish(prompt, model, message, kwargs)
 
     @traced("anthropic", "chat")
     async def stream(
@@ -396,7 +451,7 @@ class AsyncAnthropicClient:
                         clock.text(event.delta.text)
             message = await stream.get_final_message()
         text = "".join(block.text for block in message.content if block.type == "text")
-        stats = _stats(message.usage, model, "anthropic")
+        stats = self._finish(prompt, model, message, kwargs)
         return clock.result(text, stats, message, _message_calls(message))
 
 
@@ -404,9 +459,22 @@ class OpenAIClient:
     """`openai.OpenAI` with prefixkit rendering: Chat Completions and Responses.
 
     `tenant` and `salt_secret` (per call) salt the `prompt_cache_key`.
+    `diagnostics=True` asks OpenAI (Responses, gpt-5.6 and later) to compare
+    each request of a named prompt with its previous response; `guard=` (a
+    `StaticPrefixGuard`) explains misses locally; `monitor=` (a
+    `HitRateMonitor`) records each named prompt's hit rate. The explanation
+    is `CacheStats.miss`.
     """
 
-    def __init__(self, client: openai.OpenAI | None = None, **client_options: Any) -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI | None = None,
+        *,
+        diagnostics: bool = False,
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
+        **client_options: Any,
+    ) -> None:
         if client is None:
             require_extra("openai", "OpenAIClient", "openai")
             import openai
@@ -414,6 +482,14 @@ class OpenAIClient:
             client = openai.OpenAI(**client_options)
         self.client = client
         self._keys = _ConversationKeys()
+        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
+
+    def _finish(
+        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt, stats, model=model, provider="openai", response=answer, request=kwargs
+        )
 
     @traced("openai", "chat")
     def chat(
@@ -423,7 +499,8 @@ class OpenAIClient:
         options = _no_stream(options, "OpenAIClient.chat", "OpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = self.client.chat.completions.create(**kwargs)
-        return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
+        stats = _stats(completion.usage, model, "openai_chat", completion.service_tier)
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("openai", "chat")
     def responses(
@@ -431,10 +508,12 @@ class OpenAIClient:
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
         options = _no_stream(options, "OpenAIClient.responses", "OpenAIClient.stream_responses")
-        kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
+        options = self._watch.responses_options(prompt, model, self._keys.options(options))
+        kwargs = render_openai_responses(prompt, model=model, **options)
         response = self.client.responses.create(**kwargs)
         self._keys.remember(kwargs, response)
-        return response, _stats(response.usage, model, "openai_responses", response.service_tier)
+        stats = _stats(response.usage, model, "openai_responses", response.service_tier)
+        return response, self._finish(prompt, model, stats, response, kwargs)
 
     @traced("openai", "chat")
     def stream_chat(
@@ -451,7 +530,9 @@ class OpenAIClient:
         stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        return stream.result(model)
+        result = stream.result(model)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)
 
     @traced("openai", "chat")
     def stream_responses(
@@ -465,7 +546,11 @@ class OpenAIClient:
         """Streamed Responses; usage from `response.completed`; `on_text` gets each text
         delta as it arrives."""
         kwargs: dict[str, Any] = {
-            **render_openai_responses(prompt, model=model, **self._keys.options(options)),
+            **render_openai_responses(
+                prompt,
+                model=model,
+                **self._watch.responses_options(prompt, model, self._keys.options(options)),
+            ),
             "stream": True,
         }
         clock, final = _Clock(on_text), None
@@ -474,14 +559,24 @@ class OpenAIClient:
             final = _responses_event(clock, event, parts) or final
         self._keys.remember(kwargs, final)
         usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
-        stats = _stats(usage, model, "openai_responses", tier)
+        stats = self._finish(
+            prompt, model, _stats(usage, model, "openai_responses", tier), final, kwargs
+        )
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
 class AsyncOpenAIClient:
     """`openai.AsyncOpenAI` with prefixkit rendering: Chat Completions and Responses."""
 
-    def __init__(self, client: openai.AsyncOpenAI | None = None, **client_options: Any) -> None:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI | None = None,
+        *,
+        diagnostics: bool = False,
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
+        **client_options: Any,
+    ) -> None:
         if client is None:
             require_extra("openai", "AsyncOpenAIClient", "openai")
             import openai
@@ -489,6 +584,14 @@ class AsyncOpenAIClient:
             client = openai.AsyncOpenAI(**client_options)
         self.client = client
         self._keys = _ConversationKeys()
+        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
+
+    def _finish(
+        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt, stats, model=model, provider="openai", response=answer, request=kwargs
+        )
 
     @traced("openai", "chat")
     async def chat(
@@ -498,7 +601,8 @@ class AsyncOpenAIClient:
         options = _no_stream(options, "AsyncOpenAIClient.chat", "AsyncOpenAIClient.stream_chat")
         kwargs = render_openai_chat(prompt, model=model, **options)
         completion = await self.client.chat.completions.create(**kwargs)
-        return completion, _stats(completion.usage, model, "openai_chat", completion.service_tier)
+        stats = _stats(completion.usage, model, "openai_chat", completion.service_tier)
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("openai", "chat")
     async def responses(
@@ -508,10 +612,12 @@ class AsyncOpenAIClient:
         options = _no_stream(
             options, "AsyncOpenAIClient.responses", "AsyncOpenAIClient.stream_responses"
         )
-        kwargs = render_openai_responses(prompt, model=model, **self._keys.options(options))
+        options = self._watch.responses_options(prompt, model, self._keys.options(options))
+        kwargs = render_openai_responses(prompt, model=model, **options)
         response = await self.client.responses.create(**kwargs)
         self._keys.remember(kwargs, response)
-        return response, _stats(response.usage, model, "openai_responses", response.service_tier)
+        stats = _stats(response.usage, model, "openai_responses", response.service_tier)
+        return response, self._finish(prompt, model, stats, response, kwargs)
 
     @traced("openai", "chat")
     async def stream_chat(
@@ -528,7 +634,9 @@ class AsyncOpenAIClient:
         stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        return stream.result(model)
+        result = stream.result(model)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)
 
     @traced("openai", "chat")
     async def stream_responses(
@@ -542,7 +650,11 @@ class AsyncOpenAIClient:
         """Streamed Responses; usage from `response.completed`; `on_text` gets each text
         delta as it arrives."""
         kwargs: dict[str, Any] = {
-            **render_openai_responses(prompt, model=model, **self._keys.options(options)),
+            **render_openai_responses(
+                prompt,
+                model=model,
+                **self._watch.responses_options(prompt, model, self._keys.options(options)),
+            ),
             "stream": True,
         }
         clock, final = _Clock(on_text), None
@@ -551,7 +663,9 @@ class AsyncOpenAIClient:
             final = _responses_event(clock, event, parts) or final
         self._keys.remember(kwargs, final)
         usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
-        stats = _stats(usage, model, "openai_responses", tier)
+        stats = self._finish(
+            prompt, model, _stats(usage, model, "openai_responses", tier), final, kwargs
+        )
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
@@ -559,11 +673,43 @@ class _VllmPrompts:
     """What both vLLM clients keep: the server's tokenizer and block size, and the salt key."""
 
     def __init__(
-        self, tokenizer: HFTokenizer, block_size: int, salt_secret: str | bytes | None
+        self,
+        tokenizer: HFTokenizer,
+        block_size: int,
+        salt_secret: str | bytes | None,
+        watch: MissWatch,
     ) -> None:
         self.tokenizer = tokenizer
         self.block_size = block_size
         self.salt_secret = salt_secret
+        self._watch = watch
+
+    def _finish(
+        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        """`stats` with the miss explained; the guard compares the requests' block hashes."""
+        blocks: list[bytes] = []
+        if self._watch.guard is not None:
+            ids = kwargs.get("prompt")
+            if not isinstance(ids, list):
+                extra = kwargs.get("extra_body") or {}
+                ids = self.tokenizer.chat_token_ids(
+                    kwargs["messages"],
+                    tools=kwargs.get("tools"),
+                    chat_template_kwargs=extra.get("chat_template_kwargs"),
+                )
+            salt = (kwargs.get("extra_body") or {}).get("cache_salt")
+            blocks = block_hashes(ids, self.block_size, cache_salt=salt)
+        return self._watch.finish(
+            prompt,
+            stats,
+            model=model,
+            provider="vllm",
+            response=answer,
+            request=kwargs,
+            blocks=blocks,
+            block_size=self.block_size,
+        )
 
     def _render(self, prompt: Prompt, model: str, **options: Any) -> dict[str, Any]:
         options.setdefault("salt_secret", self.salt_secret)
@@ -582,7 +728,8 @@ class VLLMClient(_VllmPrompts):
     `salt_secret` keys the per-tenant `cache_salt`. Token counts come from
     vLLM's `usage.prompt_tokens_details.cached_tokens` (start the server with
     `--enable-prompt-tokens-details`). No prices: self-hosted cost is not
-    per token.
+    per token. `guard=` (a `StaticPrefixGuard`) explains misses by the first
+    block that changed; `monitor=` (a `HitRateMonitor`) records hit rates.
     """
 
     def __init__(
@@ -594,6 +741,8 @@ class VLLMClient(_VllmPrompts):
         salt_secret: str | bytes | None = None,
         client: openai.OpenAI | None = None,
         api_key: str = "EMPTY",
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
     ) -> None:
         if client is None:
             require_extra("openai", "VLLMClient", "openai")
@@ -601,7 +750,8 @@ class VLLMClient(_VllmPrompts):
 
             client = openai.OpenAI(base_url=base_url, api_key=api_key)
         self.client = client
-        super().__init__(tokenizer, block_size, salt_secret)
+        watch = MissWatch(guard=guard, monitor=monitor)
+        super().__init__(tokenizer, block_size, salt_secret, watch)
 
     @traced("vllm", "chat")
     def chat(
@@ -609,8 +759,10 @@ class VLLMClient(_VllmPrompts):
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
         options = _no_stream(options, "VLLMClient.chat", "VLLMClient.stream_chat")
-        completion = self.client.chat.completions.create(**self._render(prompt, model, **options))
-        return completion, _stats(completion.usage, None, "openai_chat")
+        kwargs = self._render(prompt, model, **options)
+        completion = self.client.chat.completions.create(**kwargs)
+        stats = _stats(completion.usage, None, "openai_chat")
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("vllm", "text_completion")
     def complete(
@@ -620,7 +772,8 @@ class VLLMClient(_VllmPrompts):
         options = _no_stream(options, "VLLMClient.complete", "VLLMClient.stream_chat")
         kwargs = self._render(prompt, model, token_ids=True, **options)
         completion = self.client.completions.create(**kwargs)
-        return completion, _stats(completion.usage, None, "openai_chat")
+        stats = _stats(completion.usage, None, "openai_chat")
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("vllm", "chat")
     def stream_chat(
@@ -637,7 +790,9 @@ class VLLMClient(_VllmPrompts):
         stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        return stream.result(None)
+        result = stream.result(None)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)
 
 
 class AsyncVLLMClient(_VllmPrompts):
@@ -652,6 +807,8 @@ class AsyncVLLMClient(_VllmPrompts):
         salt_secret: str | bytes | None = None,
         client: openai.AsyncOpenAI | None = None,
         api_key: str = "EMPTY",
+        guard: StaticPrefixGuard | None = None,
+        monitor: HitRateMonitor | None = None,
     ) -> None:
         if client is None:
             require_extra("openai", "AsyncVLLMClient", "openai")
@@ -659,7 +816,8 @@ class AsyncVLLMClient(_VllmPrompts):
 
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
         self.client = client
-        super().__init__(tokenizer, block_size, salt_secret)
+        watch = MissWatch(guard=guard, monitor=monitor)
+        super().__init__(tokenizer, block_size, salt_secret, watch)
 
     @traced("vllm", "chat")
     async def chat(
@@ -669,7 +827,8 @@ class AsyncVLLMClient(_VllmPrompts):
         options = _no_stream(options, "AsyncVLLMClient.chat", "AsyncVLLMClient.stream_chat")
         kwargs = self._render(prompt, model, **options)
         completion = await self.client.chat.completions.create(**kwargs)
-        return completion, _stats(completion.usage, None, "openai_chat")
+        stats = _stats(completion.usage, None, "openai_chat")
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("vllm", "text_completion")
     async def complete(
@@ -679,7 +838,8 @@ class AsyncVLLMClient(_VllmPrompts):
         options = _no_stream(options, "AsyncVLLMClient.complete", "AsyncVLLMClient.stream_chat")
         kwargs = self._render(prompt, model, token_ids=True, **options)
         completion = await self.client.completions.create(**kwargs)
-        return completion, _stats(completion.usage, None, "openai_chat")
+        stats = _stats(completion.usage, None, "openai_chat")
+        return completion, self._finish(prompt, model, stats, completion, kwargs)
 
     @traced("vllm", "chat")
     async def stream_chat(
@@ -696,4 +856,6 @@ class AsyncVLLMClient(_VllmPrompts):
         stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        return stream.result(None)
+        result = stream.result(None)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)

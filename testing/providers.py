@@ -43,6 +43,23 @@ Usage payloads are simulated from the providers' documented prompt caching
   are the mock's own answers (a handler that rewrites an answer changes what the
   client reads, not what the mock keeps).
 
+Cache diagnostics are answered as the providers document them. Anthropic: a
+request with `diagnostics` is remembered by its message id; one naming a
+`previous_message_id` gets `diagnostics.cache_miss_reason` at the first
+difference from that request (model, then tools, system, messages: earlier
+messages must be kept, new ones may follow), with `cache_missed_input_tokens`
+the earlier request's prompt tokens; `diagnostics: null` when nothing
+diverged, `previous_message_not_found` for an id it does not know. Responses:
+every response is remembered; `prompt_cache_options.comparison_response_id`
+gets `prompt_cache_diagnostics`: `cache_miss` with the first difference
+(`model_changed`, `prompt_cache_key_changed`, `tools_changed`,
+`text_format_changed`, `reasoning_effort_changed`, `verbosity_changed`,
+`service_tier_changed`, `input_changed`), `cache_hit`, or
+`comparison_response_not_found`. Set `anthropic_diagnostics` or
+`responses_diagnostics` to answer with that fixed object instead (e.g.
+`{"cache_miss_reason": None}`, a comparison still running, or
+`{"type": "unavailable"}`).
+
 Set `anthropic_usage`, `chat_usage` or `responses_usage` to answer with that
 fixed payload instead (`ANTHROPIC_USAGE`, `CHAT_USAGE` and `RESPONSES_USAGE`
 are realistic ones); Completions answer with `chat_usage` (the same shape).
@@ -67,6 +84,7 @@ The Anthropic routes are `prefixkit.testing.anthropic_mock`, the OpenAI ones
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -134,11 +152,16 @@ class MockProvider(AnthropicMock, OpenAIMock):
         chat_usage: Mapping[str, Any] | None = None,
         responses_usage: Mapping[str, Any] | None = None,
         reply: str = DEFAULT_REPLY,
+        anthropic_diagnostics: Mapping[str, Any] | None = None,
+        responses_diagnostics: Mapping[str, Any] | None = None,
     ) -> None:
         self.anthropic_usage = anthropic_usage
         self.chat_usage = chat_usage
         self.responses_usage = responses_usage
         self.reply = reply
+        self.anthropic_diagnostics = anthropic_diagnostics
+        self.responses_diagnostics = responses_diagnostics
+        self._fingerprints: dict[str, dict[str, Any]] = {}
         self.requests: list[RecordedRequest] = []
         self._anthropic_entries: set[str] = set()
         self._openai_prompts: dict[tuple[str, ...], list[list[int]]] = {}
@@ -208,13 +231,100 @@ class MockProvider(AnthropicMock, OpenAIMock):
             if body is None:
                 return _error(provider, 400, problem, None, number)
             try:
+                fingerprint = self._fingerprint(path, body)
                 payload = route[1](self, body, number)
             except _BadRequest as error:
                 return _error(provider, 400, error.message, error.param, number)
+            if fingerprint is not None:
+                payload = self._diagnose(body, fingerprint, payload)
         headers = _request_id(provider, number)
         if isinstance(payload, list):
             return _sse_response(payload, headers)
         return httpx2.Response(200, json=payload, headers=headers)
+
+    def _fingerprint(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What a diagnosis compares of a Messages or Responses request (None for others)."""
+        if path.endswith("/messages") and isinstance(body.get("diagnostics"), dict):
+            return {
+                "api": "anthropic",
+                "model": body.get("model"),
+                "tools": _plain(body.get("tools") or []),
+                "system": _plain(body.get("system")),
+                "messages": _plain(body.get("messages") or []),
+            }
+        if not path.endswith("/responses"):
+            return None
+        history, _ = self._server_history(body)
+        given = body.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        text: dict[str, Any] = body["text"] if isinstance(body.get("text"), dict) else {}
+        reasoning: dict[str, Any] = (
+            body["reasoning"] if isinstance(body.get("reasoning"), dict) else {}
+        )
+        return {
+            "api": "responses",
+            "model": body.get("model"),
+            "prompt_cache_key": body.get("prompt_cache_key"),
+            "tools": _plain(body.get("tools") or []),
+            "text_format": text.get("format"),
+            "reasoning_effort": reasoning.get("effort"),
+            "verbosity": text.get("verbosity"),
+            "service_tier": body.get("service_tier") or "auto",
+            "items": _plain([body.get("instructions"), *history, *(items or [])]),
+        }
+
+    def _diagnose(
+        self, body: dict[str, Any], fingerprint: dict[str, Any], payload: Answer
+    ) -> Answer:
+        """`payload` with the diagnostics the request asked for; its fingerprint remembered."""
+        anthropic_api = fingerprint["api"] == "anthropic"
+        answer = _answer_object(
+            payload, ("message_start",) if anthropic_api else ("response.completed",)
+        )
+        if answer is None:
+            return payload
+        usage = answer.get("usage") or {}
+        tokens = _prompt_tokens(usage) if anthropic_api else int(usage.get("input_tokens") or 0)
+        if anthropic_api:
+            previous = body["diagnostics"].get("previous_message_id")
+            diagnostics: Any = None
+            if self.anthropic_diagnostics is not None:
+                diagnostics = copy.deepcopy(dict(self.anthropic_diagnostics))
+            elif previous is not None:
+                old = self._fingerprints.get(previous)
+                if old is None:
+                    diagnostics = {"cache_miss_reason": {"type": "previous_message_not_found"}}
+                elif (reason := _anthropic_difference(old, fingerprint)) is not None:
+                    diagnostics = {
+                        "cache_miss_reason": {
+                            "type": reason,
+                            "cache_missed_input_tokens": old["tokens"],
+                        }
+                    }
+            answer["diagnostics"] = diagnostics
+        else:
+            options = body.get("prompt_cache_options")
+            compared = options.get("comparison_response_id") if isinstance(options, dict) else None
+            if self.responses_diagnostics is not None and compared is not None:
+                answer["prompt_cache_diagnostics"] = copy.deepcopy(dict(self.responses_diagnostics))
+            elif compared is not None:
+                old = self._fingerprints.get(compared)
+                if old is None:
+                    result: dict[str, Any] = {"type": "comparison_response_not_found"}
+                elif (reason := _responses_difference(old, fingerprint)) is not None:
+                    result = {
+                        "type": "cache_miss",
+                        "reason": reason,
+                        "cache_missed_tokens": _missed(old, fingerprint, reason),
+                        "comparison_reusable_tokens": old["tokens"],
+                    }
+                else:
+                    result = {"type": "cache_hit"}
+                answer["prompt_cache_diagnostics"] = result
+        ident = answer.get("id")
+        if isinstance(ident, str):
+            self._fingerprints[ident] = {**fingerprint, "tokens": tokens}
+        return payload
 
     def anthropic_client(
         self, *, api_key: str = "sk-ant-test", max_retries: int = 0, **options: Any
@@ -275,6 +385,81 @@ class MockProvider(AnthropicMock, OpenAIMock):
         return self.async_openai_client(
             api_key=api_key, max_retries=max_retries, base_url=base_url, **options
         )
+
+
+def _plain(value: Any) -> Any:
+    """`value` without cache markers, which no diagnosis compares."""
+    if isinstance(value, dict):
+        return {
+            k: _plain(v)
+            for k, v in value.items()
+            if k not in ("cache_control", "prompt_cache_breakpoint")
+        }
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _answer_object(payload: Answer, kinds: tuple[str, ...]) -> dict[str, Any] | None:
+    """The message or response object of an answer (in its stream, the event that holds it)."""
+    if isinstance(payload, dict):
+        return payload
+    for kind, data in payload:
+        if kind in kinds and isinstance(data, dict):
+            found = data.get("message", data.get("response"))
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def _prompt_tokens(usage: Mapping[str, Any]) -> int:
+    return sum(
+        int(usage.get(key) or 0)
+        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+
+
+def _anthropic_difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    for part in ("model", "tools", "system"):
+        if old[part] != new[part]:
+            return f"{part}_changed"
+    if new["messages"][: len(old["messages"])] != old["messages"]:
+        return "messages_changed"
+    return None
+
+
+_RESPONSES_SETTINGS = (
+    ("model", "model_changed"),
+    ("prompt_cache_key", "prompt_cache_key_changed"),
+    ("tools", "tools_changed"),
+    ("text_format", "text_format_changed"),
+    ("reasoning_effort", "reasoning_effort_changed"),
+    ("verbosity", "verbosity_changed"),
+    ("service_tier", "service_tier_changed"),
+)
+
+
+def _responses_difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    for part, reason in _RESPONSES_SETTINGS:
+        if old[part] != new[part]:
+            return reason
+    if new["items"][: len(old["items"])] != old["items"]:
+        return "input_changed"
+    return None
+
+
+def _missed(old: dict[str, Any], new: dict[str, Any], reason: str) -> int:
+    """The compared response's tokens after the first difference: all of them for a
+    setting, the share of its input items after the common ones for `input_changed`."""
+    if reason != "input_changed":
+        return int(old["tokens"])
+    items = [json.dumps(item, sort_keys=True) for item in old["items"]]
+    common = 0
+    for before, after in zip(old["items"], new["items"], strict=False):
+        if before != after:
+            break
+        common += 1
+    total = sum(len(item) for item in items) or 1
+    return int(old["tokens"]) * sum(len(item) for item in items[common:]) // total
 
 
 def _parse_body(content: bytes) -> tuple[dict[str, Any] | None, str]:
