@@ -255,8 +255,6 @@ _EXPORTS: dict[str, str] = {
     "MissReason": "cache_miss",
     "instrument": "telemetry",
     "uninstrument": "telemetry",
-    "CacheMiss": "cache_miss",
-    "MissReason": "cache_miss",
     "HitRateMonitor": "hit_rate",
     "HitRateAlert": "hit_rate",
     "MissProvider": "static_prefix_guard",
