@@ -124,14 +124,6 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
             "own cache; keep one model per prompt",
             None,
         )
-    if previous.cache_key != current.cache_key:
-        return _Difference(
-            -1,
-            MissReason.CACHE_KEY,
-            "the cache key (prompt_cache_key or cache_salt) changed: derive it from the static "
-            "prefix and the tenant only",
-            None,
-        )
     for index, (old, new) in enumerate(zip(previous.parts, current.parts, strict=False)):
         if (old.part, old.digest, old.stability) == (new.part, new.digest, new.stability):
             continue
@@ -166,6 +158,14 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
             f"the {old.part} segment {old.label} of the previous request is gone: keep the "
             "earlier segments of a prompt and only append",
             old.label,
+        )
+    if previous.cache_key != current.cache_key:  # a key derived from a changed prefix is not
+        return _Difference(  # a cause of its own: only a key that changed alone is
+            -1,
+            MissReason.CACHE_KEY,
+            "the cache key (prompt_cache_key or cache_salt) changed while the prompt did not: "
+            "derive it from the static prefix and the tenant only",
+            None,
         )
     return None
 
@@ -237,16 +237,19 @@ def explain_miss(
     expected, cause = promise, None
     difference = _first_difference(previous, current)
     block = _first_block(previous, current)
+    # positions estimated from characters are a few percent off; block hashes are exact
+    size = current.block_size if block is not None else None
+    slack = tolerance if size is not None else tolerance + stats.input_tokens // 20
     if difference is not None:
         where = _tokens_before(difference.index, current)
-        if block is not None and current.block_size is not None:
-            where = block * current.block_size if difference.index >= 0 else 0
+        if block is not None and size is not None and difference.index >= 0:
+            where = block * size
         if not difference.detail:  # a DYNAMIC part differs, as it should: it caps the hit
             expected = min(promise, where)
-        elif where < promise - tolerance:  # a change inside what was cached
+        elif where < promise + slack:  # a change inside what the cache held
             cause = difference
     shortfall = expected - stats.cached_tokens
-    if shortfall <= tolerance:
+    if shortfall <= (tolerance if cause is not None else slack):
         return None
     if cause is not None:
         reason, detail, segment = cause.reason, cause.detail, cause.segment
