@@ -46,6 +46,7 @@ __all__ = [
     "is_volatile_callable",
     "name_words",
     "prompt_entry_point",
+    "segment_call_tails",
     "volatile_period",
 ]
 
@@ -272,6 +273,20 @@ TRIGGER_WORDS: tuple[str, ...] = (
 
 # prefixkit's own constructors of cached segments (matched on the last two parts).
 SEGMENT_CONSTRUCTORS: frozenset[str] = frozenset({"Segment.static", "Segment.versioned"})
+
+
+def segment_call_tails(extra_callables: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Last names of the callables that may build a cached segment from their arguments
+    (`SystemMessage`, `from_template`, `static`, ...; plus configured ones): their
+    qualified names are checked where a call is found."""
+    return (
+        SYSTEM_MESSAGE_CLASSES
+        | PROMPT_TEMPLATE_CLASSES
+        | TEMPLATE_CONSTRUCTORS
+        | {name.rsplit(".", 1)[-1] for name in SEGMENT_CONSTRUCTORS}
+        | {name.rsplit(".", 1)[-1] for name in extra_callables}
+    )
+
 
 # Roots of deployment settings: stable for the life of a process, never per request.
 STABLE_ROOTS: frozenset[str] = frozenset(

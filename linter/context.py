@@ -30,16 +30,15 @@ from .analysis.cached_segments import Block, CachedSegment, cached_segments, req
 from .analysis.call_sites import CallSites
 from .analysis.history_tail import history_tail
 from .analysis.module_index import ModuleIndex
-from .analysis.project_imports import Project, ProjectImports, project_boundary
+from .analysis.project_imports import (
+    Project,
+    ProjectImports,
+    may_import_prompt_code,
+    project_boundary,
+)
 from .analysis.syntax import FunctionNode
 from .analysis.taint import PERIODS, Taint, TaintAnalysis
-from .catalog import (
-    CACHED_KEYWORDS,
-    PROMPT_TEMPLATE_CLASSES,
-    SEGMENT_CONSTRUCTORS,
-    SYSTEM_MESSAGE_CLASSES,
-    TEMPLATE_CONSTRUCTORS,
-)
+from .catalog import CACHED_KEYWORDS, segment_call_tails
 from .config import LintConfig
 from .finding import Finding, Fix, Position
 
@@ -73,32 +72,42 @@ class LintContext:
     @functools.cached_property
     def index(self) -> ModuleIndex:
         """The one-pass module index."""
-        tails = (
-            SYSTEM_MESSAGE_CLASSES
-            | PROMPT_TEMPLATE_CLASSES
-            | TEMPLATE_CONSTRUCTORS
-            | {name.rsplit(".", 1)[-1] for name in SEGMENT_CONSTRUCTORS}
-            | {name.rsplit(".", 1)[-1] for name in self.config.extra_cached_callables}
-        )
-        return ModuleIndex.build(self.module, self.cached_keywords, frozenset(tails))
+        tails = segment_call_tails(self.config.extra_cached_callables)
+        return ModuleIndex.build(self.module, self.cached_keywords, tails)
 
     @functools.cached_property
     def analysis(self) -> TaintAnalysis:
         """Taint analysis over the module's scope and qualified-name metadata."""
         scopes = self.wrapper.resolve(ScopeProvider)
         return TaintAnalysis(
-            self.index, scopes, self.config.extra_volatile_callables, self._project_imports()
+            self.index, scopes, self.config.extra_volatile_callables, self.project_imports
         )
 
-    def _project_imports(self) -> ProjectImports | None:
-        """Imports followed into the other modules of the project (the file must exist)."""
+    @functools.cached_property
+    def project(self) -> Project | None:
+        """The project the module's imports are followed in (the file must exist)."""
         path = Path(self.filename)
         if not path.is_file():
             return None
-        path = path.absolute()
-        extra = self.config.extra_volatile_callables
-        project = Project(project_boundary(path, self.config.root), extra)
-        return ProjectImports(path, project, record=True)
+        return Project(
+            project_boundary(path.absolute(), self.config.root),
+            self.config.extra_volatile_callables,
+            self.config.extra_cached_callables,
+        )
+
+    @functools.cached_property
+    def project_imports(self) -> ProjectImports | None:
+        """Imports followed into the other modules of the project (the file must exist)."""
+        if self.project is None:
+            return None
+        return ProjectImports(Path(self.filename).absolute(), self.project, record=True)
+
+    def may_import_prompt_code(self, source: str) -> bool:
+        """Whether the module imports (within the depth) a module of the project that may
+        build a prompt: its calls there may then pass a cached segment."""
+        if self.project is None:
+            return False
+        return may_import_prompt_code(Path(self.filename).absolute(), source, self.project)
 
     @functools.cached_property
     def call_sites(self) -> CallSites:
@@ -110,7 +119,9 @@ class LintContext:
         """Every cached segment the module builds."""
         tail = history_tail(self.module, self.analysis)
         extra = self.config.extra_cached_callables
-        return cached_segments(self.index, self.analysis, self.call_sites, extra, tail)
+        return cached_segments(
+            self.index, self.analysis, self.call_sites, extra, tail, self.project_imports
+        )
 
     @functools.cached_property
     def segment_taints(self) -> list[tuple[CachedSegment, Taint]]:

@@ -2,8 +2,9 @@
 
 A Python file is parsed once; all enabled rules share one `LintContext`
 (one metadata wrapper, computed lazily). A module that mentions none of the
-words a cached segment needs (`system`, `tools`, `cache_control`, ...) is
-only parsed, which keeps large code bases fast. A file that does not parse
+words a cached segment needs (`system`, `tools`, `cache_control`, ...), and
+imports no module of the project that does (within the import depth, read from
+the text), is only parsed, which keeps large code bases fast. A file that does not parse
 is one `PFX000` finding, unless it looks like a Jinja template (`{{`, `{%`):
 then it is skipped as a template. A notebook's code cells are linted as one
 module (`prefixkit.linter.notebook`) and its findings placed in their cells.
@@ -93,10 +94,13 @@ def lint_python(
             )
         ]
     rules = [rule() for rule in ALL_RULES if issubclass(rule, PythonRule) and rule.code in enabled]
-    if not rules or not any(word in source for word in _trigger_words(config)):
+    if not rules:
         return []
     context = LintContext(module, filename, config)
-    if not context.index.has_candidates:
+    imports_prompts = context.may_import_prompt_code(source)
+    if not imports_prompts and not any(word in source for word in _trigger_words(config)):
+        return []
+    if not context.index.has_candidates and not (imports_prompts and context.segments):
         return []
     findings: list[Finding] = []
     for rule in rules:

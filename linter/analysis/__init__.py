@@ -5,8 +5,8 @@ builds them once per module, lazily). The modules import only downward, in
 this order (a module imports only modules of the lines below its own; each
 line's modules are independent of each other):
 
-    position                                      what follows a value in the cached prefix
-    cached_segments  key_order  project_imports   where a cached prefix is built; key order; other modules
+    position  project_imports                     what follows a value in the cached prefix; other modules
+    cached_segments  key_order                    where a cached prefix is built; key order
     history_tail  taint                           a history's tail; where a value comes from
     call_sites  sets  shapes                      calls of a function; sets; what a value is built from
     bindings                                      what names and calls refer to; parameters bound
@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bindings",),
     ("call_sites", "sets", "shapes"),
     ("history_tail", "taint"),
-    ("cached_segments", "key_order", "project_imports"),
-    ("position",),
+    ("cached_segments", "key_order"),
+    ("position", "project_imports"),
 )
 """The analysis modules by layer, bottom first: each imports only from layers below."""

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import libcst as cst
 
@@ -84,11 +85,16 @@ __all__ = [
     "Block",
     "CachedSegment",
     "DatetimeFlag",
+    "ImportedCall",
+    "ImportedSinks",
+    "ParameterSinks",
     "cached_segments",
     "callee_names",
+    "class_role",
     "datetime_flags",
     "in_user_turn",
     "one_shot",
+    "parameter_sinks",
     "request_blocks",
 ]
 
@@ -114,6 +120,45 @@ class CachedSegment:
     node: cst.BaseExpression
     label: str
     function: FunctionNode | None
+
+
+@dataclass(frozen=True)
+class ImportedCall:
+    """A call of a function or class defined in another module of the project.
+
+    `segments`: the call's arguments that reach a cached position there, each with
+    its label. `decides`: the callee takes every keyword it is given as a named
+    parameter (no `**kwargs`, no framework base class), so its own code, not the
+    keyword's spelling, says whether a `system=` given to it is a prompt.
+    """
+
+    segments: tuple[tuple[cst.BaseExpression, str], ...]
+    decides: bool
+
+
+class ImportedSinks(Protocol):
+    """Calls of functions and classes imported from other modules of the project
+    (`project_imports.ProjectImports` answers it)."""
+
+    def call_sinks(self, analysis: TaintAnalysis, call: cst.Call) -> ImportedCall | None:
+        """What `call` passes into a cached position of another project module; None
+        when it runs nothing defined in the project's other modules."""
+        ...
+
+
+@dataclass(frozen=True)
+class ParameterSinks:
+    """What of a module's functions and classes reaches its cached segments.
+
+    `parameters`: per function (`id` of its node), its parameters that reach a
+    cached segment, each with the label of the segment. `fields`: per class, the
+    attributes its methods read into a cached segment (`self.system`), by name,
+    with the label: a class without an `__init__` of its own (a dataclass, a
+    pydantic model) is built with them.
+    """
+
+    parameters: Mapping[int, tuple[tuple[cst.Param, str], ...]]
+    fields: Mapping[int, Mapping[str, str]]
 
 
 def callee_names(call: cst.Call, analysis: TaintAnalysis) -> frozenset[str]:
@@ -248,6 +293,15 @@ def _system_class_segments(
     """A class of the module whose own fields give it a system or developer role
     (`role = "system"`, `kind: Kind = Kind.SYSTEM`): what it is built with is the
     message's content."""
+    role = class_role(owner, analysis)
+    if role is None:
+        return []
+    label = f"a `{role}` message (`{owner.name.value}(...)`)"
+    return [CachedSegment(arg.value, label, function) for arg in call.args if not arg.star]
+
+
+def class_role(owner: cst.ClassDef, analysis: TaintAnalysis) -> str | None:
+    """The system or developer role a class's own field holds (`role: str = "system"`)."""
     fields = analysis.index.class_attrs.get(id(owner), {})
     roles = {
         _resolved_role(value, Env(None), analysis)
@@ -255,11 +309,7 @@ def _system_class_segments(
         for value, method in entries
         if method is None
     }
-    role = next((r for r in sorted(roles, key=str) if r is not None), None)
-    if role is None:
-        return []
-    label = f"a `{role}` message (`{owner.name.value}(...)`)"
-    return [CachedSegment(arg.value, label, function) for arg in call.args if not arg.star]
+    return next((r for r in sorted(roles, key=str) if r is not None), None)
 
 
 def _returned(function: FunctionNode, label: str, index: ModuleIndex) -> list[CachedSegment]:
@@ -535,13 +585,21 @@ def cached_segments(
     sites: CallSites,
     extra_callables: frozenset[str],
     tail: frozenset[int] = frozenset(),
+    imports: ImportedSinks | None = None,
 ) -> list[CachedSegment]:
     """Every cached segment the module builds, in source order of discovery; none
-    inside the nodes of `tail` (messages appended after a history, `history_tail`)."""
+    inside the nodes of `tail` (messages appended after a history, `history_tail`).
+
+    With `imports`, a call of a function or class of another project module passes
+    the arguments its summary there says reach a cached position (`ImportedSinks`),
+    and such a callee is a sink by what it does, not by its name or keywords."""
+    imported = _imported_calls(analysis, sites, imports)
     found: list[CachedSegment] = []
     for candidate in index.sites:
         node = candidate.node
         if candidate.kind == "call" and isinstance(node, cst.Call):
+            if id(node) in imported:
+                continue  # a class of the project: by what it does, not by its name
             found += _call_segments(node, candidate.function, analysis, extra_callables)
         elif candidate.kind == "returns" and isinstance(node, cst.FunctionDef):
             found += _returned(node, candidate.label, index)
@@ -569,13 +627,111 @@ def cached_segments(
                 if arg.keyword is not None and arg.keyword.value not in _BLOCK_META_KEYS:
                     found.append(CachedSegment(arg.value, candidate.label, candidate.function))
         elif candidate.kind == "keyword" and isinstance(node, cst.BaseExpression):
-            if _own_function_decides(candidate, analysis):
+            if _own_function_decides(candidate, analysis) or _imported_decides(candidate, imported):
                 continue
             found += _keyword_segments(candidate, node, index, analysis)
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
+    found += [
+        CachedSegment(argument, label, sites.enclosing(call))
+        for call, result in imported.values()
+        for argument, label in result.segments
+    ]
     found = [segment for segment in found if id(segment.node) not in tail]
     return found + _through_callers(found, analysis, sites)
+
+
+def _imported_calls(
+    analysis: TaintAnalysis, sites: CallSites, imports: ImportedSinks | None
+) -> dict[int, tuple[cst.Call, ImportedCall]]:
+    """The module's calls of functions and classes of the project's other modules."""
+    if imports is None:
+        return {}
+    found: dict[int, tuple[cst.Call, ImportedCall]] = {}
+    for call in sites.calls():
+        result = imports.call_sinks(analysis, call)
+        if result is not None:
+            found[id(call)] = (call, result)
+    return found
+
+
+def _imported_decides(
+    candidate: SiteCandidate, imported: Mapping[int, tuple[cst.Call, ImportedCall]]
+) -> bool:
+    """Whether a `system=`-like argument goes to a function or class of another project
+    module whose own code decides whether it reaches a prompt."""
+    call = candidate.receiver
+    entry = imported.get(id(call)) if isinstance(call, cst.Call) else None
+    return entry is not None and entry[1].decides
+
+
+def parameter_sinks(
+    segments: list[CachedSegment], analysis: TaintAnalysis, sites: CallSites
+) -> ParameterSinks:
+    """Which parameters of the module's functions reach one of `segments` (the module's
+    cached segments, callers followed): a parameter flowing into a segment of its own
+    function, a constructor's parameter stored on `self` and read into a segment by a
+    method of its class, and the fields such a method reads. The summary another
+    module's calls are checked against."""
+    found: dict[int, dict[int, tuple[cst.Param, str]]] = {}
+    fields: dict[int, dict[str, str]] = {}
+    for segment in segments:
+        if segment.function is None:
+            continue
+        for param in _parameters(segment, analysis, sites):
+            found.setdefault(id(segment.function), {}).setdefault(id(param), (param, segment.label))
+        for param, init in _constructor_parameters(segment, analysis, sites):
+            found.setdefault(id(init), {}).setdefault(id(param), (param, segment.label))
+        owner = analysis.index.function_class.get(id(segment.function))
+        if owner is not None:
+            for attribute in _read_attributes(segment, analysis):
+                fields.setdefault(id(owner), {}).setdefault(attribute.attr.value, segment.label)
+    return ParameterSinks({key: tuple(params.values()) for key, params in found.items()}, fields)
+
+
+def _read_attributes(segment: CachedSegment, analysis: TaintAnalysis) -> list[cst.Attribute]:
+    """The `self.<attr>` reads whose values flow into the segment."""
+    function = segment.function
+    values = [segment.node, *(value for value, _ in analysis.resolve(segment.node, Env(function)))]
+    return [
+        attribute
+        for value in values
+        for attribute in _self_attributes(value)
+        if not is_identity_name([attribute.attr.value])
+    ]
+
+
+def _constructor_parameters(
+    segment: CachedSegment, analysis: TaintAnalysis, sites: CallSites
+) -> list[tuple[cst.Param, FunctionNode]]:
+    """Parameters of `__init__` stored on `self` and read into the segment as `self.<attr>`."""
+    found: list[tuple[cst.Param, FunctionNode]] = []
+    for attribute in _read_attributes(segment, analysis):
+        for stored in analysis.attribute_values(attribute):
+            for name in _names(stored):
+                param = sites.parameter(name)
+                init = analysis.index.param_function.get(id(param)) if param else None
+                if (
+                    param is not None
+                    and isinstance(init, cst.FunctionDef)
+                    and init.name.value == "__init__"
+                    and not is_identity_name([param.name.value])
+                ):
+                    found.append((param, init))
+    return found
+
+
+def _self_attributes(node: cst.CSTNode) -> list[cst.Attribute]:
+    """`self.<attr>` / `cls.<attr>` reads in an expression (not in nested functions)."""
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value in ("self", "cls")
+    ):
+        return [node]
+    if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+        return []
+    return [found for child in node.children for found in _self_attributes(child)]
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,10 @@ class CallSites:
                 callers.setdefault(id(function), []).append((call, enclosing, method))
         return callers
 
+    def calls(self) -> list[cst.Call]:
+        """Every call of the module, in source order."""
+        return [call for call, _enclosing in self._calls]
+
     def enclosing(self, call: cst.Call) -> FunctionNode | None:
         """The function whose body holds `call` (None at module level)."""
         return self._enclosing.get(id(call))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,22 +55,45 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from ..catalog import is_volatile_callable
+from ..catalog import (
+    CACHED_KEYWORDS,
+    PROMPT_TEMPLATE_CLASSES,
+    SYSTEM_MESSAGE_CLASSES,
+    TRIGGER_WORDS,
+    is_volatile_callable,
+    segment_call_tails,
+)
 from ..dependencies import record_dependency
 from .bindings import Env
+from .cached_segments import (
+    ImportedCall,
+    ParameterSinks,
+    cached_segments,
+    class_role,
+    parameter_sinks,
+)
+from .call_sites import CallSites
+from .history_tail import history_tail
 from .module_index import ModuleIndex
 from .module_slice import TopLevel, Uses
 from .syntax import FunctionNode, all_params, dotted_parts
 from .taint import Taint, TaintAnalysis, Via
 
-__all__ = ["MAX_DEPTH", "Project", "ProjectImports", "project_boundary"]
+__all__ = ["MAX_DEPTH", "Project", "ProjectImports", "may_import_prompt_code", "project_boundary"]
 
 # Modules followed from the linted one: an import of an import of an import.
 MAX_DEPTH = 3
 # Larger modules are not followed (generated code, vendored bundles).
 _MAX_MODULE_BYTES = 1_000_000
 
-_NO_NAMES: frozenset[str] = frozenset()
+_CALL_TAILS = segment_call_tails()
+_NO_SINKS = ParameterSinks({}, {})
+# `from .llm import ask, Message` / `import pkg.llm`: what a module imports, read from
+# its text (for the cheap test of whether it may call into prompt code of the project).
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]*)|import[ \t]+([\w.]+))",
+    re.MULTILINE,
+)
 # What an argument carries through another module's function into its return value.
 _CARRIED = frozenset({"volatile", "set", "json"})
 
@@ -91,10 +115,11 @@ def project_boundary(path: Path, root: Path) -> Path:
 @dataclass(frozen=True)
 class Project:
     """Where modules are looked up (`boundary`, which paths in messages are relative
-    to) and the configured extra volatile callables."""
+    to), the configured extra volatile callables and extra cached callables."""
 
     boundary: Path
     extra_volatile: frozenset[str] = frozenset()
+    extra_cached_callables: frozenset[str] = frozenset()
 
     def contains(self, folder: Path) -> bool:
         """Whether `folder` is the boundary or inside it."""
@@ -152,7 +177,7 @@ class _Parsed:
         if found is None:
             module = self.slice(attributes)
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-            index = ModuleIndex.build(module, _NO_NAMES, _NO_NAMES)
+            index = ModuleIndex.build(module, CACHED_KEYWORDS, _CALL_TAILS)
             found = self._scoped[attributes] = _Slice(module, index, wrapper.resolve(ScopeProvider))
         return found
 
@@ -243,6 +268,29 @@ class _Other:
     def global_scope(self) -> Scope | None:
         return self.analysis.scopes.get(self.module)
 
+    @functools.cached_property
+    def may_sink(self) -> bool:
+        """Whether the part may build a cached segment: its module mentions a word one
+        needs (`catalog.TRIGGER_WORDS`), or it imports (within the depth) another module
+        of the project."""
+        if any(word in self.parsed.text for word in TRIGGER_WORDS):
+            return True
+        return _imports_project(self.parsed.uses(self.attributes), self.imports)
+
+    @functools.cached_property
+    def sinks(self) -> ParameterSinks:
+        """Which parameters and fields of the part's functions and classes reach a
+        cached segment there (its own imports followed one module less deep)."""
+        if not self.may_sink:
+            return _NO_SINKS
+        part = self.parsed.scoped(self.attributes)
+        analysis = self.analysis
+        sites = CallSites(part.module, analysis)
+        tail = history_tail(part.module, analysis)
+        extra = self.project.extra_cached_callables
+        segments = cached_segments(part.index, analysis, sites, extra, tail, self.imports)
+        return parameter_sinks(segments, analysis, sites)
+
     def valid(self) -> bool:
         """Whether neither the module nor a file its analysis used has changed."""
         if _stamp(self.parsed.path) != self.parsed.stamp:
@@ -257,12 +305,9 @@ _parsed: dict[Path, _Parsed | None] = {}
 _others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
 
 
-def _other(
-    path: Path, attributes: tuple[str, ...], depth: int, project: Project, arguments: bool
-) -> _Other | None:
+def _load(path: Path, attributes: tuple[str, ...], depth: int, project: Project) -> _Other | None:
     """What `attributes` (a name, or a class and its method) needs in the module at
-    `path`; None when the module does not define such a thing, or when nothing
-    volatile can reach it (`arguments`: the call passes a tainted argument)."""
+    `path`, parsed once; None when the module does not bind the name or does not parse."""
     key = (path, attributes, depth, project)
     other = _others.get(key)
     if other is None or not other.valid():
@@ -272,13 +317,35 @@ def _other(
         parsed = _parsed.get(path)
         if parsed is None or parsed.stamp != stamp:
             parsed = _parsed[path] = _parse(path, stamp)
-        if parsed is None or not _defines(parsed.top_level, attributes):
+        if parsed is None or not parsed.top_level.statements(attributes[0]):
             return None
         imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
         other = _others[key] = _Other(parsed, attributes, project, imports)
+    return other
+
+
+def _other(
+    path: Path, attributes: tuple[str, ...], depth: int, project: Project, arguments: bool
+) -> _Other | None:
+    """What `attributes` needs in the module at `path` (`_load`); None when the module
+    does not define such a function or constant, or when nothing volatile can reach it
+    (`arguments`: the call passes a tainted argument)."""
+    other = _load(path, attributes, depth, project)
+    if other is None or not _defines(other.parsed.top_level, attributes):
+        return None
     if not (arguments and other.takes_arguments) and not other.may_change:
         return None
     return other
+
+
+@dataclass(frozen=True)
+class _Callee:
+    """What an imported name calls in its module: a function (`method`: called with its
+    first parameter bound) or a class (built)."""
+
+    other: _Other
+    node: FunctionNode | cst.ClassDef
+    method: bool = False
 
 
 @dataclass(frozen=True)
@@ -305,6 +372,7 @@ class ProjectImports:
     record: bool = False
     used: dict[Path, _Stamp | None] = field(default_factory=dict)
     _targets: dict[tuple[str, bool], list[_Target]] = field(default_factory=dict)
+    _callees: dict[str, list[_Callee]] = field(default_factory=dict)
     _located: dict[str, tuple[Path, tuple[str, ...]] | None] = field(default_factory=dict)
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
@@ -331,6 +399,90 @@ class ProjectImports:
             }
             self._use(other)
         return result
+
+    def call_sinks(self, analysis: TaintAnalysis, call: cst.Call) -> ImportedCall | None:
+        """What `call` passes into a cached position of another project module, when it
+        calls a function, a static or class method or a class defined there (else None):
+        the arguments for the parameters that module's summary says reach one."""
+        root = _root_name(call.func)
+        if root is None or not any(
+            isinstance(assignment, ImportAssignment) for assignment in analysis.assignments(root)
+        ):
+            return None
+        names = self._import_names(analysis, call.func)
+        callees = [callee for name in names for callee in self._callees_of(name)]
+        if not callees:
+            return None
+        spelled = _spelling(call.func)
+        segments: list[tuple[cst.BaseExpression, str]] = []
+        decides = True
+        for callee in callees:
+            self._use(callee.other)
+            where = self.project.display(callee.other.parsed.path)
+            if isinstance(callee.node, cst.ClassDef):
+                found, closed = _built(analysis, call, callee, spelled, where)
+            else:
+                found = _passed(analysis, call, callee, callee.node, spelled, where)
+                closed = callee.node.params.star_kwarg is None
+            segments += found
+            decides = decides and closed
+        return ImportedCall(tuple(segments), decides)
+
+    def _callees_of(self, qualified: str) -> list[_Callee]:
+        """The functions and classes of the project the imported dotted name stands for."""
+        cached = self._callees.get(qualified)
+        if cached is None:
+            cached = self._callees[qualified] = self._find_callees(qualified)
+        return cached
+
+    def _find_callees(self, qualified: str) -> list[_Callee]:
+        located = self.locate(qualified)
+        if located is None:
+            return []
+        path, attributes = located
+        other = _load(path, attributes, self.depth, self.project)
+        if other is None:
+            self._note({path: _stamp(path)})
+            return []
+        self._use(other)
+        found: list[_Callee] = []
+        for statement in other.parsed.top_level.statements(attributes[0]):
+            if isinstance(statement, cst.FunctionDef) and len(attributes) == 1:
+                found.append(_Callee(other, statement))
+            elif isinstance(statement, cst.ClassDef) and len(attributes) == 1:
+                if not _framework_subclass(statement):
+                    found.append(_Callee(other, statement))
+            elif isinstance(statement, cst.ClassDef):
+                method = next(
+                    (
+                        s
+                        for s in statement.body.body
+                        if isinstance(s, cst.FunctionDef) and s.name.value == attributes[1]
+                    ),
+                    None,
+                )
+                first = _binds_first(method) if method is not None else None
+                if method is not None and first is not None:
+                    found.append(_Callee(other, method, first))
+            elif _is_import(statement) and other.imports is not None:
+                found += self._reexported(other, attributes)
+        return found
+
+    def _reexported(self, other: _Other, attributes: tuple[str, ...]) -> list[_Callee]:
+        """A name a package's `__init__` imports from one of its modules."""
+        scope = other.global_scope
+        imports = other.imports
+        if not isinstance(scope, GlobalScope) or imports is None or attributes[0] not in scope:
+            return []
+        return [
+            callee
+            for name in sorted(
+                q.name
+                for q in scope.get_qualified_names_for(attributes[0])
+                if q.source is QualifiedNameSource.IMPORT
+            )
+            for callee in imports._callees_of(".".join([name, *attributes[1:]]))
+        ]
 
     def _functions(
         self, names: list[str], arguments: bool
@@ -503,6 +655,153 @@ class ProjectImports:
                 record_dependency(path)
 
 
+def _passed(
+    analysis: TaintAnalysis,
+    call: cst.Call,
+    callee: _Callee,
+    function: FunctionNode,
+    spelled: str,
+    where: str,
+) -> list[tuple[cst.BaseExpression, str]]:
+    """The arguments `call` passes for the parameters of `function` (of another module)
+    that reach a cached segment there."""
+    sinks = callee.other.sinks.parameters.get(id(function), ())
+    if not sinks:
+        return []
+    bound = analysis.arguments(function, call, callee.method)
+    found: list[tuple[cst.BaseExpression, str]] = []
+    for param, label in sinks:
+        argument = bound.get(id(param))
+        if argument is None or argument is param.default:
+            continue
+        found.append(
+            (argument, f"{label} in {where}, through parameter `{param.name.value}` of `{spelled}`")
+        )
+    return found
+
+
+def _built(
+    analysis: TaintAnalysis, call: cst.Call, callee: _Callee, spelled: str, where: str
+) -> tuple[list[tuple[cst.BaseExpression, str]], bool]:
+    """What building a class of another module with `call` puts into a cached segment
+    (a class whose own field holds a system role: every argument; else what its
+    constructor or its fields pass on), and whether the class decides that by its own
+    code (its `__init__` takes no `**kwargs`, or it has no `__init__` and no base)."""
+    owner = callee.node
+    if not isinstance(owner, cst.ClassDef):
+        return [], False
+    other = callee.other
+    init = next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
+    )
+    closed = init.params.star_kwarg is None if init is not None else not owner.bases
+    if not other.may_sink:
+        return [], closed
+    role = class_role(owner, other.analysis)
+    if role is not None:
+        label = f"a `{role}` message (`{spelled}(...)`, a class of {where})"
+        return [(arg.value, label) for arg in call.args if not arg.star], True
+    if init is not None:
+        return _passed(analysis, call, _Callee(other, init, True), init, spelled, where), closed
+    fields = other.sinks.fields.get(id(owner), {})
+    if not fields:
+        return [], closed
+    order = _field_order(owner)
+    found: list[tuple[cst.BaseExpression, str]] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            continue
+        name = arg.keyword.value if arg.keyword is not None else None
+        if name is None and position < len(order):
+            name = order[position]
+        if name is not None and name in fields:
+            label = f"{fields[name]} in {where}, through field `{name}` of `{spelled}`"
+            found.append((arg.value, label))
+    return found, closed
+
+
+def _field_order(owner: cst.ClassDef) -> list[str]:
+    """The annotated class-level fields of a class, in order (a dataclass's parameters)."""
+    return [
+        small.target.value
+        for statement in owner.body.body
+        if isinstance(statement, cst.SimpleStatementLine)
+        for small in statement.body
+        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+    ]
+
+
+def _framework_subclass(owner: cst.ClassDef) -> bool:
+    """Whether a class derives from a framework's message or template class by name
+    (`class Brief(SystemMessage)`): a sink as its base is."""
+    for base in owner.bases:
+        parts = dotted_parts(base.value)
+        if parts and parts[-1] in SYSTEM_MESSAGE_CLASSES | PROMPT_TEMPLATE_CLASSES:
+            return True
+    return False
+
+
+def _root_name(node: cst.BaseExpression) -> cst.Name | None:
+    """The name a dotted callee starts with (`u` of `u.today()`)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+def _imports_project(uses: Uses, imports: ProjectImports | None) -> bool:
+    """Whether a slice imports (within the depth) another module of the project."""
+    return imports is not None and any(
+        level or any(imports.module_file(0, parts[:k]) for k in range(len(parts), 0, -1))
+        for level, parts in uses.imports
+    )
+
+
+# Whether a file (by path, stamp and depth) may hold prompt code or import some.
+_prompt_code: dict[tuple[Path, int], tuple[_Stamp | None, bool]] = {}
+
+
+def may_import_prompt_code(path: Path, text: str, project: Project, depth: int = MAX_DEPTH) -> bool:
+    """Whether a module (`text`, at `path`) imports, within `depth` modules, a module of the
+    project whose text mentions a word a cached segment needs (`catalog.TRIGGER_WORDS`):
+    a cheap test, on the text alone, of whether its calls may reach a prompt there."""
+    finder = ProjectImports(path, project, depth)
+    for match in _IMPORT_LINE.finditer(text):
+        dots, dotted, names, module = match.groups()
+        level = len(dots or "")
+        parts = tuple(p for p in (dotted or module or "").split(".") if p)
+        candidates = [parts, *((*parts, n.strip()) for n in (names or "").split(",") if n.strip())]
+        for candidate in candidates:
+            found = finder.module_file(level, candidate)
+            if found is None or found == path.absolute():
+                continue
+            if _prompt_file(found, project, depth):
+                return True
+    return False
+
+
+def _prompt_file(path: Path, project: Project, depth: int) -> bool:
+    stamp = _stamp(path)
+    key = (path, depth)
+    cached = _prompt_code.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    _prompt_code[key] = (stamp, False)  # an import cycle ends here
+    try:
+        text = path.read_text(encoding="utf-8") if stamp and stamp[1] <= _MAX_MODULE_BYTES else ""
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    found = any(word in text for word in TRIGGER_WORDS) or (
+        depth > 1 and may_import_prompt_code(path, text, project, depth - 1)
+    )
+    _prompt_code[key] = (stamp, found)
+    return found
+
+
 def _defines(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
     """Whether the module may define a function, constant or (with two attributes) a
     static or class method by that name: skips classes called as constructors."""
@@ -550,12 +849,7 @@ def _may_change(uses: Uses, imports: ProjectImports | None, project: Project) ->
     extra = project.extra_volatile
     if any(is_volatile_callable(name, extra) for name in uses.qualified):
         return True
-    for level, parts in uses.imports:
-        if imports is not None and (
-            level or any(imports.module_file(0, parts[:k]) for k in range(len(parts), 0, -1))
-        ):
-            return True
-    return False
+    return _imports_project(uses, imports)
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
