@@ -8,6 +8,7 @@ line's modules are independent of each other):
     position  project_imports                     what follows a value in the cached prefix; other modules
     cached_segments  key_order                    where a cached prefix is built; key order
     history_tail  taint                           a history's tail; where a value comes from
+    template_inputs                               a template's text; values given when rendered
     call_sites  sets  shapes                      calls of a function; sets; what a value is built from
     bindings                                      what names and calls refer to; parameters bound
     module_index                                  one pass recording what the others look up
@@ -28,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("module_index",),
     ("bindings",),
     ("call_sites", "sets", "shapes"),
+    ("template_inputs",),
     ("history_tail", "taint"),
     ("cached_segments", "key_order"),
     ("position", "project_imports"),

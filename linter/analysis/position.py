@@ -11,7 +11,6 @@ reusable follows: the finding would cost nothing).
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -52,7 +51,7 @@ def _pieces(
     node: cst.BaseExpression, analysis: TaintAnalysis, env: Env
 ) -> list[str | cst.BaseExpression] | None:
     """The parts of a text in order, fixed text as `str` (None for shapes not followed):
-    `+` chains, f-strings, string constants and `TEMPLATE.format(...)`."""
+    `+` chains, f-strings, string constants and templates rendered (`template_inputs`)."""
     text = string_value(node)
     if text is not None:
         return [text]
@@ -66,37 +65,9 @@ def _pieces(
             for part in node.parts
             if isinstance(part, (cst.FormattedStringText, cst.FormattedStringExpression))
         ]
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "format"
-    ):
-        templates = [string_value(value) for value, _env in analysis.resolve(node.func.value, env)]
-        if len(templates) != 1 or templates[0] is None:
-            return None
-        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
-        pieces: list[str | cst.BaseExpression] = []
-        try:
-            parsed = list(string.Formatter().parse(templates[0]))
-        except ValueError:
-            return None
-        auto = 0
-        for literal, field, _spec, _conversion in parsed:
-            pieces.append(literal)
-            if field is None:
-                continue
-            name = field.split(".")[0].split("[")[0]
-            if name == "":
-                name, auto = str(auto), auto + 1
-            value = (
-                positional[int(name)] if name.isdigit() and int(name) < len(positional) else None
-            )
-            value = keywords.get(name, value)
-            if value is None:
-                return None
-            pieces.append(value)
-        return pieces
+    if isinstance(node, cst.Call):
+        # a template rendered (`TEMPLATE.format(...)`, `.substitute`, `.render`, ...)
+        return analysis.rendered_pieces(node, env)
     return None
 
 
@@ -118,7 +89,8 @@ def following_text(
     segment: CachedSegment, taint: Taint, analysis: TaintAnalysis
 ) -> Following | None:
     """What follows `taint` in the segment's text (the most, over the values it may have);
-    None when the text's shape is not followed."""
+    None when the text's shape is not followed, or when the value ends a text that
+    another module puts into the prompt (what follows it there is not laid out)."""
     values = analysis.resolve(segment.node, Env(segment.function))
     found: Following | None = None
     for value, env in values:
@@ -139,6 +111,8 @@ def following_text(
         )
         if found is None or (following.chars, following.values) > (found.chars, found.values):
             found = following
+    if found is not None and found.at_end and segment.elsewhere:
+        return None
     return found
 
 

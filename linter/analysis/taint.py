@@ -1,7 +1,8 @@
 """Where a value comes from: volatile, per-request, or non-deterministically ordered.
 
 `TaintAnalysis.taints(expr, env)` follows an expression through f-strings,
-`.format`, `%`, `+`, `"".join`, containers, local and module-level
+`.format`, `%`, `+`, `"".join`, templates rendered (only the values bound to
+placeholders the template's text reads, where the text is known), containers, local and module-level
 assignments (via libcst's `ScopeProvider`), `self.<attr>` assignments, the
 functions and methods of the same module and, with `imports`, the functions,
 static and class methods and constants imported from the project's other
@@ -38,7 +39,7 @@ is pure: it reads the modules and their metadata and never changes them.
 
 `TaintAnalysis` extends the module's other analyses (`bindings`: what names
 and calls refer to; `shapes`: what a value is built from; `sets`: whether a
-value is a set), so one object per module answers every question the rules
+value is a set; `template_inputs`: which values a template rendered reads), so one object per module answers every question the rules
 ask, with one cache of qualified names.
 """
 
@@ -47,6 +48,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 import libcst as cst
@@ -65,8 +67,8 @@ from ..catalog import (
 from .bindings import Env
 from .module_index import ModuleIndex
 from .sets import SET_BUILDERS, SetValues
-from .shapes import ValueShapes
-from .syntax import FunctionNode, dotted_parts, spellings, string_value
+from .syntax import FunctionNode, all_params, dotted_parts, spellings, string_value
+from .template_inputs import TemplateInputs
 
 __all__ = [
     "PERIODS",
@@ -119,6 +121,8 @@ class Taint:
     on every pass of `loop` (a counter or accumulator), which matters only to a
     prompt built inside that loop. `param` is set only
     on the placeholders of function summaries, which `taints` never returns.
+    `unplaced`: the value is given to a template whose text (or the placeholder it
+    fills) the module does not show, so where it lands in the text is unknown.
     """
 
     kind: str
@@ -128,6 +132,7 @@ class Taint:
     param: cst.Param | None = None
     via: Via | None = None
     loop: cst.For | cst.While | None = None
+    unplaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,24 @@ def _per_day(taints: Iterable[Taint]) -> set[Taint]:
     }
 
 
+def _unplaced(taints: Iterable[Taint]) -> set[Taint]:
+    """Values given to a template whose text, or whose placeholder for them, is not known:
+    where they land in the text is not known."""
+    return {
+        t
+        if t.unplaced or t.kind in ("json", "set", _PARAM_SET)
+        else replace(
+            t,
+            unplaced=True,
+            detail=t.detail
+            if t.kind in _PLACEHOLDERS
+            else f"{t.detail} (given to a template rendered at run time: its place in the "
+            "prompt is not known)",
+        )
+        for t in taints
+    }
+
+
 def _sorted(taint: Taint) -> Taint:
     return replace(taint, kind=_PARAM_SORTED) if taint.kind == _PARAM else taint
 
@@ -193,7 +216,7 @@ class ImportedTaints(Protocol):
         ...
 
 
-class TaintAnalysis(SetValues, ValueShapes):
+class TaintAnalysis(SetValues, TemplateInputs):
     """Taint queries over one module (see the module docstring).
 
     `scopes` is the resolved `ScopeProvider` mapping of the same module
@@ -216,6 +239,12 @@ class TaintAnalysis(SetValues, ValueShapes):
         self._active: set[int] = set()
         self._summaries: dict[int, frozenset[Taint]] = {}
         self._summarising: set[int] = set()
+
+    def module_path(self) -> Path | None:
+        """The linted module's file, where the project's imports are followed (prompt files
+        are read relative to it)."""
+        path = getattr(self.imports, "path", None)
+        return path if isinstance(path, Path) else None
 
     def taints(self, node: cst.CSTNode, env: Env) -> frozenset[Taint]:
         """Every taint reaching the value of `node` (an expression) in `env`."""
@@ -260,8 +289,9 @@ class TaintAnalysis(SetValues, ValueShapes):
                     if self.is_set(argument, caller):
                         result.add(Taint("set", argument, taint.detail))
                     continue
-                found = self.taints(argument, caller)
-                result |= _without_order(found) if taint.kind == _PARAM_SORTED else found
+                taints = self.taints(argument, caller)
+                found = _without_order(taints) if taint.kind == _PARAM_SORTED else set(taints)
+                result |= _unplaced(found) if taint.unplaced else found
             elif (
                 taint.kind != _PARAM_SET
                 and env.root is not None
@@ -522,7 +552,7 @@ class TaintAnalysis(SetValues, ValueShapes):
             return imported
         func = node.func
         if isinstance(func, cst.Attribute):
-            return self._method(func, args, first)
+            return self._method(node, func, args, first)
         if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
             return self._union(args)
         return set()
@@ -553,7 +583,11 @@ class TaintAnalysis(SetValues, ValueShapes):
         )
 
     def _method(
-        self, func: cst.Attribute, args: list[cst.BaseExpression], first: cst.BaseExpression | None
+        self,
+        call: cst.Call,
+        func: cst.Attribute,
+        args: list[cst.BaseExpression],
+        first: cst.BaseExpression | None,
     ) -> set[Taint]:
         method = func.attr.value
         result = set(self._raw(func.value))
@@ -565,7 +599,13 @@ class TaintAnalysis(SetValues, ValueShapes):
             and is_identity_name([*receiver, key])
         ):
             result.add(Taint("identity", func, f"key {key!r}"))
-        if method in STRING_METHODS:
+        rendered = self.rendered_values(call, Env(None))
+        if rendered is not None:
+            # a template rendered: the values its placeholders read (all, where unknown)
+            values, placed = rendered
+            found = self._union(values)
+            result |= found if placed else _unplaced(found)
+        elif method in STRING_METHODS:
             result |= self._union(args)
             if method == "join" and first is not None:
                 result |= self._ordered(first, "joins a set")
@@ -606,6 +646,7 @@ class TaintAnalysis(SetValues, ValueShapes):
         the taints of the arguments that flow to its return values, and the other
         taints of its summary (in `owner`'s module)."""
         arguments = self.arguments(function, call, method)
+        gathered = _gathered(function, call, method)
         result: set[Taint] = set()
         own: set[Taint] = set()
         for taint in owner.summary(function):
@@ -614,13 +655,22 @@ class TaintAnalysis(SetValues, ValueShapes):
                 continue
             argument = arguments.get(id(taint.param))
             if argument is None:
+                # `*args` / `**inputs`: what the call gives them (`format_prompt(**inputs)`)
+                extra = gathered.get(id(taint.param), [])
+                if taint.kind != _PARAM_SET:
+                    found = self._union(extra)
+                    found = _without_order(found) if taint.kind == _PARAM_SORTED else found
+                    result |= _unplaced(found) if taint.unplaced else found
                 continue
             if taint.kind == _PARAM_SET:
                 result |= self._ordered(argument, taint.detail)
-            elif taint.kind == _PARAM_SORTED:
-                result |= _without_order(self._raw(argument))
             else:
-                result |= self._raw(argument)
+                found = (
+                    _without_order(self._raw(argument))
+                    if taint.kind == _PARAM_SORTED
+                    else set(self._raw(argument))
+                )
+                result |= _unplaced(found) if taint.unplaced else found
         return result, own
 
     def _period(self, name: str, first: cst.BaseExpression | None, call: cst.Call) -> str:
@@ -630,6 +680,28 @@ class TaintAnalysis(SetValues, ValueShapes):
         if name.endswith(".strftime") and date_only_format(string_value(first) or "%H"):
             return "day"
         return period
+
+
+def _gathered(function: FunctionNode, call: cst.Call, method: bool) -> dict[int, list[cst.CSTNode]]:
+    """`id(Param)` of `function`'s `*args` and `**kwargs` to what `call` gives them: the
+    positional arguments past the named ones and `*spread`s, the keywords no named
+    parameter takes and `**mapping`s."""
+    params = function.params
+    named = {param.name.value for param in all_params(function)}
+    positional = len(params.posonly_params) + len(params.params) - (1 if method else 0)
+    found: dict[int, list[cst.CSTNode]] = {}
+    if isinstance(params.star_kwarg, cst.Param):
+        found[id(params.star_kwarg)] = [
+            arg.value
+            for arg in call.args
+            if arg.star == "**" or (arg.keyword is not None and arg.keyword.value not in named)
+        ]
+    if isinstance(params.star_arg, cst.Param):
+        plain = [arg for arg in call.args if arg.keyword is None and arg.star != "**"]
+        found[id(params.star_arg)] = [
+            arg.value for index, arg in enumerate(plain) if arg.star == "*" or index >= positional
+        ]
+    return found
 
 
 def _is_property(function: cst.FunctionDef) -> bool:
