@@ -36,6 +36,7 @@ from prefixkit.sdk import (
     OpenAIClient,
     Prompt,
     Segment,
+    StaticPrefixGuard,
     VLLMClient,
     instrument,
     uninstrument,
@@ -388,6 +389,63 @@ def test_a_failed_request_is_an_error_span_with_its_error_type() -> None:
     assert span.status.status_code is StatusCode.ERROR
     assert dict(span.attributes or {})["error.type"] == "InternalServerError"
     assert [event.name for event in span.events] == ["exception"]
+
+
+def dated(day: str, question: str = "How much is egress?") -> Prompt:
+    """The support prompt with a static segment that names the day (a cache breaker)."""
+    return Prompt(
+        system=[
+            Segment.static(INSTRUCTIONS, name="instructions"),
+            Segment.static(f"Today is {day}.", name="date"),
+        ],
+        messages=[Segment.dynamic(question)],
+        name="support",
+    )
+
+
+def test_a_span_carries_the_reason_the_provider_gives_for_a_miss(telemetry: Telemetry) -> None:
+    api = MockProvider()  # simulated caching, answering Anthropic's diagnostics
+    client = AnthropicClient(api.anthropic_client(), diagnostics=True)
+    _, hit = client.create(dated("Monday"), model="claude-opus-4-1", max_tokens=32)
+    client.create(dated("Tuesday"), model="claude-opus-4-1", max_tokens=32)
+    first, second = (dict(s.attributes or {}) for s in telemetry.spans.get_finished_spans())
+    assert not {"prefixkit.cache.miss.reason", "prefixkit.cache.miss.source"} & set(first)
+    assert _includes(
+        second,
+        {
+            "prefixkit.cache.miss.reason": "system",
+            "prefixkit.cache.miss.source": "provider",
+            "prefixkit.cache.miss.tokens": hit.input_tokens,
+        },
+    )
+
+
+def test_a_span_carries_the_local_explanation_of_a_miss(telemetry: Telemetry) -> None:
+    api = MockProvider()
+    client = OpenAIClient(api.openai_client(), guard=StaticPrefixGuard())
+    client.chat(dated("Monday"), model="gpt-5")
+    client.chat(dated("Tuesday"), model="gpt-5")
+    last = dict(telemetry.spans.get_finished_spans()[-1].attributes or {})
+    assert _includes(
+        last,
+        {
+            "prefixkit.cache.miss.reason": "static_text",
+            "prefixkit.cache.miss.source": "local",
+            "prefixkit.cache.miss.segment": "date",
+        },
+    )
+
+
+def test_requests_are_counted_by_the_reason_of_their_miss(telemetry: Telemetry) -> None:
+    client = AnthropicClient(MockProvider().anthropic_client(), diagnostics=True)
+    for day in ("Monday", "Tuesday", "Tuesday"):
+        client.create(dated(day), model="claude-opus-4-1", max_tokens=32)
+    support = {"prefixkit.prompt.name": "support"}
+    assert telemetry.total("prefixkit.requests", support) == 3
+    assert (
+        telemetry.total("prefixkit.requests", {**support, "prefixkit.cache.miss.reason": "system"})
+        == 1
+    )
 
 
 def test_metrics_count_the_tokens_read_written_and_sent_per_prompt_name_and_version(
