@@ -14,7 +14,7 @@ Metrics go to the meter: the conventions' `gen_ai.client.token.usage` and
 read from the cache, written to it and sent in all, per prompt name and version.
 
 Until `instrument()` is called (and after `uninstrument()`) a client method does
-what it did before, behind one check of a module variable: nothing is imported
+what it did before, behind one check of a module variable: prefixkit imports nothing
 from OpenTelemetry and nothing is measured. The clients' methods are marked with
 `traced`, the one hook, in `clients.py`.
 """
