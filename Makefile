@@ -15,7 +15,7 @@ PYTEST_WORKERS ?= 2
 # in many subprocesses); some shells turn it off
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test check format lint typecheck docs pytest pytest-quick clean
+.PHONY: demo test check format lint typecheck docs pytest pytest-quick promtool clean
 
 # The install also compiles the routing decision and the replay (setup.py): rebuild when
 # their sources (setup.py's COMPILED, with the .pxd beside each) change.
@@ -50,12 +50,28 @@ typecheck: $(BIN)/.installed
 		-p prefixkit.cli -p prefixkit.testing -p tests >build/mypy.out; status=$$?; \
 		sed 's|^build/editable/prefixkit/||' build/mypy.out; exit $$status
 
-pytest: $(BIN)/.installed
+pytest: $(BIN)/.installed promtool
 	$(BIN)/pytest
 
 # The tests that start neither vLLM nor Ray nor a slow build, on both cores.
-pytest-quick: $(BIN)/.installed
+pytest-quick: $(BIN)/.installed promtool
 	$(BIN)/pytest -q -m "not engine and not ray and not slow" -n $(PYTEST_WORKERS)
+
+# promtool (Debian's prometheus package) runs the alert rules' tests (tests/monitoring). One
+# on PATH is used; otherwise the binary alone is unpacked from the package into
+# $PREFIXKIT_HOME/bin (kept across fresh clones, as the engines are): installing the package
+# would also start a Prometheus server. Silent when it is there already.
+PROMTOOL_HOME = $${PREFIXKIT_HOME:-$$HOME/.cache/prefixkit}/bin
+promtool:
+	@if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$(PROMTOOL_HOME)/promtool" ]; then \
+		echo "==> unpacking promtool from Debian's prometheus package into $(PROMTOOL_HOME)"; \
+		work=$$(mktemp -d) && cd $$work && \
+		{ apt-get download -qq prometheus >apt.log 2>&1 || \
+			{ apt-get update -qq >>apt.log 2>&1 && apt-get download -qq prometheus >>apt.log 2>&1; } || \
+			{ cat apt.log; echo "promtool: apt-get could not download Debian's prometheus package"; exit 1; }; } && \
+		dpkg-deb -x prometheus_*.deb root && mkdir -p "$(PROMTOOL_HOME)" && \
+		cp root/usr/bin/promtool "$(PROMTOOL_HOME)/promtool" && cd / && rm -rf $$work; \
+	fi
 
 format: $(BIN)/.installed
 	$(BIN)/ruff check --fix .

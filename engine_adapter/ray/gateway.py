@@ -7,9 +7,13 @@ target (400) and, for a tenant, a route of the tenant table (404); a body is adm
 `serving.bodies.admit_body` (a JSON object, the tenant's salt on generation routes, a
 client's ``cache_salt`` and pin field removed). A tenant's ``GET /metrics`` is its own
 numbers; an operator's is every tenant's (the engines' metrics are Ray's, on its own
-metrics port). `Limits` bound a body's size, read time and nesting and a tenant's requests
-in flight as on the local backend; what Ray Serve's proxy bounds before the gateway sees a
-request (and what it does not) is in docs/self-hosting/ray.md.
+metrics port), in the same names as on the local backend (`serving.metrics`); each
+ingress replica counts the requests it served. A streamed Chat Completions or Completions
+request asks the engine for its usage chunk, which a client that did not ask for it never
+gets (`serving.tenant_usage.asking_stream_usage`). `Limits` bound a body's size, read
+time and nesting and a tenant's requests in flight as on the local backend; what Ray
+Serve's proxy bounds before the gateway sees a request (and what it does not) is in
+docs/self-hosting/ray.md.
 
 With the prefixkit router, an operator's ``x-prefixkit-replica: I`` (`PIN_HEADER`) pins a
 request to the I-th replica (warm-up); it travels in the body as ``prefixkit_replica``
@@ -34,7 +38,13 @@ from ..serving.limits import Limits, TenantSlots, read_body
 from ..serving.refused import Refused
 from ..serving.relay import openai_error
 from ..serving.routes import RouteUse
-from ..serving.tenant_usage import PROMETHEUS_TEXT, TenantUsage, usage_of
+from ..serving.tenant_usage import (
+    PROMETHEUS_TEXT,
+    TenantUsage,
+    asking_stream_usage,
+    usage_of,
+    without_usage_chunk,
+)
 from ..serving.tenants import Tenants
 
 __all__ = ["TenantGateway", "tenants_loader"]
@@ -84,10 +94,16 @@ class TenantGateway:
             options = body_admission(
                 decision, headers, self.limits.max_json_depth, pin_in_body=True
             )
-            body = (await self.bodies.admit(raw, **options)).body
+            admitted = await self.bodies.admit(raw, **options)
         except Refused as refused:
             await refused.response()(scope, receive, send)
             return
+        body = admitted.body
+        recorded = decision.tenant is not None and decision.use is RouteUse.SALTED
+        asked = asking_stream_usage(decision.path, body, admitted.view)
+        if recorded and asked is not None:  # the engine says the usage; the client never asked
+            body = asked
+            send = without_usage_chunk(send)
         kept = bytearray()
 
         async def counted(message: Message) -> None:
@@ -96,9 +112,11 @@ class TenantGateway:
                 del kept[:-_KEPT_BYTES]
             await send(message)
 
-        await self.app(_exact(scope, decision, len(body)), _replay(body, receive), counted)
-        if decision.tenant is not None and decision.use is RouteUse.SALTED:
-            self.usage.record(decision.tenant, usage_of(bytes(kept)))
+        try:
+            await self.app(_exact(scope, decision, len(body)), _replay(body, receive), counted)
+        finally:  # a request whose client left counts too, as on the local backend
+            if recorded and decision.tenant is not None:
+                self.usage.record(decision.tenant, usage_of(bytes(kept)))
 
     def _metrics(self, decision: Admitted) -> Response:
         caller = decision.caller

@@ -10,7 +10,10 @@ What the app does with an admitted request:
   while one is healthy), in microseconds however busy they are; no key needed.
 * ``GET /metrics``: a tenant's own numbers (`tenant_usage`); for an operator (or without
   tenants) every replica's Prometheus metrics in one exposition, each sample labelled
-  with its ``replica`` (`merge_replica_metrics`), and every tenant's numbers.
+  with its ``replica`` (`merge_replica_metrics`), every tenant's numbers, the routing
+  stage's decisions and tokenizations, and whether each replica answered (`metrics`).
+  A streamed Chat Completions or Completions request is forwarded asking for the usage
+  chunk, so that it counts; a client that did not ask for that chunk does not get it.
 * ``GET /router/state`` (operators): the precise router's routed counts, requests in
   flight, held and coming blocks, health, and how many generation requests it
   tokenized itself or asked a replica to (404 without that router).
@@ -44,11 +47,19 @@ from ..engine.metrics import merge_replica_metrics
 from .bodies import AdmittedBody, BodyWorkers
 from .gateway import Admitted, admit_scope, body_admission
 from .limits import Limits, TenantSlots, read_body
+from .metrics import RouterCounters, replica_up
 from .refused import Refused
 from .relay import Upstreams, forwarded_headers, openai_error
-from .router import Routing
+from .router import Routing, Target
 from .routes import RouteUse
-from .tenant_usage import PROMETHEUS_TEXT, TenantUsage, Usage, usage_of
+from .tenant_usage import (
+    PROMETHEUS_TEXT,
+    TenantUsage,
+    Usage,
+    asking_stream_usage,
+    usage_of,
+    without_usage_chunk,
+)
 from .tenants import Tenants
 from .upstream import UpstreamPools, relay_answer
 
@@ -74,6 +85,7 @@ class ServingApp:
         self.tenants = tenants
         self.limits = limits
         self.usage = TenantUsage()
+        self.router_counts = RouterCounters(self.usage.counters)
         self.slots = TenantSlots(limits.max_inflight_per_tenant)
         timeouts = {
             "connect_timeout": limits.upstream_connect_timeout_s,
@@ -147,10 +159,18 @@ class ServingApp:
         except Refused as refused:
             await refused.response()(scope, receive, send)
             return
+        counted = (
+            decision.caller is not None
+            and decision.use is RouteUse.SALTED
+            and decision.tenant is not None
+        )
+        asked = asking_stream_usage(decision.path, admitted.body, admitted.view)
+        if counted and asked is not None:  # the engine says the usage; the client never asked
+            admitted = AdmittedBody(asked, admitted.view)
+            send = without_usage_chunk(send)
         answer = await until_disconnected(
             receive, lambda: self._relay(decision, headers, admitted, scope, send)
         )
-        counted = decision.caller is not None and decision.use is RouteUse.SALTED
         if counted and decision.tenant is not None:
             self.usage.record(decision.tenant, answer)
 
@@ -177,6 +197,7 @@ class ServingApp:
         try:
             if decision.use is RouteUse.SALTED:
                 target = await self.routing.place(decision.path, admitted.view, decision.pin)
+                self._count_decision(decision, target)
             else:
                 target = self.routing.utility(decision.path, decision.pin)
         except Refused as refused:
@@ -202,6 +223,8 @@ class ServingApp:
                         )
                         return None
                     target = replacement
+                    if decision.use is RouteUse.SALTED and self.routing.state() is not None:
+                        self.router_counts.decided("replaced")
                 except httpx.HTTPError as exc:
                     message = f"{target.name}: {exc!r}"
                     await _send_response(openai_error(502, message, "upstream_error"), scope, send)
@@ -211,6 +234,21 @@ class ServingApp:
         finally:
             target.ended()  # once per placement, however the relay ended (cancelled too)
         return usage_of(ends) if upstream.status_code == 200 else None
+
+    def _count_decision(self, decision: Admitted, target: Target) -> None:
+        """Count how the routing stage placed a generation request, and its tokenizations
+        (nothing without a precise router: one upstream decides nothing)."""
+        state = self.routing.state()
+        if state is None:
+            return
+        if decision.pin is not None:
+            outcome = "pinned"
+        elif target.placement is None:
+            outcome = "smg"
+        else:
+            outcome = "prefix" if target.placement.run > 0 else "load"
+        self.router_counts.decided(outcome)
+        self.router_counts.tokenized(state.tokenized_here, state.tokenize_fallbacks)
 
     async def _answer(self, decision: Admitted) -> Response:
         """The gateway routes' answers: health, metrics, router state."""
@@ -236,8 +274,12 @@ class ServingApp:
 
         texts = await asyncio.gather(*(scrape(url) for url in self.routing.replica_urls))
         tenants = [] if self.tenants is None else self.tenants.tenant_ids
+        router = "" if self.routing.state() is None else self.router_counts.exposition()
         return Response(
-            merge_replica_metrics(texts) + self.usage.exposition(tenants),
+            merge_replica_metrics(texts)
+            + self.usage.exposition(tenants)
+            + router
+            + replica_up([text is not None for text in texts]),
             media_type=PROMETHEUS_TEXT,
         )
 

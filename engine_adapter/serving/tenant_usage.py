@@ -6,21 +6,50 @@ the engines'. The token counts come from the ``usage`` object of each answer the
 passed through (`usage_of`: the last one in the answer's first and last bytes, so a
 stream's final usage chunk counts), in OpenAI's, the Responses API's and Anthropic's
 shapes.
+
+A streamed Chat Completions or Completions answer says its usage only in a last chunk the
+client asks for (``stream_options: {"include_usage": true}``): the gateway asks the engine
+for it on every such request (`asking_stream_usage`), and a client that did not ask
+itself gets the stream without that chunk (`without_usage_chunk`), every other byte as it
+came.
+
+The counts are kept in `metrics.Counters` (shared by the router workers with
+`metrics.SharedCounters`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PROMETHEUS_TEXT", "TenantUsage", "Usage", "usage_of"]
+from starlette.types import Message, Send
+
+from .metrics import TENANT_COUNTS, Counters, exposition
+
+__all__ = [
+    "PROMETHEUS_TEXT",
+    "STREAM_USAGE_PATHS",
+    "TenantUsage",
+    "Usage",
+    "asking_stream_usage",
+    "usage_of",
+    "without_usage_chunk",
+]
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # the exposition's media type
 
 # a "usage" object with objects one level inside it (prompt_tokens_details)
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{(?:[^{}]|\{[^{}]*\})*\})')
+# the routes whose streams carry usage only when asked (`stream_options.include_usage`)
+STREAM_USAGE_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+_HELP = {
+    "requests": "Generation requests of the tenant the gateway admitted",
+    "prompt_tokens": "Prompt tokens of the tenant's answered requests",
+    "cached_tokens": "Prompt tokens served from the prefix cache",
+}
 
 
 @dataclass
@@ -66,38 +95,111 @@ def _counted(usage: dict[str, object]) -> Usage | None:
 
 
 class TenantUsage:
-    """Counts per tenant, in the serving app's memory (module docstring)."""
+    """Counts per tenant (module docstring), in `counters` (this process's by default)."""
 
-    def __init__(self) -> None:
-        self._counts: dict[str, Usage] = {}
+    def __init__(self, counters: Counters | None = None) -> None:
+        self.counters = counters if counters is not None else Counters()
 
     def record(self, tenant: str, answer: Usage | None) -> None:
         """One request of `tenant` ended; `answer`: its usage, if it said."""
-        counts = self._counts.setdefault(tenant, Usage())
-        counts.requests += 1
+        self.counters.add(("tenant", tenant, "requests"))
         if answer is not None:
-            counts.prompt_tokens += answer.prompt_tokens
-            counts.cached_tokens += answer.cached_tokens
+            self.counters.add(("tenant", tenant, "prompt_tokens"), answer.prompt_tokens)
+            self.counters.add(("tenant", tenant, "cached_tokens"), answer.cached_tokens)
 
     def of(self, tenant: str) -> Usage:
-        counts = self._counts.get(tenant, Usage())
-        return Usage(counts.requests, counts.prompt_tokens, counts.cached_tokens)
+        return Usage(*(self.counters.value(("tenant", tenant, count)) for count in TENANT_COUNTS))
 
     def exposition(self, tenants: Iterable[str]) -> str:
         """Prometheus text of the counts of `tenants` (each labelled with its id)."""
-        lines = []
-        for name, help_text in (
-            ("requests", "Generation requests of the tenant the gateway admitted"),
-            ("prompt_tokens", "Prompt tokens of the tenant's answered requests"),
-            ("cached_tokens", "Prompt tokens served from the prefix cache"),
-        ):
-            metric = f"prefixkit_tenant_{name}_total"
-            lines += [f"# HELP {metric} {help_text}.", f"# TYPE {metric} counter"]
-            for tenant in sorted(tenants):
-                value = getattr(self.of(tenant), name)
-                lines.append(f'{metric}{{tenant="{_label(tenant)}"}} {value}')
-        return "\n".join(lines) + "\n"
+        shown = sorted(tenants)
+        return "".join(
+            exposition(
+                f"prefixkit_tenant_{count}_total",
+                "counter",
+                _HELP[count],
+                [
+                    ({"tenant": tenant}, self.counters.value(("tenant", tenant, count)))
+                    for tenant in shown
+                ],
+            )
+            for count in TENANT_COUNTS
+        )
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def asking_stream_usage(path: str, body: bytes, view: Mapping[str, Any]) -> bytes | None:
+    """The body to forward for a streamed Chat Completions or Completions request whose
+    client did not ask for the usage chunk: `body` (the admitted body, compact JSON)
+    asking the engine for it. None: nothing to change (not such a request, or its client
+    asked itself). `view`: the admitted request as the routing stage reads it."""
+    if path not in STREAM_USAGE_PATHS or view.get("stream") is not True:
+        return None
+    options = view.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return None
+    if "stream_options" not in view:
+        return body[:-1] + b',"stream_options":{"include_usage":true}}'
+    if options is not None and not isinstance(options, dict):
+        return None  # the engine says what is wrong with it
+    payload = json.loads(body)
+    # continuous usage stats apply only with include_usage: the client did not get them
+    payload["stream_options"] = {
+        **(options or {}),
+        "include_usage": True,
+        "continuous_usage_stats": False,
+    }
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def without_usage_chunk(send: Send) -> Send:
+    """`send` for an answer to a request the gateway asked the usage chunk for: in an event
+    stream, the event holding that chunk (``choices`` empty, ``usage`` set) is left out;
+    every other byte passes as it came, an event at a time (an event split over two reads
+    waits for its end). Any other answer passes untouched."""
+    streaming = False
+    pending = b""
+
+    async def sending(message: Message) -> None:
+        nonlocal streaming, pending
+        if message["type"] == "http.response.start":
+            kinds = [v for k, v in message.get("headers", ()) if k.lower() == b"content-type"]
+            streaming = any(v.startswith(b"text/event-stream") for v in kinds)
+        elif message["type"] == "http.response.body" and streaming:
+            pending += message.get("body", b"")
+            more = message.get("more_body", False)
+            if more:
+                cut = pending.rfind(b"\n\n")
+                end = 0 if cut < 0 else cut + 2
+            else:
+                end = len(pending)
+            events, pending = pending[:end], pending[end:]
+            kept = b"".join(event for event in _events(events) if not _usage_chunk(event))
+            if kept or not more:
+                message = {**message, "body": kept}
+            else:
+                return
+        await send(message)
+
+    return sending
+
+
+def _events(data: bytes) -> list[bytes]:
+    """`data` cut after each blank line (an event and its terminator each)."""
+    parts = data.split(b"\n\n")
+    events = [part + b"\n\n" for part in parts[:-1]]
+    return [*events, parts[-1]] if parts[-1] else events
+
+
+def _usage_chunk(event: bytes) -> bool:
+    """Whether `event` is the usage chunk of a Chat Completions or Completions stream."""
+    if not event.startswith(b"data: {") or b'"usage"' not in event:
+        return False
+    try:
+        chunk = json.loads(event[6:])
+    except ValueError:
+        return False
+    return (
+        isinstance(chunk, dict)
+        and chunk.get("choices") == []
+        and isinstance(chunk.get("usage"), dict)
+    )

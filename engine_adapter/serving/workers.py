@@ -23,6 +23,10 @@ file mapped into every worker (`WorkerTable`, ``run_dir/router-workers.load``):
 * per tenant, each worker's requests in flight (`SharedTenantSlots`): a tenant's bound
   holds across workers, checked and taken under a file lock that a dying worker drops.
 
+* the gateway's counters (`metrics.SharedCounters`, ``run_dir/router-workers.counters``):
+  one row per worker, summed by whichever worker answers ``GET /metrics``, kept by a
+  worker that is restarted.
+
 What they do not share: the blocks of requests still in flight on another worker (they
 count once the engine reports them), the reuse model, the work shares and the decision
 log (``decisions-<i>.jsonl``).
@@ -63,8 +67,10 @@ from ..routing.router_state import PeerLoad, RouterSettings, RouterState
 from .app import serving_app
 from .keepalive import served
 from .limits import Limits, TenantSlots
+from .metrics import COUNTERS_FILE, RouterCounters, SharedCounters
 from .refused import Refused
 from .router import PreciseRoute
+from .tenant_usage import TenantUsage
 from .tenants import Tenants
 
 __all__ = [
@@ -282,6 +288,9 @@ def run_worker(
     state.peers = peer_load(table, worker)
     app = serving_app(PreciseRoute(state), spec.tenants, spec.limits)
     app.slots = SharedTenantSlots(table, worker, spec.limits.max_inflight_per_tenant)
+    counters = SharedCounters(run_dir / COUNTERS_FILE, workers, worker, tenants)
+    app.usage = TenantUsage(counters)
+    app.router_counts = RouterCounters(counters)
     server = served(
         named_worker(app, worker),
         spec.host,
@@ -394,6 +403,7 @@ class RouterWorkers:
         self._table = WorkerTable.create(
             self.run_dir / LOAD_FILE, self.count, len(spec.settings.replica_urls), tenants
         )
+        SharedCounters.create(self.run_dir / COUNTERS_FILE, self.count, tenants)
         try:
             launched = [self._launch(worker) for worker in range(self.count)]
             for worker, ready in enumerate(launched):
@@ -519,6 +529,7 @@ class RouterWorkers:
             self._table.close()
             self._table.path.unlink(missing_ok=True)
             self._table = None
+            (self.run_dir / COUNTERS_FILE).unlink(missing_ok=True)
         if self._reserved is not None:
             self._reserved.close()
             self._reserved = None
