@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rule": ("prefixkit.cli.rule", "print a lint rule's documentation, or --all to list them"),
     "lsp": ("prefixkit.cli.lsp", "run the linter as a language server (LSP) for editors"),
     "models": ("prefixkit.cli.models", "list the models prefixkit knows: minimums and prices"),
+    "explain": (
+        "prefixkit.cli.explain",
+        "compare two recorded request bodies: where the second stops reusing the cache",
+    ),
 }
 
 
