@@ -14,7 +14,8 @@ answers. Every request is logged before routing (`ReceivedRequest`). Every gener
 (`GENERATION_PATHS`) looks its prompts up in one prefix cache: an LRU of whole blocks
 (`PrefixCache`) keyed by vLLM's block hashes with the request's ``cache_salt`` in the first
 block, so a repeated prefix hits in whole blocks but never its last block nor under another
-salt. A request's blocks are cached as it is looked up, before its prefill time
+salt; its block hashes are those of the vLLM version it reports on ``/version``
+(`vllm_version`, 0.32 by default). A request's blocks are cached as it is looked up, before its prefill time
 (`prefill_s_per_block` per uncached block) passes, as vLLM's scheduler caches the blocks
 it allocates: a request sent while another with the same prefix is being prefilled reads
 that one's blocks. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
@@ -55,7 +56,7 @@ import msgpack
 from prefixkit.engine_adapter import ReplicaEndpoint
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.router import responses_chat_messages
-from prefixkit.sdk import HashAlgo, event_block_hashes
+from prefixkit.sdk import HashAlgo, event_block_hashes, vllm_version_of
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -222,12 +223,15 @@ class FakeVLLM:
         host: str = "127.0.0.1",
         port: int | None = None,
         model_dir: Path | None = None,
+        vllm_version: str = "0.32.0+fake",
     ) -> None:
         self.model = model
         self.model_dir = model_dir
         self._prompt_tokens = None if model_dir is None else _prompt_tokens(model_dir)
         self.block_size = block_size
         self.hash_algo: HashAlgo = hash_algo
+        self.vllm_version = vllm_version  # `/version`; blocks hashed as that version does
+        self._vllm = vllm_version_of(vllm_version)
         self.tokenizer = tokenizer
         self.prefill_s_per_block = prefill_s_per_block
         self.chunks = chunks
@@ -391,7 +395,7 @@ class FakeVLLM:
             route("/health", self._health, "GET"),
             route("/ping", self._health, "GET", "POST"),
             route("/load", self._load, "GET"),
-            route("/version", fixed({"version": "0.32.0+fake"}), "GET"),
+            route("/version", fixed({"version": self.vllm_version}), "GET"),
             route("/kv_event_sources", self._kv_event_sources, "GET"),
             route("/metrics", self._metrics, "GET"),
             route("/v1/models", self._models, "GET"),
@@ -422,7 +426,9 @@ class FakeVLLM:
     def _prefill(self, ids: list[int], salt: str | None) -> Prefill:
         """Look `ids` up in the prefix cache under `salt` (vLLM's block hashes)."""
         size = self.block_size
-        hashes = event_block_hashes(ids, size, algo=self.hash_algo, cache_salt=salt)
+        hashes = event_block_hashes(
+            ids, size, algo=self.hash_algo, cache_salt=salt, vllm=self._vllm
+        )
         run = self.cache.cached_run(hashes)
         cached = min(run, (len(ids) - 1) // size if ids else 0) * size
         self.queried_tokens += len(ids)

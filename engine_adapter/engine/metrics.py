@@ -26,6 +26,7 @@ __all__ = [
     "CacheInterval",
     "CacheMetrics",
     "fetch_cache_metrics",
+    "fetch_engine_version",
     "fleet_interval",
     "merge_replica_metrics",
     "parse_cache_metrics",
@@ -116,6 +117,21 @@ def fetch_cache_metrics(base_url: str, timeout: float = 5.0) -> CacheMetrics:
     response = httpx.get(f"{base_url.rstrip('/')}/metrics", timeout=timeout)
     response.raise_for_status()
     return parse_cache_metrics(response.text)
+
+
+def fetch_engine_version(base_url: str, timeout: float = 5.0) -> str:
+    """The vLLM version a replica reports (``GET {base_url}/version``, e.g. ``"0.32.0"``);
+    raises `httpx.HTTPError` if unreachable, `ValueError` if it answers without one."""
+    response = httpx.get(f"{base_url.rstrip('/')}/version", timeout=timeout)
+    response.raise_for_status()
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    version = body.get("version") if isinstance(body, dict) else None
+    if not isinstance(version, str):
+        raise ValueError(f"{base_url}/version answered without a version: {response.text[:200]!r}")
+    return version
 
 
 def merge_replica_metrics(texts: Sequence[str | None]) -> str:

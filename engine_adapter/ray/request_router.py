@@ -3,8 +3,8 @@
 `PrefixkitRouter` runs where Ray Serve routes requests to the vLLM replicas (the OpenAI
 ingress's handle). Per request it tokenizes the prompt as the engine does (the model's
 tokenizer; the chat template for chat requests), hashes the blocks with the engines' own
-block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the Ray engine's vLLM
-0.29 computes it: `install.RAY_VLLM_VERSION`), and asks
+block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the vLLM installed
+beside it computes it: the version the engine's interpreter has), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
 replay make, for the replica. The block index is fed by each replica's KV events
 (`KvEventFollower`; first the batches in the replica's replay buffer, published before the
@@ -31,7 +31,6 @@ from typing import Any
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
 from ..serving.gateway import PIN_FIELD
-from .install import RAY_VLLM_VERSION
 from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 # `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's
@@ -86,6 +85,8 @@ def _prefixkit_router() -> type[Any]:
             capacity_blocks: int | None = None,
             **_: Any,
         ) -> None:
+            from importlib.metadata import version
+
             from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, vllm_version_of
 
             self._model_dir = Path(model_dir)
@@ -98,7 +99,7 @@ def _prefixkit_router() -> type[Any]:
                     block_size=block_size,
                     hash_algo=hash_algo,  # type: ignore[arg-type]
                     hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
-                    vllm=vllm_version_of(RAY_VLLM_VERSION),
+                    vllm=vllm_version_of(version("vllm")),  # the engine beside it, in its interpreter
                     capacity_blocks=[capacity_blocks] * slots if capacity_blocks else (),
                 )
             )

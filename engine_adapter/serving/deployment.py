@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo
+import httpx
+from prefixkit.sdk import DEFAULT_NONE_HASH_SEED, HashAlgo, VllmVersion, vllm_version_of
+from prefixkit.sdk.errors import UsageError
 
 from ..engine.config import EngineConfig
-from ..engine.metrics import CacheMetrics, fetch_cache_metrics
+from ..engine.metrics import CacheMetrics, fetch_cache_metrics, fetch_engine_version
 from ..engine.replicas import ReplicaSet, port_is_free, replica_configs
 from ..engine.setup_steps import Report
 from ..errors import DeploymentConfigError, PortInUseError
@@ -283,7 +285,8 @@ def deploy(
             routing = DirectRoute(urls[0], urls, name="replica 0")
         else:
             metrics = [fetch_cache_metrics(url) for url in urls]  # the replicas' KV capacity
-            settings = _router_settings(endpoints, metrics, topology, run_dir)
+            vllm = _engine_version(urls)
+            settings = _router_settings(endpoints, metrics, vllm, topology, run_dir)
             if topology.router_workers > 1:
                 spec = WorkerSpec(settings, tenants, limits, topology.host, topology.port)
                 workers = stack.enter_context(
@@ -342,14 +345,42 @@ def _check_fit(topology: Topology, endpoints: Sequence[ReplicaEndpoint]) -> None
         )
 
 
+def _engine_version(urls: Sequence[str]) -> VllmVersion:
+    """The vLLM version whose block hash the replicas compute, from their ``/version``:
+    one version they all run, and one prefixkit reproduces."""
+    reported: dict[str, str] = {}
+    for url in urls:
+        try:
+            reported[url] = fetch_engine_version(url)
+        except (httpx.HTTPError, ValueError) as error:
+            raise DeploymentConfigError(
+                f"replica {url} did not say its vLLM version ({error}): the router hashes "
+                "blocks as the engine's version does and reads it from GET /version",
+                parts=("endpoints",),
+            ) from None
+    try:
+        versions = {url: vllm_version_of(version) for url, version in reported.items()}
+    except UsageError as error:
+        raise DeploymentConfigError(str(error), parts=("endpoints",)) from None
+    if len(set(versions.values())) > 1:
+        listed = ", ".join(f"{url}: {reported[url]}" for url in urls)
+        raise DeploymentConfigError(
+            f"the replicas run different vLLM versions ({listed}), which hash blocks "
+            "differently: run one version behind one router",
+            parts=("endpoints",),
+        )
+    return versions[urls[0]]
+
+
 def _router_settings(
     endpoints: Sequence[ReplicaEndpoint],
     metrics: Sequence[CacheMetrics],
+    vllm: VllmVersion,
     topology: Topology,
     run_dir: Path,
 ) -> RouterSettings:
     """The precise router's settings for these replicas (their capacity from their
-    `metrics`). Replicas whose block hash it cannot compute give it no KV events to
+    `metrics`, their block hash from their `vllm` version). Replicas whose block hash it cannot compute give it no KV events to
     follow: it then places by load alone (SMG's Responses requests on such a fleet)."""
     first = endpoints[0]
     followed = first.hash_algo in _REPRODUCIBLE
@@ -361,6 +392,7 @@ def _router_settings(
         block_size=first.block_size,
         hash_algo=cast(HashAlgo, first.hash_algo if followed else "sha256_cbor"),
         hash_seed=first.hash_seed or DEFAULT_NONE_HASH_SEED,
+        vllm=vllm,
         capacity_blocks=[m.num_blocks for m in metrics],
         decision_log=run_dir / "decisions.jsonl" if topology.decision_log else None,
         model_dir=first.model if all(e.model == first.model for e in endpoints) else None,

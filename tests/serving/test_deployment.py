@@ -15,7 +15,11 @@ from prefixkit.engine_adapter import (
     Topology,
     deploy,
 )
+from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
 
 
 @pytest.mark.parametrize(
@@ -113,3 +117,58 @@ def test_the_serving_app_stops_with_the_deployment() -> None:
             assert httpx.get(f"{running.url}/health").status_code == 200
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{running.url}/health")
+
+
+def _precise_hashes(version: str) -> str:
+    """The vLLM version whose block hash a precise router in front of two fake replicas
+    reporting `version` computes."""
+    with (
+        FakeVLLM(kv_events=True, vllm_version=version) as first,
+        FakeVLLM(kv_events=True, vllm_version=version) as second,
+        deploy(
+            [first.endpoint, second.endpoint],
+            Topology(replicas=2, router="precise", port=free_port()),
+        ) as running,
+    ):
+        assert running.state is not None
+        return running.state.settings.vllm
+
+
+@pytest.mark.parametrize(("reported", "hashed"), [("0.29.0+cpu", "0.29"), ("0.32.1", "0.32")])
+def test_the_precise_router_hashes_blocks_as_the_version_the_replicas_report(
+    reported: str, hashed: str
+) -> None:
+    assert _precise_hashes(reported) == hashed
+
+
+def test_the_precise_router_refuses_replicas_of_different_vllm_versions() -> None:
+    with (
+        FakeVLLM(kv_events=True, vllm_version="0.29.0") as first,
+        FakeVLLM(kv_events=True, vllm_version="0.32.0") as second,
+        pytest.raises(DeploymentConfigError, match=r"different vLLM versions .*0\.29\.0.*0\.32\.0"),
+        deploy(
+            [first.endpoint, second.endpoint],
+            Topology(replicas=2, router="precise", port=free_port()),
+        ),
+    ):
+        pass
+
+
+def test_the_precise_router_refuses_a_vllm_version_whose_hash_it_does_not_know() -> None:
+    # a replica of a release prefixkit does not reproduce, as far as the router can see
+    later = Starlette(
+        routes=[
+            Route("/version", lambda _: JSONResponse({"version": "0.40.0"})),
+            Route("/metrics", lambda _: PlainTextResponse("")),
+        ]
+    )
+    with (
+        FakeVLLM(kv_events=True) as first,
+        served_in_thread(later, "127.0.0.1", free_port()) as url,
+        pytest.raises(DeploymentConfigError, match=r"vLLM 0\.40\.0"),
+        deploy(
+            [first.endpoint, ReplicaEndpoint(url, kv_events="ipc:///tmp/prefixkit-unused")],
+            Topology(replicas=2, router="precise", port=free_port()),
+        ),
+    ):
+        pass
