@@ -16,6 +16,10 @@ import pytest
 from openai import OpenAI, omit
 from openai.types.chat import ChatCompletionChunk, ChatCompletionStreamOptionsParam
 from prefixkit.engine_adapter import Deployment, Tenants, Topology, deploy
+from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
+from prefixkit.engine_adapter.serving.app import serving_app
+from prefixkit.engine_adapter.serving.keepalive import served_in_thread
+from prefixkit.engine_adapter.serving.router import PreciseRoute
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -236,3 +240,39 @@ def test_a_tenant_sees_only_its_own_counters(served: Served) -> None:
         "prefixkit_tenant_cached_tokens_total",
     }
     assert {labels for _, labels in samples} == {(("tenant", "acme"),)}
+
+
+def test_a_request_placed_again_after_its_replica_refused_counts_as_replaced() -> None:
+    """The router polls health once a minute here: it still takes the stopped replica for
+    healthy when a request is placed on it, and places the request again."""
+    fakes = [FakeVLLM().start() for _ in range(2)]
+    settings = RouterSettings(
+        replica_urls=[fake.url for fake in fakes],
+        kv_endpoints=[None, None],
+        health_interval_s=60.0,
+    )
+    app = serving_app(PreciseRoute(RouterState(settings)), TENANTS)
+    try:
+        with served_in_thread(app, "127.0.0.1", free_port()) as url:
+            fakes[1].stop()
+            for number in range(2):  # equal loads: the two go to each replica in turn
+                answer = httpx.post(
+                    url + "/v1/completions",
+                    json={"model": "fake-model", "prompt": f"question {number}", "max_tokens": 2},
+                    headers=ACME,
+                    timeout=10,
+                )
+                assert answer.status_code == 200, answer.text
+                assert answer.headers["x-prefixkit-replica"] == "0"
+            text = httpx.get(url + "/metrics", headers=OPERATOR, timeout=10).text
+    finally:
+        for fake in fakes:
+            fake.__exit__(None, None, None)
+    decisions = {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "prefixkit_router_decisions_total"
+    }
+    assert decisions["replaced"] == 1
+    assert decisions["load"] == 2
