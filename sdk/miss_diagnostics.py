@@ -111,8 +111,7 @@ _OPENAI: Mapping[str, tuple[MissReason, str]] = {
     ),
     "unavailable": (
         MissReason.UNAVAILABLE,
-        "OpenAI could not diagnose this request: compare the two requests with "
-        "`prefixkit explain`",
+        "OpenAI could not diagnose this request: compare the two requests with `prefixkit explain`",
     ),
 }
 

@@ -108,10 +108,11 @@ def request_print(
 
 @dataclass(frozen=True)
 class _Difference:
-    index: int  # position of the first differing part (len(parts) for model/key)
+    index: int  # position of the first differing part (-1 for the model or key)
     reason: MissReason
     detail: str
     segment: str | None
+    dynamic: bool = False  # a DYNAMIC part: it differs by design
 
 
 def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Difference | None:
@@ -130,7 +131,7 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
         if old.part == "tools" or new.part == "tools":
             return _tools_difference(index, previous, current)
         if new.stability >= Stability.DYNAMIC or old.stability >= Stability.DYNAMIC:
-            return _Difference(index, MissReason.SESSION, "", new.label)  # expected change
+            return _Difference(index, MissReason.SESSION, "", new.label, dynamic=True)
         if new.stability <= Stability.VERSIONED:
             return _Difference(
                 index,
@@ -151,7 +152,7 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
         index = len(current.parts)
         old = previous.parts[index]
         if old.stability >= Stability.DYNAMIC:
-            return _Difference(index, MissReason.SESSION, "", old.label)
+            return _Difference(index, MissReason.SESSION, "", old.label, dynamic=True)
         return _Difference(
             index,
             MissReason.SESSION if old.stability == Stability.SESSION else MissReason.STATIC_TEXT,
@@ -244,7 +245,7 @@ def explain_miss(
         where = _tokens_before(difference.index, current)
         if block is not None and size is not None and difference.index >= 0:
             where = block * size
-        if not difference.detail:  # a DYNAMIC part differs, as it should: it caps the hit
+        if difference.dynamic:  # a DYNAMIC part differs, as it should: it caps the hit
             expected = min(promise, where)
         elif where < promise + slack:  # a change inside what the cache held
             cause = difference

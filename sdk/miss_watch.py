@@ -175,20 +175,22 @@ class MissWatch:
         client: Any,
     ) -> CacheMiss | None:
         missed_all = stats.reported and stats.cached_tokens == 0 and stats.input_tokens > 0
+        # asked, with an earlier request to compare with, and nothing came back
+        unanswered = self.diagnostics and missed_all and self._previous(prompt) is not None
         if provider == "anthropic":
             platform = anthropic_platform(client)
             if platform is not None:
-                compared = self.diagnostics and self._previous(prompt) is not None
-                return no_diagnostics(platform) if compared and missed_all else None
-            return anthropic_miss(response)
-        if provider == "openai" and "input" in request:  # Responses
-            told = openai_miss(response)
-            options = request.get("prompt_cache_options")
-            asked = (
-                isinstance(options, Mapping) and options.get("comparison_response_id") is not None
-            )
-            has_answer = getattr(response, "prompt_cache_diagnostics", None) is not None
-            if told is None and asked and not has_answer and missed_all:
-                return no_diagnostics(f"OpenAI ({request.get('model')})")
+                return no_diagnostics(platform) if unanswered else None
+            told = anthropic_miss(response)
+            asked = "diagnostics" in request
+            return told or (no_diagnostics("Anthropic") if unanswered and not asked else None)
+        if provider != "openai":
+            return None
+        told = openai_miss(response)
+        if told is not None:
             return told
+        answered = getattr(response, "prompt_cache_diagnostics", None) is not None
+        if unanswered and not answered:
+            api = "Responses" if "input" in request else "Chat Completions"
+            return no_diagnostics(f"OpenAI {api} ({request.get('model')})")
         return None

@@ -15,6 +15,7 @@ import httpx2
 from prefixkit.sdk import (
     AnthropicClient,
     AsyncAnthropicClient,
+    AsyncOpenAIClient,
     CacheStats,
     HFTokenizer,
     MissReason,
@@ -264,3 +265,47 @@ def test_vllm_misses_name_the_first_changed_block(
     assert third.miss is not None
     assert (third.miss.reason, third.miss.segment) == (MissReason.STATIC_TEXT, "date")
     assert third.miss.block == third.cached_tokens // 16
+
+
+def test_chat_has_no_diagnostics_and_a_full_miss_is_inconclusive() -> None:
+    mock = MockProvider()
+    with mock.openai_client() as sdk:
+        client = OpenAIClient(sdk, diagnostics=True)
+        client.chat(support(), model="gpt-5")
+        mock.clear_cache()
+        _, stats = client.chat(support(), model="gpt-5")
+    assert "prompt_cache_options" not in body(mock, 1)
+    assert stats.miss is not None and stats.miss.reason is MissReason.INCONCLUSIVE
+    assert "OpenAI Chat Completions" in stats.miss.detail
+
+
+def test_async_responses_read_the_diagnosis() -> None:
+    mock = MockProvider()
+
+    async def run() -> CacheStats:
+        client = AsyncOpenAIClient(mock.async_openai_client(), diagnostics=True)
+        await client.responses(support(), model="gpt-5.6-sol", prompt_cache_key="support")
+        _, stats = await client.responses(
+            support(), model="gpt-5.6-sol", prompt_cache_key="support", text={"verbosity": "low"}
+        )
+        return stats
+
+    stats = asyncio.run(run())
+    assert stats.miss is not None
+    assert (stats.miss.reason, stats.miss.provider_reason) == (
+        MissReason.SETTINGS,
+        "verbosity_changed",
+    )
+
+
+def test_streamed_chat_misses_are_explained_locally() -> None:
+    mock = MockProvider()
+    with mock.openai_client() as sdk:
+        client = OpenAIClient(sdk, guard=StaticPrefixGuard())
+        client.stream_chat(support(), model="gpt-5")
+        result = client.stream_chat(support(tools=[OTHER_TOOL, TOOL]), model="gpt-5")
+    assert result.stats.miss is not None
+    assert (result.stats.miss.reason, result.stats.miss.segment) == (
+        MissReason.TOOLS,
+        "lookup_order",  # the tool added, where the sorted list first differs
+    )
