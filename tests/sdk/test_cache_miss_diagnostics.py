@@ -21,9 +21,11 @@ from prefixkit.sdk import (
     MissReason,
     OpenAIClient,
     Prompt,
+    PromptRegistry,
     Segment,
     StaticPrefixGuard,
     VLLMClient,
+    write_lock,
 )
 from prefixkit.testing.fake_vllm import FakeVLLM
 from prefixkit.testing.providers import MockProvider
@@ -309,3 +311,23 @@ def test_streamed_chat_misses_are_explained_locally() -> None:
         MissReason.TOOLS,
         "lookup_order",  # the tool added, where the sorted list first differs
     )
+
+
+def test_a_registered_prompt_changed_mid_run_is_named_by_both(prompt_root: Path) -> None:
+    """A run that moves a registered prompt from v1 to v2: the provider says the system
+    prompt changed, the guard names the versioned segment."""
+    write_lock(prompt_root)
+    registry = PromptRegistry(prompt_root)
+    mock = MockProvider()
+    with mock.anthropic_client() as sdk:
+        client = AnthropicClient(sdk, diagnostics=True, guard=StaticPrefixGuard())
+        for version in ("v1", "v1", "v2"):
+            prompt = Prompt(
+                system=[Segment.static(RULES, name="rules"), registry.load("support", version)],
+                messages=[Segment.dynamic("How much is egress?")],
+                name="support",
+            )
+            _, stats = client.create(prompt, model="claude-opus-4-1", max_tokens=32)
+    assert stats.miss is not None
+    assert (stats.miss.reason, stats.miss.source) == (MissReason.SYSTEM, "provider")
+    assert stats.miss.segment == "support@v2"
