@@ -1,8 +1,10 @@
 """prefixkit's precise routing policy as a Ray Serve request router.
 
 `PrefixkitRouter` runs where Ray Serve routes requests to the vLLM replicas (the OpenAI
-ingress's handle). Per request it tokenizes the prompt as the engine does (the model's
-tokenizer; the chat template for chat requests), hashes the blocks with the engines' own
+ingress's handle). Per request it computes the prompt tokens the engine computes
+(`PromptTokenizer` on the model folder the replicas load: chat template, tools and
+template kwargs included; a request it cannot reproduce is placed by load and counted in
+`RouterState.tokenize_fallbacks`), hashes the blocks with the engines' own
 block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the vLLM installed
 beside it computes it: the version the engine's interpreter has), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
@@ -35,31 +37,17 @@ from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 # `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's
 # `RequestRouter`, so this module imports without Ray (as in prefixkit's own environment)
-__all__ = ["prompt_of"]
+__all__ = ["request_body"]
 
 log = logging.getLogger(__name__)
 
 
-def prompt_of(request: Any) -> tuple[str | list[int] | None, list[Any] | None, str | None]:
-    """(completion prompt, chat messages, cache salt) of an OpenAI request object."""
-    prompt = getattr(request, "prompt", None)
-    messages = getattr(request, "messages", None)
-    salt = getattr(request, "cache_salt", None)
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    return prompt, (list(messages) if messages is not None else None), salt
-
-
-def _plain(message: Any) -> dict[str, Any]:
-    """A chat message as the template reads it (text parts joined)."""
-    item = dict(message) if not isinstance(message, dict) else message
-    content = item.get("content")
-    if isinstance(content, list):
-        item = {
-            **item,
-            "content": "".join(part.get("text", "") for part in content if isinstance(part, dict)),
-        }
-    return item
+def request_body(request: Any) -> tuple[str, dict[str, Any]]:
+    """(OpenAI path, JSON body as the client sent it) of the request object Ray Serve's
+    OpenAI ingress passes on (vLLM's pydantic request: only the fields the client set)."""
+    body = request.model_dump(exclude_unset=True) if hasattr(request, "model_dump") else {}
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    return path, body
 
 
 def __getattr__(name: str) -> Any:
@@ -71,6 +59,8 @@ def __getattr__(name: str) -> Any:
 @functools.cache
 def _prefixkit_router() -> type[Any]:
     from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
+
+    from ..routing.prompt_tokens import Cannot, PromptTokenizer, PromptTokens
 
     class PrefixkitRouter(RequestRouter):  # type: ignore[misc]
         """Routes by prefixkit's precise policy (module docstring)."""
@@ -99,30 +89,31 @@ def _prefixkit_router() -> type[Any]:
                     block_size=block_size,
                     hash_algo=hash_algo,  # type: ignore[arg-type]
                     hash_seed=hash_seed or DEFAULT_NONE_HASH_SEED,
-                    vllm=vllm_version_of(version("vllm")),  # the engine beside it, in its interpreter
+                    vllm=vllm_version_of(
+                        version("vllm")
+                    ),  # the engine beside it, in its interpreter
                     capacity_blocks=[capacity_blocks] * slots if capacity_blocks else (),
                 )
             )
             self._followers: dict[int, tuple[str, KvEventFollower]] = {}
             self._placements: dict[str, Placement] = {}
-            self._tokenizer: Any = None
+            self._prompt_tokens: PromptTokenizer | Cannot | None = None  # loaded on first use
 
-        def _tokens(self, request: Any) -> tuple[list[int], str | None]:
-            if self._tokenizer is None:
-                from transformers import AutoTokenizer
-
-                self._tokenizer = AutoTokenizer.from_pretrained(self._model_dir)
-            prompt, messages, salt = prompt_of(request)
-            if messages is not None:
-                ids = self._tokenizer.apply_chat_template(
-                    [_plain(m) for m in messages], add_generation_prompt=True, tokenize=True
-                )
-                if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                    ids = ids["input_ids"]
-                return list(ids), salt
-            if isinstance(prompt, list):
-                return [int(t) for t in prompt], salt
-            return list(self._tokenizer(prompt or "")["input_ids"]), salt
+        def _tokens(self, request: Any) -> PromptTokens | Cannot:
+            """The request's prompt tokens as the engine computes them (`PromptTokenizer`
+            on the model folder the replicas load), or why not: it is then placed by load,
+            and counted."""
+            if self._prompt_tokens is None:
+                self._prompt_tokens = PromptTokenizer.load(self._model_dir)
+                if isinstance(self._prompt_tokens, Cannot):
+                    log.warning(
+                        "the router cannot compute prompt tokens (%s): it places every "
+                        "request by load",
+                        self._prompt_tokens.reason,
+                    )
+            if isinstance(self._prompt_tokens, Cannot):
+                return self._prompt_tokens
+            return self._prompt_tokens.tokens(*request_body(request))
 
         async def _sync_slots(self) -> dict[ReplicaID, int]:
             """Give each running replica a slot (freeing the slots of those gone) and follow
@@ -195,19 +186,20 @@ def _prefixkit_router() -> type[Any]:
                     pending_request.routing_context.should_backoff = True
                     return []
                 return [[ordered[pin]]]
-            try:
-                token_ids, salt = self._tokens(request)
-            except Exception:  # a body the tokenizer cannot read: the engine will answer it
-                log.exception("cannot tokenize a request: routing it by load")
-                return [candidate_replicas]
             state = self._state
+            tokens = self._tokens(request)
+            if isinstance(tokens, Cannot):  # the engine answers it: placed by load alone
+                state.tokenize_fallbacks += 1
+                log.debug("placing a request by load: %s", tokens.reason)
+                return [candidate_replicas]
+            state.tokenized_here += 1
             request_id = pending_request.metadata.internal_request_id
             earlier = self._placements.pop(request_id, None)
             if earlier is not None:  # tried again: its earlier placement did not happen
                 state.finished(earlier)
             for slot in range(len(self._slots)):
                 state.healthy[slot] = slot in by_slot
-            hashes = state.hashes(token_ids, salt)
+            hashes = state.hashes(tokens.token_ids, tokens.cache_salt)
             placement = state.route(hashes)
             self._placements[request_id] = placement
             # the chosen replica alone: were it full, or slow to tell its queue length, Serve
