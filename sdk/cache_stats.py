@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from .cache_miss import CacheMiss
 from .errors import UsageError
+from .miss_diagnostics import anthropic_miss, openai_miss
 from .model_facts import ModelInfo, Pricing, Provider, model_info, provider_limits
 
 __all__ = ["CacheStats", "UsageShape"]
@@ -230,13 +231,20 @@ class CacheStats:
         usage (OpenAI's `completion.service_tier`). Pass `service_tier="batch"`
         for a Batch API result. A tier priced by commitment or unknown to the
         table (Anthropic Priority, OpenAI Scale) leaves the USD costs None.
+
+        A whole response that carries the provider's cache diagnostics
+        (Anthropic `diagnostics`, OpenAI Responses `prompt_cache_diagnostics`)
+        gives `miss`.
         """
         data = _as_dict(usage)
         nested = data.get("usage")
+        miss = None
         if isinstance(nested, Mapping) and not any(
             key in data for key in ("input_tokens", "prompt_tokens", "output_tokens")
         ):
-            # a whole response (message, completion, Response): its usage, and its tier
+            # a whole response (message, completion, Response): its usage, its tier, and
+            # the provider's cache diagnostics when it carries them
+            miss = anthropic_miss(data) or openai_miss(data)
             tier = data.get("service_tier")
             data = dict(nested)
             if tier is not None and data.get("service_tier") is None:
@@ -253,6 +261,8 @@ class CacheStats:
             info = model_info(_provider(kind), model) or _known_model(model)
             pricing = info.pricing if info is not None else None
         stats = cls._priced(split, written_by_ttl, pricing, service_tier)
+        if miss is not None:
+            stats = replace(stats, miss=miss)
         if split.reported:
             return stats
         return replace(

@@ -48,3 +48,44 @@ def test_the_summary_says_why_a_request_missed() -> None:
     assert stats.summary().endswith(
         "; cache miss (local: tools_order): the tools came in another order: sort them"
     )
+
+
+def test_a_whole_anthropic_message_gives_its_diagnosed_miss() -> None:
+    message = {
+        "id": "msg_1",
+        "usage": {
+            "input_tokens": 20,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 4000,
+        },
+        "diagnostics": {
+            "cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 3900}
+        },
+    }
+    miss = CacheStats.from_usage(message).miss
+    assert miss is not None
+    assert (miss.reason, miss.missed_tokens, miss.source) == (MissReason.TOOLS, 3900, "provider")
+
+
+def test_a_whole_responses_answer_gives_its_diagnosed_miss() -> None:
+    response = {
+        "id": "resp_1",
+        "usage": {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 0}},
+        "prompt_cache_diagnostics": {"type": "comparison_response_not_found"},
+    }
+    miss = CacheStats.from_usage(response).miss
+    assert miss is not None and miss.reason is MissReason.PREVIOUS_NOT_FOUND
+
+
+def test_a_reason_this_version_does_not_know_is_inconclusive() -> None:
+    response = {
+        "usage": {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 0}},
+        "prompt_cache_diagnostics": {
+            "type": "cache_miss",
+            "reason": "moon_phase_changed",
+            "cache_missed_tokens": 10,
+        },
+    }
+    miss = CacheStats.from_usage(response).miss
+    assert miss is not None and miss.reason is MissReason.INCONCLUSIVE
+    assert miss.provider_reason == "moon_phase_changed"
