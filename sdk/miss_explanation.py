@@ -37,7 +37,10 @@ from .model_facts import Pricing
 from .prompt import Part, Prompt
 from .segment import Stability
 
-__all__ = ["PartPrint", "RequestPrint", "explain_miss", "request_print"]
+__all__ = ["MAX_BLOCKS", "PartPrint", "RequestPrint", "explain_miss", "request_print"]
+
+MAX_BLOCKS = 8192
+"""Block hashes kept per request (8 bytes each): 64 KiB at most per prompt name."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ def request_print(
         )
         for part, segment in prompt.parts()
     )
-    return RequestPrint(model, cache_key, parts, tuple(blocks), block_size, at)
+    kept = tuple(block[:8] for block in blocks[:MAX_BLOCKS])  # 8 bytes tell blocks apart
+    return RequestPrint(model, cache_key, parts, kept, block_size, at)
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,8 @@ def _describe(name: str, before: tuple[Segment, ...], after: tuple[Segment, ...]
 
 
 class StaticPrefixGuard:
-    """Remembers each prompt name's static-prefix digest and flags changes."""
+    """Remembers each prompt name's static-prefix digest and flags changes (`check`), and
+    its last request's fingerprint to explain cache misses (`observe`)."""
 
     def __init__(
         self, mode: GuardMode = "raise", *, max_prompts: int = 4096, keep_text: bool = False

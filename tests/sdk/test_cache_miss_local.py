@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.sdk import CacheStats, MissReason, Prompt, Segment, StaticPrefixGuard
+from prefixkit.sdk.miss_explanation import MAX_BLOCKS
 
 TEXTS = st.text(alphabet="abcdefgh ", min_size=1, max_size=40).map(str.strip).filter(bool)
 
@@ -210,3 +211,20 @@ def test_the_memory_stays_bounded(names: list[str], bound: int) -> None:
         guard.observe(prompt(["a"], name=name), anthropic(0, 10), model="m", provider="anthropic")
         guard.check(prompt(["a"], name=name))
         assert len(guard) <= bound
+
+
+def test_a_long_vllm_prompt_keeps_a_bounded_number_of_short_block_digests() -> None:
+    guard = StaticPrefixGuard()
+    blocks = [index.to_bytes(32, "big") for index in range(MAX_BLOCKS + 100)]
+    usage = {"prompt_tokens": 16 * len(blocks), "prompt_tokens_details": {"cached_tokens": 0}}
+    guard.observe(
+        prompt(["a"]),
+        CacheStats.from_usage(usage),
+        model="m",
+        provider="vllm",
+        blocks=blocks,
+        block_size=16,
+    )
+    kept = guard._seen["support"].last
+    assert kept is not None
+    assert len(kept.blocks) == MAX_BLOCKS and {len(b) for b in kept.blocks} == {8}
