@@ -115,11 +115,16 @@ _WRAPPERS = (cst.Arg, cst.DictElement, cst.Element, cst.FormattedStringExpressio
 
 @dataclass(frozen=True)
 class CachedSegment:
-    """A value that becomes part of a cached prefix, and where it is built."""
+    """A value that becomes part of a cached prefix, and where it is built.
+
+    `elsewhere`: the value is passed to another module of the project, which puts it
+    into the prompt; what follows it there is not laid out.
+    """
 
     node: cst.BaseExpression
     label: str
     function: FunctionNode | None
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True)
@@ -538,7 +543,7 @@ def _through_callers(
                 seen.add(id(argument))
                 name = function.name.value if isinstance(function, cst.FunctionDef) else "lambda"
                 label = f"{segment.label}, through parameter `{param.name.value}` of `{name}`"
-                passed = CachedSegment(argument, label, enclosing)
+                passed = CachedSegment(argument, label, enclosing, segment.elsewhere)
                 found.append(passed)
                 frontier.append((passed, depth + 1))
     return found
@@ -633,7 +638,7 @@ def cached_segments(
         elif isinstance(node, cst.BaseExpression):
             found.append(CachedSegment(node, candidate.label, candidate.function))
     found += [
-        CachedSegment(argument, label, sites.enclosing(call))
+        CachedSegment(argument, label, sites.enclosing(call), elsewhere=True)
         for call, result in imported.values()
         for argument, label in result.segments
     ]
