@@ -257,6 +257,8 @@ class MockProvider(AnthropicMock, OpenAIMock):
         history, _ = self._server_history(body)
         given = body.get("input")
         items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        if not isinstance(items, list):  # not a Responses input: the request is refused later
+            items = []
         text: dict[str, Any] = body["text"] if isinstance(body.get("text"), dict) else {}
         reasoning: dict[str, Any] = (
             body["reasoning"] if isinstance(body.get("reasoning"), dict) else {}

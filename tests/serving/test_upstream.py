@@ -337,9 +337,13 @@ def test_health_polls_of_an_upstream_share_one_kept_alive_connection() -> None:
 
 def test_a_health_poll_of_an_upstream_that_does_not_answer_times_out() -> None:
     async def run() -> type[BaseException] | None:
+        hung_up = asyncio.Event()
+
         async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             with contextlib.suppress(ConnectionError):
-                await reader.read()
+                await reader.read()  # until the client gives up on the connection
+            writer.close()
+            hung_up.set()
 
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
@@ -350,7 +354,9 @@ def test_a_health_poll_of_an_upstream_that_does_not_answer_times_out() -> None:
             return type(error)
         finally:
             polls.close()
+            await asyncio.wait_for(hung_up.wait(), 5.0)
             server.close()
+            await server.wait_closed()
         return None
 
     assert asyncio.run(run()) is httpx.TimeoutException
