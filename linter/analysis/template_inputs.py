@@ -457,7 +457,7 @@ class TemplateInputs(ValueShapes):
         found = self.rendering(call, env)
         if found is None:
             return None
-        if found.template is None or found.open:
+        if found.template is None or found.open or _layout(found.template) is None:
             return [arg.value for arg in call.args], False
         read = placeholders(found.template)
         return [value for name, value in found.values().items() if name in read], True

@@ -264,6 +264,14 @@ def plan(client, history):
     assert [(c, r) for c, r, _ in found["app/agent.py"]] == [("PFX001", line_of(code, "now()"))]
 
 
+def test_a_text_that_cannot_be_read_as_a_template_keeps_every_value(tmp_path: Path) -> None:
+    setup = f'SYSTEM = "Reply as JSON {{ {RULES}"'
+    source = send("SYSTEM.format(stamp=datetime.now())", setup)
+    found = findings(source, tmp_path)
+    assert [(code, row) for code, row, _ in found] == [("PFX001", line_of(source, "now()"))]
+    assert "its place in the prompt is not known" in found[0][2]
+
+
 # --- the text is looked up at run time: every input, place unknown --------------------
 
 
