@@ -190,10 +190,13 @@ def _events(data: bytes) -> list[bytes]:
     return [*events, parts[-1]] if parts[-1] else events
 
 
+_USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
+
+
 def _usage_chunk(event: bytes) -> bool:
     """Whether `event` is the usage chunk of a Chat Completions or Completions stream."""
-    if not event.startswith(b"data: {") or b'"usage"' not in event:
-        return False
+    if not event.startswith(b"data: {") or _USAGE_OBJECT.search(event) is None:
+        return False  # every other chunk of such a stream says "usage": null
     try:
         chunk = json.loads(event[6:])
     except ValueError:
