@@ -9,8 +9,14 @@
    is printed as it completes (tenant, turn, prompt tokens, cached tokens, TTFT).
 4. A summary: hit rate, cold vs warm TTFT, prefill tokens saved, and a proof that no tenant
    was served from another tenant's cache.
-5. `prefixkit lint` on the app (clean) and on a deliberately broken copy (findings).
-6. Every process the demo started is stopped, also on Ctrl-C.
+5. A roll-out mid-run: one tenant's next request uses the registered prompt's next version
+   (`support@v4`, one policy line changed). The static-prefix guard the clients were given
+   (`guard=`) names the miss: the segment, the first KV-cache block that changed, the
+   tokens lost and the cause. The same roll-out through the official `anthropic` client on
+   `prefixkit.testing`'s recording transport with `diagnostics=True` prints the provider's
+   own reason.
+6. `prefixkit lint` on the app (clean) and on a deliberately broken copy (findings).
+7. Every process the demo started is stopped, also on Ctrl-C.
 
     python examples/demo.py [--turns 3] [--conversations 2] [--port 18400]
 """
@@ -23,6 +29,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +42,16 @@ from prefixkit.engine_adapter import (
     fetch_cache_metrics,
     prepare_embedded,
 )
-from prefixkit.sdk import HFTokenizer, Prompt, VLLMClient, render_vllm
+from prefixkit.sdk import (
+    AnthropicClient,
+    CacheMiss,
+    HFTokenizer,
+    Prompt,
+    StaticPrefixGuard,
+    VLLMClient,
+    render_vllm,
+)
+from prefixkit.testing.providers import MockProvider
 from rich.console import Console
 from rich.table import Table
 
@@ -45,6 +61,12 @@ sys.path.insert(0, str(EXAMPLES))
 from support_app.assistant import first_turn, load_documents, load_system_prompt  # noqa: E402
 
 TENANTS = ("acme", "globex", "initech")
+VERSION, ROLLOUT = "v3", "v4"  # support@v4 raises the refund escalation threshold to 800 EUR
+ROLLOUT_QUESTIONS = (
+    "Last week's outage cost us a day of work. Can we get a refund?",
+    "How long does a refund take to arrive?",
+)
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
 QUESTIONS = (
     (
         "How much would 2 TB in the archive class cost us per month?",
@@ -99,7 +121,7 @@ def own_prefix_bound(prompt_ids: list[int], earlier: list[Sent]) -> int:
 
 
 def step(console: Console, number: int, text: str) -> None:
-    console.print(f"\n[bold cyan][{number}/5][/] {text}")
+    console.print(f"\n[bold cyan][{number}/6][/] {text}")
 
 
 def progress(console: Console) -> Callable[[str], None]:
@@ -119,10 +141,26 @@ def progress(console: Console) -> Callable[[str], None]:
     return report
 
 
+def tenant_clients(
+    gateway_url: str, keys: dict[str, str], tokenizer: HFTokenizer, block_size: int
+) -> dict[str, VLLMClient]:
+    """One SDK client per tenant, each with its own static-prefix guard: the guard compares a
+    request with the previous one of the same prompt name, and each tenant has its own cache."""
+    return {
+        tenant: VLLMClient(
+            f"{gateway_url}/v1",
+            tokenizer=tokenizer,
+            block_size=block_size,
+            api_key=keys[tenant],
+            guard=StaticPrefixGuard(),
+        )
+        for tenant in TENANTS
+    }
+
+
 def run_workload(
     console: Console,
-    gateway_url: str,
-    keys: dict[str, str],
+    clients: dict[str, VLLMClient],
     model: str,
     tokenizer: HFTokenizer,
     block_size: int,
@@ -130,13 +168,7 @@ def run_workload(
     conversations: int,
 ) -> list[Result]:
     """Send every tenant's conversations turn by turn; print one row per request."""
-    system, documents = load_system_prompt("v3"), load_documents()
-    clients = {
-        tenant: VLLMClient(
-            f"{gateway_url}/v1", tokenizer=tokenizer, block_size=block_size, api_key=keys[tenant]
-        )
-        for tenant in TENANTS
-    }
+    system, documents = load_system_prompt(VERSION), load_documents()
     prompts: dict[tuple[str, int], Prompt] = {}
     replies: dict[tuple[str, int], str] = {}
     sent: dict[str, list[Sent]] = {tenant: [] for tenant in TENANTS}
@@ -222,6 +254,76 @@ def summarise(console: Console, results: list[Result], engine_hit_rate: float) -
     return not leaks
 
 
+def describe_miss(console: Console, miss: CacheMiss, block_size: int) -> None:
+    """Print what a miss names: the segment, the block, the tokens lost, the cause, the fix."""
+    console.print(f"      segment:     {miss.segment}")
+    if miss.block is not None:
+        start = miss.block * block_size
+        console.print(f"      block:       {miss.block} (tokens {start}-{start + block_size - 1})")
+    lost = "unknown" if miss.missed_tokens is None else f"{miss.missed_tokens:,}"
+    console.print(f"      tokens lost: {lost}")
+    console.print(f"      cause:       {miss.reason}")
+    for line in textwrap.wrap(miss.detail, width=70):
+        console.print(f"      {line}")
+
+
+def roll_out(
+    console: Console, client: VLLMClient, tenant: str, model: str, block_size: int
+) -> bool:
+    """One tenant's next requests on the prompt's next version: the engine's miss named by
+    the guard, then the same roll-out on Anthropic's recording transport with diagnostics.
+    Returns whether both named the changed segment."""
+    system, documents = load_system_prompt(ROLLOUT), load_documents()
+    expected = system.label
+    console.print(f"    {tenant}'s next requests use {expected} (one policy line changed)")
+    outcome: list[bool] = []
+    for number, question in enumerate(ROLLOUT_QUESTIONS, start=1):
+        streamed = client.stream_chat(
+            first_turn(system, documents, question),
+            model=model,
+            max_tokens=MAX_TOKENS,
+            temperature=0.0,
+            tool_choice="none",
+        )
+        stats, miss = streamed.stats, streamed.stats.miss
+        console.print(
+            f"    request {number} on {ROLLOUT}: {stats.input_tokens:,} prompt tokens, "
+            f"{stats.cached_tokens:,} cached"
+        )
+        if number == 1:
+            if miss is None:
+                console.print("    [red]the guard explained no miss[/]")
+                return False
+            console.print("    local explanation (VLLMClient, guard=StaticPrefixGuard()):")
+            describe_miss(console, miss, block_size)
+            outcome.append(miss.segment == expected)
+        elif miss is not None:
+            console.print(f"    [red]unexpected miss[/]: {miss}")
+            return False
+    console.print(
+        f"    as expected after a roll-out: {ROLLOUT}'s first request rewrote the cache from the"
+    )
+    console.print("    changed block on, and the request after it read what the first one wrote")
+
+    console.print("    the same roll-out on Anthropic (official anthropic client on the")
+    console.print("    recording transport of prefixkit.testing, diagnostics=True):")
+    mock = MockProvider()
+    with mock.anthropic_client() as sdk:
+        claude = AnthropicClient(sdk, diagnostics=True, guard=StaticPrefixGuard())
+        for version in (VERSION, ROLLOUT):
+            prompt = first_turn(load_system_prompt(version), documents, ROLLOUT_QUESTIONS[0])
+            _, stats = claude.create(prompt, model=ANTHROPIC_MODEL, max_tokens=MAX_TOKENS)
+    miss = stats.miss
+    if miss is None or miss.source != "provider":
+        console.print(f"    [red]no provider reason[/]: {miss}")
+        return False
+    missed = "unknown" if miss.missed_tokens is None else f"{miss.missed_tokens:,}"
+    console.print(f"    provider reason: {miss.provider_reason} ({missed} tokens missed)")
+    console.print(f"      read as {miss.reason}; the guard adds the segment: {miss.segment}")
+    outcome.append(miss.segment == expected)
+    return all(outcome)
+
+
 def lint(console: Console, target: Path) -> int:
     relative = target.relative_to(EXAMPLES.parent)
     command = [sys.executable, "-m", "prefixkit.cli.main", "lint", str(relative)]
@@ -252,11 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     with deploy(base, topology, tenants=tenants, kv_events=False, report=report) as deployment:
         (engine_url,) = deployment.replica_urls
         step(console, 3, f"{len(TENANTS)} tenants, shared docs, growing conversations")
+        clients = tenant_clients(deployment.url, keys, tokenizer, base.block_size)
         before = fetch_cache_metrics(engine_url)
         results = run_workload(
             console,
-            deployment.url,
-            keys,
+            clients,
             base.name,
             tokenizer,
             base.block_size,
@@ -266,12 +368,14 @@ def main(argv: list[str] | None = None) -> int:
         engine_rate = fetch_cache_metrics(engine_url).since(before).hit_rate
         step(console, 4, "summary")
         isolated = summarise(console, results, engine_rate)
+        step(console, 5, f"a roll-out mid-run: support@{VERSION} -> support@{ROLLOUT}")
+        explained = roll_out(console, clients[TENANTS[0]], TENANTS[0], base.name, base.block_size)
     console.print("    engine and gateway stopped")
-    step(console, 5, "the linter on the app and on a deliberately broken copy")
+    step(console, 6, "the linter on the app and on a deliberately broken copy")
     clean = lint(console, EXAMPLES / "support_app")
     broken = lint(console, EXAMPLES / "broken_app")
     console.print(f"\ndone in {time.monotonic() - started:.0f} s")
-    return 0 if isolated and clean == 0 and broken == 1 else 1
+    return 0 if isolated and explained and clean == 0 and broken == 1 else 1
 
 
 if __name__ == "__main__":

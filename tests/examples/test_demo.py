@@ -1,4 +1,5 @@
-"""`make demo` runs the whole story: real engine, three tenants, summary, linter, clean stop."""
+"""`make demo` runs the whole story: real engine, three tenants, summary, a prompt roll-out
+whose miss is named, linter, clean stop."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ DEMO_PORT = 18440
 pytestmark = pytest.mark.engine
 
 
-def test_demo_serves_three_tenants_isolated_then_lints_and_stops_everything() -> None:
+def test_demo_serves_three_tenants_isolated_names_a_rollout_miss_lints_and_stops() -> None:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
         [
@@ -46,6 +47,24 @@ def test_demo_serves_three_tenants_isolated_then_lints_and_stops_everything() ->
         else:
             assert int(cached) > 1000, f"{tenant}'s second turn missed its own prefix"
     assert "tenant isolation" in out and "held" in out
+    # the roll-out: the guard names the changed segment and block, Anthropic its reason
+    rollout = out[out.index("a roll-out mid-run") : out.index("the linter on the app")]
+    requests = re.findall(
+        r"^\s+request \d on v4: ([\d,]+) prompt tokens, ([\d,]+) cached$", rollout, re.M
+    )
+    assert len(requests) == 2, rollout
+    first, second = (tuple(int(n.replace(",", "")) for n in row) for row in requests)
+    assert re.search(r"^\s+segment:\s+support@v4$", rollout, re.M), rollout
+    assert re.search(r"^\s+cause:\s+static_text$", rollout, re.M), rollout
+    block = re.search(r"^\s+block:\s+(\d+) \(tokens (\d+)-\d+\)$", rollout, re.M)
+    assert block is not None, rollout
+    # vLLM read every block before the first changed one, none after it
+    assert 0 < first[1] == int(block.group(2)) < first[0], rollout
+    lost = re.search(r"^\s+tokens lost:\s+([\d,]+)$", rollout, re.M)
+    assert lost is not None and int(lost.group(1).replace(",", "")) > 0, rollout
+    assert second[1] > first[1], "the second request on v4 did not read the new prefix"
+    assert "provider reason: system_changed" in rollout, rollout
+    assert "the guard adds the segment: support@v4" in rollout, rollout
     assert "All checks passed!" in out  # the app
     assert "PFX001" in out and "PFX101" in out  # the broken copy: code and prompt file
     # nothing left listening on the demo's engine or gateway port
