@@ -60,6 +60,7 @@ from ..catalog import (
     PROMPT_TEMPLATE_CLASSES,
     SYSTEM_MESSAGE_CLASSES,
     TRIGGER_WORDS,
+    is_system_role,
     is_volatile_callable,
     segment_call_tails,
 )
@@ -69,12 +70,11 @@ from .cached_segments import (
     ImportedCall,
     ParameterSinks,
     cached_segments,
-    class_role,
     parameter_sinks,
 )
 from .call_sites import CallSites
 from .history_tail import history_tail
-from .module_index import ModuleIndex
+from .module_index import ModuleIndex, role_spelling
 from .module_slice import TopLevel, Uses
 from .syntax import FunctionNode, all_params, dotted_parts
 from .taint import Taint, TaintAnalysis, Via
@@ -85,6 +85,10 @@ __all__ = ["MAX_DEPTH", "Project", "ProjectImports", "may_import_prompt_code", "
 MAX_DEPTH = 3
 # Larger modules are not followed (generated code, vendored bundles).
 _MAX_MODULE_BYTES = 1_000_000
+# A class of another module longer than this is a sink only by a role its own field
+# holds: what its constructor passes on is not analysed (a message or agent class is
+# short; a framework-sized class costs more to analyse than it finds).
+_MAX_CLASS_LINES = 150
 
 _CALL_TAILS = segment_call_tails()
 _NO_SINKS = ParameterSinks({}, {})
@@ -155,6 +159,7 @@ class _Parsed:
     top_level: TopLevel
     _slices: dict[tuple[str, ...], tuple[cst.Module, Uses]] = field(default_factory=dict)
     _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
+    _class_sinks: dict[tuple[int, Project], ParameterSinks] = field(default_factory=dict)
 
     def slice(self, attributes: tuple[str, ...]) -> cst.Module:
         """What `attributes` needs of the module (see `module_slice`)."""
@@ -191,6 +196,53 @@ class _Parsed:
                 lines = wrapper.resolve(PositionProvider)
                 return lines[node].start.line - lines[statement].start.line + starts[position]
         return self._positions[node].start.line
+
+    def class_sinks(self, owner: cst.ClassDef, project: Project) -> ParameterSinks:
+        """What a class of the module, analysed on its own (its methods, not the module's
+        other names), passes from its constructor and fields into a cached segment."""
+        key = (id(owner), project)
+        found = self._class_sinks.get(key)
+        if found is None:
+            module = cst.Module(body=[owner])
+            scopes = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
+            index = ModuleIndex.build(module, CACHED_KEYWORDS, _CALL_TAILS)
+            analysis = TaintAnalysis(index, scopes, project.extra_volatile, None)
+            sites = CallSites(module, analysis)
+            tail = history_tail(module, analysis)
+            extra = project.extra_cached_callables
+            segments = cached_segments(index, analysis, sites, extra, tail)
+            found = self._class_sinks[key] = parameter_sinks(segments, analysis, sites)
+        return found
+
+    def mentions(self, statement: cst.CSTNode, words: tuple[str, ...]) -> bool:
+        """Whether the source text of a top-level statement mentions one of `words`
+        (True when its place in the text is not known)."""
+        lines = self._span(statement)
+        if lines is None:
+            return True
+        return any(word in "".join(lines) for word in words)
+
+    def lines_of(self, statement: cst.CSTNode) -> int | None:
+        """How many lines a top-level statement spans (None when not known)."""
+        lines = self._span(statement)
+        return len(lines) if lines is not None else None
+
+    def _span(self, statement: cst.CSTNode) -> list[str] | None:
+        starts = self._starts
+        position = self._position_of.get(id(statement))
+        if starts is None or position is None:
+            return None
+        lines = self._lines
+        end = starts[position + 1] - 1 if position + 1 < len(starts) else len(lines)
+        return lines[starts[position] - 1 : end]
+
+    @functools.cached_property
+    def _lines(self) -> list[str]:
+        return self.text.splitlines(keepends=True)
+
+    @functools.cached_property
+    def _position_of(self) -> dict[int, int]:
+        return {id(statement): p for p, statement in enumerate(self.top_level.module.body)}
 
     @functools.cached_property
     def _starts(self) -> list[int] | None:
@@ -270,12 +322,15 @@ class _Other:
 
     @functools.cached_property
     def may_sink(self) -> bool:
-        """Whether the part may build a cached segment: its module mentions a word one
-        needs (`catalog.TRIGGER_WORDS`), or it imports (within the depth) another module
-        of the project."""
-        if any(word in self.parsed.text for word in TRIGGER_WORDS):
+        """Whether the part may build a cached segment: its statements mention a word
+        one needs (`catalog.TRIGGER_WORDS`), or it imports (within the depth) another
+        module of the project."""
+        if _imports_project(self.parsed.uses(self.attributes), self.imports):
             return True
-        return _imports_project(self.parsed.uses(self.attributes), self.imports)
+        return any(
+            not _is_import(statement) and self.parsed.mentions(statement, TRIGGER_WORDS)
+            for statement in self.module.body
+        )
 
     @functools.cached_property
     def sinks(self) -> ParameterSinks:
@@ -422,7 +477,8 @@ class ProjectImports:
             if isinstance(callee.node, cst.ClassDef):
                 found, closed = _built(analysis, call, callee, spelled, where)
             else:
-                found = _passed(analysis, call, callee, callee.node, spelled, where)
+                summary = callee.other.sinks
+                found = _passed(analysis, call, summary, callee.node, callee.method, spelled, where)
                 closed = callee.node.params.star_kwarg is None
             segments += found
             decides = decides and closed
@@ -658,17 +714,18 @@ class ProjectImports:
 def _passed(
     analysis: TaintAnalysis,
     call: cst.Call,
-    callee: _Callee,
+    summary: ParameterSinks,
     function: FunctionNode,
+    method: bool,
     spelled: str,
     where: str,
 ) -> list[tuple[cst.BaseExpression, str]]:
     """The arguments `call` passes for the parameters of `function` (of another module)
-    that reach a cached segment there."""
-    sinks = callee.other.sinks.parameters.get(id(function), ())
+    that reach a cached segment there (`summary`: that module's)."""
+    sinks = summary.parameters.get(id(function), ())
     if not sinks:
         return []
-    bound = analysis.arguments(function, call, callee.method)
+    bound = analysis.arguments(function, call, method)
     found: list[tuple[cst.BaseExpression, str]] = []
     for param, label in sinks:
         argument = bound.get(id(param))
@@ -700,15 +757,19 @@ def _built(
         None,
     )
     closed = init.params.star_kwarg is None if init is not None else not owner.bases
-    if not other.may_sink:
-        return [], closed
-    role = class_role(owner, other.analysis)
+    role = _field_role(owner)
+    size = other.parsed.lines_of(owner)
+    if role is None and (
+        size is None or size > _MAX_CLASS_LINES or not other.parsed.mentions(owner, TRIGGER_WORDS)
+    ):
+        return [], closed  # nothing in the class can build a prompt, or it is not analysed
+    sinks = other.parsed.class_sinks(owner, other.project)
     if role is not None:
         label = f"a `{role}` message (`{spelled}(...)`, a class of {where})"
         return [(arg.value, label) for arg in call.args if not arg.star], True
     if init is not None:
-        return _passed(analysis, call, _Callee(other, init, True), init, spelled, where), closed
-    fields = other.sinks.fields.get(id(owner), {})
+        return _passed(analysis, call, sinks, init, True, spelled, where), closed
+    fields = sinks.fields.get(id(owner), {})
     if not fields:
         return [], closed
     order = _field_order(owner)
@@ -723,6 +784,20 @@ def _built(
             label = f"{fields[name]} in {where}, through field `{name}` of `{spelled}`"
             found.append((arg.value, label))
     return found, closed
+
+
+def _field_role(owner: cst.ClassDef) -> str | None:
+    """A system or developer role spelled in place in a class-level field
+    (`role: str = "system"`, `kind = Kind.SYSTEM`)."""
+    for statement in owner.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+            spelled = role_spelling(value) if value is not None else None
+            if is_system_role(spelled):
+                return spelled
+    return None
 
 
 def _field_order(owner: cst.ClassDef) -> list[str]:

@@ -312,3 +312,28 @@ def test_an_import_cycle_between_helpers_ends(tmp_path: Path) -> None:
         },
     )
     assert found(root) == []
+
+
+def _long_class(field: str) -> str:
+    filler = "".join(f"    def helper{n}(self):\n        return {n}\n\n" for n in range(80))
+    return (
+        "import anthropic\n\nclient = anthropic.Anthropic()\n\n\n"
+        "class Persona:\n"
+        f"{field}"
+        "    def __init__(self, persona):\n"
+        "        self.persona = persona\n\n"
+        "    def run(self, history):\n"
+        "        return client.messages.create(model='m', system=self.persona, messages=history)\n\n"
+        f"{filler}"
+    )
+
+
+@pytest.mark.parametrize(
+    "field, expected", [("", []), ("    role: str = 'system'\n\n", [("PFX001", 7)])]
+)
+def test_a_long_class_of_another_module_is_a_sink_only_by_its_role_field(
+    field: str, expected: list[tuple[str, int]], tmp_path: Path
+) -> None:
+    main = caller("from .persona import Persona", f"Persona({NOW})")
+    root = project_with(tmp_path, {"persona": _long_class(field), "main": main})
+    assert found(root) == expected
