@@ -743,7 +743,8 @@ def _built(
     """What building a class of another module with `call` puts into a cached segment
     (a class whose own field holds a system role: every argument; else what its
     constructor or its fields pass on), and whether the class decides that by its own
-    code (its `__init__` takes no `**kwargs`, or it has no `__init__` and no base)."""
+    code (its `__init__` takes no `**kwargs`, or it has no `__init__` and no base; not
+    a class too long to analyse)."""
     owner = callee.node
     if not isinstance(owner, cst.ClassDef):
         return [], False
@@ -759,10 +760,10 @@ def _built(
     closed = init.params.star_kwarg is None if init is not None else not owner.bases
     role = _field_role(owner)
     size = other.parsed.lines_of(owner)
-    if role is None and (
-        size is None or size > _MAX_CLASS_LINES or not other.parsed.mentions(owner, TRIGGER_WORDS)
-    ):
-        return [], closed  # nothing in the class can build a prompt, or it is not analysed
+    if role is None and (size is None or size > _MAX_CLASS_LINES):
+        return [], False  # not analysed: a keyword it is given counts by its spelling
+    if role is None and not other.parsed.mentions(owner, TRIGGER_WORDS):
+        return [], closed  # nothing in the class can build a prompt
     sinks = other.parsed.class_sinks(owner, other.project)
     if role is not None:
         label = f"a `{role}` message (`{spelled}(...)`, a class of {where})"

@@ -337,3 +337,12 @@ def test_a_long_class_of_another_module_is_a_sink_only_by_its_role_field(
     main = caller("from .persona import Persona", f"Persona({NOW})")
     root = project_with(tmp_path, {"persona": _long_class(field), "main": main})
     assert found(root) == expected
+
+
+def test_a_keyword_given_to_a_long_class_of_another_module_counts_by_its_spelling(
+    tmp_path: Path,
+) -> None:
+    source = _long_class("").replace("__init__(self, persona)", "__init__(self, persona, system)")
+    main = caller("from .persona import Persona", f"Persona('You plan.', system={NOW})")
+    root = project_with(tmp_path, {"persona": source, "main": main})
+    assert found(root) == [("PFX001", 7)]
