@@ -136,6 +136,16 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
             return _tools_difference(index, previous, current)
         if new.stability >= Stability.DYNAMIC or old.stability >= Stability.DYNAMIC:
             return _Difference(index, MissReason.SESSION, "", new.label, dynamic=True)
+        rolled_out = old.name is not None and old.name == new.name and old.label != new.label
+        if new.stability <= Stability.VERSIONED and rolled_out:
+            return _Difference(  # a roll-out: the new version's first request writes it
+                index,
+                MissReason.STATIC_TEXT,
+                f"the {new.part} segment moved from {old.label} to {new.label}: a new "
+                "version's first request writes its prefix again; warm it up on a roll-out "
+                "(prefixkit warm) so that its first users read it",
+                new.label,
+            )
         if new.stability <= Stability.VERSIONED:
             return _Difference(
                 index,

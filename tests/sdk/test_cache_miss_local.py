@@ -228,3 +228,36 @@ def test_a_long_vllm_prompt_keeps_a_bounded_number_of_short_block_digests() -> N
     kept = guard._seen["support"].last
     assert kept is not None
     assert len(kept.blocks) == MAX_BLOCKS and {len(b) for b in kept.blocks} == {8}
+
+
+def test_a_segment_moved_to_a_new_version_is_named_a_roll_out() -> None:
+    def rules(version: str, text: str) -> Prompt:
+        return Prompt(
+            system=[Segment.versioned(text, name="rules", version=version)],
+            messages=[Segment.dynamic("Hi")],
+            name="support",
+        )
+
+    guard = StaticPrefixGuard()
+    stats = anthropic(0, 2000)
+    guard.observe(rules("v3", "Refunds up to 500."), stats, model="m", provider="anthropic", now=0)
+    miss = guard.observe(
+        rules("v4", "Refunds up to 800."), stats, model="m", provider="anthropic", now=1
+    )
+    assert miss is not None
+    assert (miss.reason, miss.segment) == (MissReason.STATIC_TEXT, "rules@v4")
+    assert "from rules@v3 to rules@v4" in miss.detail and "warm" in miss.detail
+
+
+def test_an_unnamed_static_segment_whose_text_changed_is_not_called_a_roll_out() -> None:
+    def unnamed(text: str) -> Prompt:
+        return Prompt(system=[Segment.static(text)], messages=[Segment.dynamic("Hi")], name="s")
+
+    guard = StaticPrefixGuard()
+    stats = anthropic(0, 2000)
+    guard.observe(unnamed("Today is Monday."), stats, model="m", provider="anthropic", now=0)
+    miss = guard.observe(
+        unnamed("Tomorrow is Monday."), stats, model="m", provider="anthropic", now=1
+    )
+    assert miss is not None
+    assert "moved from" not in miss.detail
