@@ -64,7 +64,11 @@ class Usage:
 def usage_of(data: bytes) -> Usage | None:
     """The prompt and cached tokens of an answer from the last ``usage`` object in `data`
     that counts prompt tokens (None: no such object)."""
-    for match in reversed(list(_USAGE.finditer(data))):
+    at = len(data)
+    while (at := data.rfind(b'"usage"', 0, at)) >= 0:  # from the end, where the usage is
+        match = _USAGE.match(data, at)
+        if match is None:  # "usage": null, or not an object
+            continue
         try:
             usage = json.loads(match.group(1))
         except ValueError:
