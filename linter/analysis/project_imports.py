@@ -323,14 +323,22 @@ class _Other:
     @functools.cached_property
     def may_sink(self) -> bool:
         """Whether the part may build a cached segment: its statements mention a word
-        one needs (`catalog.TRIGGER_WORDS`), or it imports (within the depth) another
-        module of the project."""
-        if _imports_project(self.parsed.uses(self.attributes), self.imports):
-            return True
-        return any(
+        one needs (`catalog.TRIGGER_WORDS`), or it imports a module of the project that
+        mentions one, or imports one that does (within the depth)."""
+        if any(
             not _is_import(statement) and self.parsed.mentions(statement, TRIGGER_WORDS)
             for statement in self.module.body
-        )
+        ):
+            return True
+        imports = self.imports
+        if imports is None:
+            return False
+        for level, parts in self.parsed.uses(self.attributes).imports:
+            for split in range(len(parts), -1 if level else 0, -1):
+                found = imports.module_file(level, parts[:split])
+                if found is not None and _prompt_file(found, self.project, imports.depth):
+                    return True
+        return False
 
     @functools.cached_property
     def sinks(self) -> ParameterSinks:
