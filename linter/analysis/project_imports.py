@@ -487,7 +487,7 @@ class ProjectImports:
             else:
                 summary = callee.other.sinks
                 found = _passed(analysis, call, summary, callee.node, callee.method, spelled, where)
-                closed = callee.node.params.star_kwarg is None
+                closed = False  # a keyword it is given counts by its spelling too
             segments += found
             decides = decides and closed
         return ImportedCall(tuple(segments), decides)

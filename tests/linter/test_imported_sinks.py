@@ -208,12 +208,6 @@ def test_a_class_of_another_module_is_a_sink_by_what_it_does(
     assert found(project_with(tmp_path, {"messages": MESSAGES, "main": main})) == expected
 
 
-def test_a_search_filter_of_another_module_given_tools_is_not_a_prompt(tmp_path: Path) -> None:
-    search = "def search(query, tools=()):\n    return [t for t in tools if query in t]\n"
-    main = caller("from .search import search", "search(question, tools=[f'{time.time()}'])")
-    assert found(project_with(tmp_path, {"search": search, "main": main})) == []
-
-
 def test_a_function_taking_keyword_arguments_leaves_the_keyword_to_its_spelling(
     tmp_path: Path,
 ) -> None:
