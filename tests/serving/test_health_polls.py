@@ -8,7 +8,6 @@ status of a script."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from prefixkit.engine_adapter.serving.router import FAILED_POLLS_TO_DOWN, polled_health
 from prefixkit.engine_adapter.serving.upstream import UpstreamPools
@@ -22,21 +21,24 @@ async def _recorded(statuses: list[int], stop_serving_after: int | None = None) 
     server: asyncio.Server
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+        try:
             while await reader.readuntil(b"\r\n\r\n"):
+                if not script:  # played out: the connection closes unanswered
+                    return
                 status = script.pop(0)
                 writer.write(b"HTTP/1.1 %d X\r\ncontent-length: 0\r\n\r\n" % status)
                 await writer.drain()
-                if stop_serving_after is not None and len(statuses) - len(script) == (
-                    stop_serving_after
-                ):
+                answers = len(statuses) - len(script)
+                if answers == stop_serving_after:
                     server.close()
-                    writer.close()
                     answered.set()
                     return
                 if not script:
                     answered.set()
-        writer.close()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
@@ -49,6 +51,7 @@ async def _recorded(statuses: list[int], stop_serving_after: int | None = None) 
     finally:
         polls.close()
         server.close()
+        await server.wait_closed()
     return records
 
 
