@@ -8,6 +8,7 @@ status of a script."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from prefixkit.engine_adapter.serving.router import FAILED_POLLS_TO_DOWN, polled_health
 from prefixkit.engine_adapter.serving.upstream import UpstreamPools
@@ -20,7 +21,10 @@ async def _recorded(statuses: list[int], stop_serving_after: int | None = None) 
     answered = asyncio.Event()
     server: asyncio.Server
 
+    served: set[asyncio.StreamWriter] = set()  # connections not yet closed
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.add(writer)
         try:
             while await reader.readuntil(b"\r\n\r\n"):
                 if not script:  # played out: the connection closes unanswered
@@ -39,6 +43,9 @@ async def _recorded(statuses: list[int], stop_serving_after: int | None = None) 
             pass
         finally:
             writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            served.discard(writer)
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
@@ -49,8 +56,11 @@ async def _recorded(statuses: list[int], stop_serving_after: int | None = None) 
             await asyncio.wait_for(answered.wait(), 5.0)
             await asyncio.sleep(0.1)  # the polls that follow
     finally:
-        polls.close()
+        polls.close()  # every connection of the polls aborted: each handler sees its end
         server.close()
+        async with asyncio.timeout(5.0):
+            while served:
+                await asyncio.sleep(0.001)
         await server.wait_closed()
     return records
 

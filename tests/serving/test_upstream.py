@@ -330,6 +330,7 @@ def test_health_polls_of_an_upstream_share_one_kept_alive_connection() -> None:
             return statuses, polls.pool(url).opened
         finally:
             polls.close()
+            await asyncio.sleep(0.01)  # the closed connections' transports let go of them
 
     with upstream_served([b"data: ok\n\n"]) as (_, url):
         assert asyncio.run(run(url)) == ([200] * 5, 1)
