@@ -121,6 +121,8 @@ class ServingApp:
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
         try:
+            async with anyio.create_task_group():
+                pass  # anyio imports its asyncio backend on first use: here, not on a request
             await self.routing.start(self.upstreams, self.polls)
         except Exception as error:
             await send({"type": "lifespan.startup.failed", "message": repr(error)})

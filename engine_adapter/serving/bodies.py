@@ -163,23 +163,36 @@ def _json_type(value: object) -> str:
 
 class BodyWorkers:
     """Admits bodies: small ones on the event loop, large ones (over `inline_bytes`) in a
-    pool of `workers` processes, started on first use and stopped by `close`."""
+    pool of `workers` processes, started on first use and stopped by `close`.
+
+    The processes start in a thread, all at once: starting one blocks its caller for tens
+    of milliseconds, which on the event loop is every other request's wait."""
 
     def __init__(self, workers: int = 2, inline_bytes: int = INLINE_BODY_BYTES) -> None:
         self.workers = workers
         self.inline_bytes = inline_bytes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._starting = asyncio.Lock()
 
     async def admit(self, raw: bytes, **options: Any) -> AdmittedBody:
         """`admit_body(raw, **options)`, off the event loop when `raw` is large."""
         if len(raw) <= self.inline_bytes:
             return admit_body(raw, **options)
-        if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("forkserver")
-            )
+        async with self._starting:
+            if self._pool is None:
+                self._pool = await asyncio.to_thread(self._started_pool)
         call = functools.partial(admit_body, raw, **options)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    def _started_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        """A pool whose `workers` processes have all started (a pool starts one process per
+        task submitted while none is idle)."""
+        pool = concurrent.futures.ProcessPoolExecutor(
+            self.workers, mp_context=multiprocessing.get_context("forkserver")
+        )
+        for started in [pool.submit(int) for _ in range(self.workers)]:
+            started.result()
+        return pool
 
     def close(self) -> None:
         if self._pool is not None:
