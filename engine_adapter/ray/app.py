@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import DeploymentConfigError
 from ..serving.limits import Limits
+from .counters import ActorCounters
 from .gateway import TenantGateway, tenants_loader
 from .server import KV_PORTS_CONFIG, _kv_events_server
 from .settings import KV_PORT_RANGE
@@ -98,6 +99,8 @@ def build_app(args: dict[str, Any]) -> Any:
         TenantGateway,
         tenants=tenants_loader(args.get("tenants_file")),
         limits=Limits(**args.get("limits", {})),
+        counters=ActorCounters.for_application,
+        routed=router == "prefixkit",
     )
     ingress = make_fastapi_ingress(OpenAiIngress, app=fastapi_app)
     options = OpenAiIngress.get_deployment_options([llm_config])

@@ -6,9 +6,10 @@ Every request passes the same choke point as on the local backend
 target (400) and, for a tenant, a route of the tenant table (404); a body is admitted by
 `serving.bodies.admit_body` (a JSON object, the tenant's salt on generation routes, a
 client's ``cache_salt`` and pin field removed). A tenant's ``GET /metrics`` is its own
-numbers; an operator's is every tenant's (the engines' metrics are Ray's, on its own
-metrics port), in the same names as on the local backend (`serving.metrics`); each
-ingress replica counts the requests it served. A streamed Chat Completions or Completions
+numbers; an operator's is every tenant's and, with the prefixkit router, the router's
+decisions and tokenizations (the engines' metrics are Ray's, on its own metrics port), in
+the same names as on the local backend (`serving.metrics`), summed over the ingress
+replicas (`counters.ActorCounters`). A streamed Chat Completions or Completions
 request asks the engine for its usage chunk, which a client that did not ask for it never
 gets (`serving.tenant_usage.asking_stream_usage`). `Limits` bound a body's size, read
 time and nesting and a tenant's requests in flight as on the local backend; what Ray
@@ -35,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..serving.bodies import BodyWorkers
 from ..serving.gateway import Admitted, admit_scope, body_admission
 from ..serving.limits import Limits, TenantSlots, read_body
+from ..serving.metrics import Counters, RouterCounters
 from ..serving.refused import Refused
 from ..serving.relay import openai_error
 from ..serving.routes import RouteUse
@@ -53,17 +55,24 @@ _KEPT_BYTES = 16384
 
 
 class TenantGateway:
-    """ASGI middleware: admit, salt, count. `tenants` is called once, where the app runs
-    (the ingress replica), to load them."""
+    """ASGI middleware: admit, salt, count. `tenants` and `counters` are called once, where
+    the app runs (the ingress replica): the tenants, and where the counts are kept (this
+    process's memory by default); `routed`: the router's counts are shown too."""
 
     def __init__(
-        self, app: ASGIApp, tenants: Callable[[], Tenants], limits: Limits | None = None
+        self,
+        app: ASGIApp,
+        tenants: Callable[[], Tenants],
+        limits: Limits | None = None,
+        counters: Callable[[], Counters] = Counters,
+        routed: bool = False,
     ) -> None:
         self.app = app
         self.tenants = tenants()
         self.limits = limits or Limits()
         self.bodies = BodyWorkers(self.limits.body_workers)
-        self.usage = TenantUsage()
+        self.usage = TenantUsage(counters())
+        self.router_counts = RouterCounters(self.usage.counters) if routed else None
         self.slots = TenantSlots(self.limits.max_inflight_per_tenant)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -75,7 +84,7 @@ class TenantGateway:
             await decision.response()(scope, receive, send)
             return
         if decision.use is RouteUse.GATEWAY and decision.path != "/health":
-            await self._metrics(decision)(scope, receive, send)
+            await (await self._metrics(decision))(scope, receive, send)
             return
         if scope["method"] != "POST" or not decision.gated:
             await self.app(_exact(scope, decision, None), receive, send)
@@ -118,12 +127,16 @@ class TenantGateway:
             if recorded and decision.tenant is not None:
                 self.usage.record(decision.tenant, usage_of(bytes(kept)))
 
-    def _metrics(self, decision: Admitted) -> Response:
+    async def _metrics(self, decision: Admitted) -> Response:
         caller = decision.caller
         if decision.path != "/metrics":
             return openai_error(404, "this deployment has no precise router state", "not_found")
-        shown = [caller.name] if caller is not None and not caller.operator else None
-        text = self.usage.exposition(shown if shown is not None else self.tenants.tenant_ids)
+        await self.usage.counters.refresh()
+        if caller is not None and not caller.operator:
+            return Response(self.usage.exposition([caller.name]), media_type=PROMETHEUS_TEXT)
+        text = self.usage.exposition(self.tenants.tenant_ids)
+        if self.router_counts is not None:
+            text += self.router_counts.exposition()
         return Response(text, media_type=PROMETHEUS_TEXT)
 
 

@@ -20,6 +20,11 @@ nothing is sent to a replica while it is down. A request in flight ends with
 `on_request_completed`. A request whose body carries ``prefixkit_replica: I``
 (`serving.gateway.PIN_FIELD`) goes to the I-th running replica in replica-id order (warm-up),
 and waits (Serve backs off and asks again) while fewer than I + 1 replicas run.
+
+Each decision is counted as on the local backend (`serving.metrics.RouterCounters`: by
+prefix, by load, pinned, or replaced when Serve asks again for a request it placed), in
+the application's counts actor (`counters.ActorCounters`), which the gateway's
+``/metrics`` shows.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from typing import Any
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
 from ..serving.gateway import PIN_FIELD
+from ..serving.metrics import RouterCounters
+from .counters import ActorCounters
 from .server import KV_EVENTS_STAT, KV_REPLAY_STAT, KV_TOPIC
 
 # `PrefixkitRouter` too, made on first use (module `__getattr__`): it subclasses Ray's
@@ -98,6 +105,7 @@ def _prefixkit_router() -> type[Any]:
             self._followers: dict[int, tuple[str, KvEventFollower]] = {}
             self._placements: dict[str, Placement] = {}
             self._prompt_tokens: PromptTokenizer | Cannot | None = None  # loaded on first use
+            self._counts = RouterCounters(ActorCounters.for_application())
 
         def _tokens(self, request: Any) -> PromptTokens | Cannot:
             """The request's prompt tokens as the engine computes them (`PromptTokenizer`
@@ -185,12 +193,15 @@ def _prefixkit_router() -> type[Any]:
                     # Serve asks again after a backoff rather than warming another replica
                     pending_request.routing_context.should_backoff = True
                     return []
+                self._counts.decided("pinned")
                 return [[ordered[pin]]]
             state = self._state
             tokens = self._tokens(request)
             if isinstance(tokens, Cannot):  # the engine answers it: placed by load alone
                 state.tokenize_fallbacks += 1
                 log.debug("placing a request by load: %s", tokens.reason)
+                self._counts.decided("load")
+                self._counts.tokenized(state.tokenized_here, state.tokenize_fallbacks)
                 return [candidate_replicas]
             state.tokenized_here += 1
             request_id = pending_request.metadata.internal_request_id
@@ -202,6 +213,9 @@ def _prefixkit_router() -> type[Any]:
             hashes = state.hashes(tokens.token_ids, tokens.cache_salt)
             placement = state.route(hashes)
             self._placements[request_id] = placement
+            outcome = "prefix" if placement.run > 0 else "load"
+            self._counts.decided("replaced" if earlier is not None else outcome)
+            self._counts.tokenized(state.tokenized_here, state.tokenize_fallbacks)
             # the chosen replica alone: were it full, or slow to tell its queue length, Serve
             # asks again (after a backoff) rather than sending the request elsewhere
             return [[by_slot[placement.replica]]]

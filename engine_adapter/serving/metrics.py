@@ -73,6 +73,10 @@ class Counters:
     def value(self, key: Key) -> int:
         return self._values.get(key, 0)
 
+    async def refresh(self) -> None:
+        """Bring `value` up to date (counts kept elsewhere: `ray.counters.ActorCounters`);
+        this process's own are."""
+
 
 class SharedCounters(Counters):
     """The counters of `workers` processes in the file at `path` (module docstring): this
