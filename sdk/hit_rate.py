@@ -74,11 +74,20 @@ class _Window:
         return sum(cached for cached, _ in self.requests) / total if total else None
 
 
+def prompt_identity(prompt: Prompt) -> tuple[str | None, str | None]:
+    """The name and version a prompt is counted under: its `name` (else the name of its
+    first segment with a version) and the version of its first segment with one (a
+    prompt file loaded from a `PromptRegistry`)."""
+    versioned = next((s for s in prompt.segments() if s.version is not None), None)
+    if versioned is None:
+        return prompt.name, None
+    return prompt.name or versioned.name, versioned.version
+
+
 def _identity(prompt: Prompt | str, version: str | None) -> tuple[str, str | None]:
     if isinstance(prompt, str):
         return prompt, version
-    versioned = next((s for s in prompt.segments() if s.version is not None), None)
-    name = prompt.name or (versioned.name if versioned is not None else None)
+    name, own_version = prompt_identity(prompt)
     if name is None:
         raise UsageError(
             "the hit-rate monitor tracks prompts by name: give the Prompt a name= "
@@ -86,9 +95,7 @@ def _identity(prompt: Prompt | str, version: str | None) -> tuple[str, str | Non
             argument="prompt",
             value=prompt,
         )
-    if version is None and versioned is not None:
-        version = versioned.version
-    return name, version
+    return name, version if version is not None else own_version
 
 
 @dataclass(eq=False)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .cache_stats import CacheStats
 from .extras import require_extra
+from .hit_rate import prompt_identity
 from .prompt import Prompt
 
 if TYPE_CHECKING:
@@ -176,16 +177,6 @@ def uninstrument() -> None:
     """Stop tracing and measuring the SDK clients' requests (`instrument()` undone)."""
     global _active
     _active = None
-
-
-def prompt_identity(prompt: Prompt) -> tuple[str | None, str | None]:
-    """The name and version a prompt is counted under, as the hit-rate monitor counts it:
-    its `name` (else the name of its first segment with a version) and the version of its
-    first segment with one (a prompt file loaded from a `PromptRegistry`)."""
-    versioned = next((s for s in prompt.segments() if s.version is not None), None)
-    if versioned is None:
-        return prompt.name, None
-    return prompt.name or versioned.name, versioned.version
 
 
 def _server(client: Any) -> dict[str, str | int]:
