@@ -283,7 +283,48 @@ def _messages_api(client: Any, request: Mapping[str, Any]) -> Any:
     return client.beta.messages if request.get("betas") else client.messages
 
 
-class AnthropicClient:
+def _anthropic_event(clock: _Clock, event: Any) -> None:
+    """Record one event of an Anthropic stream on `clock`."""
+    if event.type == "content_block_delta":
+        clock.content()
+        if event.delta.type == "text_delta":
+            clock.text(event.delta.text)
+
+
+class _AnthropicPrompts:
+    """What both Anthropic clients share: the official client, the miss watch, and how a
+    message becomes its stats."""
+
+    def __init__(self, client: Any, watch: MissWatch) -> None:
+        self.client = client
+        self._watch = watch
+
+    def _finish(
+        self, prompt: Prompt, model: str, message: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt,
+            _stats(message.usage, model, "anthropic"),
+            model=model,
+            provider="anthropic",
+            response=message,
+            request=kwargs,
+            client=self.client,
+        )
+
+    def _unstreamed(self, options: dict[str, Any]) -> dict[str, Any]:
+        name = type(self).__name__
+        return _no_stream(options, f"{name}.create", f"{name}.stream")
+
+    def _streamed(
+        self, prompt: Prompt, model: str, clock: _Clock, message: Any, kwargs: Mapping[str, Any]
+    ) -> StreamResult:
+        text = "".join(block.text for block in message.content if block.type == "text")
+        stats = self._finish(prompt, model, message, kwargs)
+        return clock.result(text, stats, message, _message_calls(message))
+
+
+class AnthropicClient(_AnthropicPrompts):
     """`anthropic.Anthropic` with prefixkit rendering and cache statistics.
 
     >>> client = AnthropicClient()                      # doctest: +SKIP
@@ -310,21 +351,13 @@ class AnthropicClient:
             import anthropic
 
             client = anthropic.Anthropic(**client_options)
-        self.client = client
-        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
+        super().__init__(client, MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor))
 
-    def _finish(
-        self, prompt: Prompt, model: str, message: Any, kwargs: Mapping[str, Any]
-    ) -> CacheStats:
-        return self._watch.finish(
-            prompt,
-            _stats(message.usage, model, "anthropic"),
-            model=model,
-            provider="anthropic",
-            response=message,
-            request=kwargs,
-            client=self.client,
-        )
+    def _render(
+        self, prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        options = self._watch.anthropic_options(prompt, options, self.client)
+        return _anthropic_request(prompt, model, max_tokens, options)
 
     @traced("anthropic", "chat")
     def create(
@@ -332,9 +365,7 @@ class AnthropicClient:
     ) -> tuple[anthropic.types.Message, CacheStats]:
         """Render with `render_anthropic(**options)` (with ``betas=[...]``, for the beta
         Messages API), send, return the message and stats."""
-        options = _no_stream(options, "AnthropicClient.create", "AnthropicClient.stream")
-        options = self._watch.anthropic_options(prompt, options, self.client)
-        kwargs = _anthropic_request(prompt, model, max_tokens, options)
+        kwargs = self._render(prompt, model, max_tokens, self._unstreamed(options))
         message = _messages_api(self.client, kwargs).create(**kwargs)
         return message, self._finish(prompt, model, message, kwargs)
 
@@ -352,22 +383,16 @@ class AnthropicClient:
 
         `on_text(piece)` is called with each text delta as it arrives (to show
         the reply while it streams)."""
-        options = self._watch.anthropic_options(prompt, options, self.client)
-        kwargs = _anthropic_request(prompt, model, max_tokens, options)
+        kwargs = self._render(prompt, model, max_tokens, options)
         clock = _Clock(on_text)
         with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             for event in stream:
-                if event.type == "content_block_delta":
-                    clock.content()
-                    if event.delta.type == "text_delta":
-                        clock.text(event.delta.text)
+                _anthropic_event(clock, event)
             message = stream.get_final_message()
-        text = "".join(block.text for block in message.content if block.type == "text")
-        stats = self._finish(prompt, model, message, kwargs)
-        return clock.result(text, stats, message, _message_calls(message))
+        return self._streamed(prompt, model, clock, message, kwargs)
 
 
-class AsyncAnthropicClient:
+class AsyncAnthropicClient(_AnthropicPrompts):
     """`anthropic.AsyncAnthropic` with prefixkit rendering and cache statistics."""
 
     def __init__(
@@ -384,21 +409,7 @@ class AsyncAnthropicClient:
             import anthropic
 
             client = anthropic.AsyncAnthropic(**client_options)
-        self.client = client
-        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
-
-    def _finish(
-        self, prompt: Prompt, model: str, message: Any, kwargs: Mapping[str, Any]
-    ) -> CacheStats:
-        return self._watch.finish(
-            prompt,
-            _stats(message.usage, model, "anthropic"),
-            model=model,
-            provider="anthropic",
-            response=message,
-            request=kwargs,
-            client=self.client,
-        )
+        super().__init__(client, MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor))
 
     async def _render(
         self, prompt: Prompt, model: str, max_tokens: int, options: dict[str, Any]
@@ -424,8 +435,7 @@ class AsyncAnthropicClient:
         awaited before rendering (an async client, or a sync one in a worker
         thread), so the event loop never waits on `count_tokens`.
         """
-        options = _no_stream(options, "AsyncAnthropicClient.create", "AsyncAnthropicClient.stream")
-        kwargs = await self._render(prompt, model, max_tokens, options)
+        kwargs = await self._render(prompt, model, max_tokens, self._unstreamed(options))
         message = await _messages_api(self.client, kwargs).create(**kwargs)
         return message, self._finish(prompt, model, message, kwargs)
 
@@ -445,17 +455,69 @@ class AsyncAnthropicClient:
         clock = _Clock(on_text)
         async with _messages_api(self.client, kwargs).stream(**kwargs) as stream:
             async for event in stream:
-                if event.type == "content_block_delta":
-                    clock.content()
-                    if event.delta.type == "text_delta":
-                        clock.text(event.delta.text)
+                _anthropic_event(clock, event)
             message = await stream.get_final_message()
-        text = "".join(block.text for block in message.content if block.type == "text")
-        stats = self._finish(prompt, model, message, kwargs)
-        return clock.result(text, stats, message, _message_calls(message))
+        return self._streamed(prompt, model, clock, message, kwargs)
 
 
-class OpenAIClient:
+class _OpenAIPrompts:
+    """What both OpenAI clients share: the official client, the miss watch, the keys of
+    stateful Responses conversations, and how a request is rendered and its answer
+    becomes stats."""
+
+    def __init__(self, client: Any, watch: MissWatch) -> None:
+        self.client = client
+        self._keys = _ConversationKeys()
+        self._watch = watch
+
+    def _finish(
+        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        return self._watch.finish(
+            prompt, stats, model=model, provider="openai", response=answer, request=kwargs
+        )
+
+    def _chat_request(self, prompt: Prompt, model: str, options: dict[str, Any]) -> Any:
+        name = type(self).__name__
+        options = _no_stream(options, f"{name}.chat", f"{name}.stream_chat")
+        return render_openai_chat(prompt, model=model, **options)
+
+    def _chat_answered(
+        self, prompt: Prompt, model: str, completion: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        stats = _stats(completion.usage, model, "openai_chat", completion.service_tier)
+        return self._finish(prompt, model, stats, completion, kwargs)
+
+    def _chat_streamed(
+        self, prompt: Prompt, model: str, stream: _ChatStream, kwargs: Mapping[str, Any]
+    ) -> StreamResult:
+        result = stream.result(model)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)
+
+    def _responses_request(
+        self, prompt: Prompt, model: str, options: dict[str, Any], *, stream: bool
+    ) -> dict[str, Any]:
+        if not stream:
+            name = type(self).__name__
+            options = _no_stream(options, f"{name}.responses", f"{name}.stream_responses")
+        options = self._watch.responses_options(prompt, model, self._keys.options(options))
+        kwargs: dict[str, Any] = dict(render_openai_responses(prompt, model=model, **options))
+        return {**kwargs, "stream": True} if stream else kwargs
+
+    def _responses_answered(
+        self, prompt: Prompt, model: str, response: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        """The stats of a Responses answer (None: a stream that never completed)."""
+        self._keys.remember(kwargs, response)
+        usage, tier = (
+            (response.usage, response.service_tier) if response is not None else (None, None)
+        )
+        stats = _stats(usage, model, "openai_responses", tier)
+        return self._finish(prompt, model, stats, response, kwargs)
+
+
+class OpenAIClient(_OpenAIPrompts):
     """`openai.OpenAI` with prefixkit rendering: Chat Completions and Responses.
 
     `tenant` and `salt_secret` (per call) salt the `prompt_cache_key`.
@@ -480,40 +542,25 @@ class OpenAIClient:
             import openai
 
             client = openai.OpenAI(**client_options)
-        self.client = client
-        self._keys = _ConversationKeys()
-        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
-
-    def _finish(
-        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
-    ) -> CacheStats:
-        return self._watch.finish(
-            prompt, stats, model=model, provider="openai", response=answer, request=kwargs
-        )
+        super().__init__(client, MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor))
 
     @traced("openai", "chat")
     def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_openai_chat(**options)`."""
-        options = _no_stream(options, "OpenAIClient.chat", "OpenAIClient.stream_chat")
-        kwargs = render_openai_chat(prompt, model=model, **options)
+        kwargs = self._chat_request(prompt, model, options)
         completion = self.client.chat.completions.create(**kwargs)
-        stats = _stats(completion.usage, model, "openai_chat", completion.service_tier)
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._chat_answered(prompt, model, completion, kwargs)
 
     @traced("openai", "chat")
     def responses(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
-        options = _no_stream(options, "OpenAIClient.responses", "OpenAIClient.stream_responses")
-        options = self._watch.responses_options(prompt, model, self._keys.options(options))
-        kwargs = render_openai_responses(prompt, model=model, **options)
+        kwargs = self._responses_request(prompt, model, options, stream=False)
         response = self.client.responses.create(**kwargs)
-        self._keys.remember(kwargs, response)
-        stats = _stats(response.usage, model, "openai_responses", response.service_tier)
-        return response, self._finish(prompt, model, stats, response, kwargs)
+        return response, self._responses_answered(prompt, model, response, kwargs)
 
     @traced("openai", "chat")
     def stream_chat(
@@ -530,9 +577,7 @@ class OpenAIClient:
         stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        result = stream.result(model)
-        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
-        return replace(result, stats=stats)
+        return self._chat_streamed(prompt, model, stream, kwargs)
 
     @traced("openai", "chat")
     def stream_responses(
@@ -545,27 +590,16 @@ class OpenAIClient:
     ) -> StreamResult:
         """Streamed Responses; usage from `response.completed`; `on_text` gets each text
         delta as it arrives."""
-        kwargs: dict[str, Any] = {
-            **render_openai_responses(
-                prompt,
-                model=model,
-                **self._watch.responses_options(prompt, model, self._keys.options(options)),
-            ),
-            "stream": True,
-        }
+        kwargs = self._responses_request(prompt, model, options, stream=True)
         clock, final = _Clock(on_text), None
         parts: list[str] = []
         for event in self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
-        self._keys.remember(kwargs, final)
-        usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
-        stats = self._finish(
-            prompt, model, _stats(usage, model, "openai_responses", tier), final, kwargs
-        )
+        stats = self._responses_answered(prompt, model, final, kwargs)
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
-class AsyncOpenAIClient:
+class AsyncOpenAIClient(_OpenAIPrompts):
     """`openai.AsyncOpenAI` with prefixkit rendering: Chat Completions and Responses."""
 
     def __init__(
@@ -582,42 +616,25 @@ class AsyncOpenAIClient:
             import openai
 
             client = openai.AsyncOpenAI(**client_options)
-        self.client = client
-        self._keys = _ConversationKeys()
-        self._watch = MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor)
-
-    def _finish(
-        self, prompt: Prompt, model: str, stats: CacheStats, answer: Any, kwargs: Mapping[str, Any]
-    ) -> CacheStats:
-        return self._watch.finish(
-            prompt, stats, model=model, provider="openai", response=answer, request=kwargs
-        )
+        super().__init__(client, MissWatch(diagnostics=diagnostics, guard=guard, monitor=monitor))
 
     @traced("openai", "chat")
     async def chat(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_openai_chat(**options)`."""
-        options = _no_stream(options, "AsyncOpenAIClient.chat", "AsyncOpenAIClient.stream_chat")
-        kwargs = render_openai_chat(prompt, model=model, **options)
+        kwargs = self._chat_request(prompt, model, options)
         completion = await self.client.chat.completions.create(**kwargs)
-        stats = _stats(completion.usage, model, "openai_chat", completion.service_tier)
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._chat_answered(prompt, model, completion, kwargs)
 
     @traced("openai", "chat")
     async def responses(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.responses.Response, CacheStats]:
         """`responses.create` with `render_openai_responses(**options)`."""
-        options = _no_stream(
-            options, "AsyncOpenAIClient.responses", "AsyncOpenAIClient.stream_responses"
-        )
-        options = self._watch.responses_options(prompt, model, self._keys.options(options))
-        kwargs = render_openai_responses(prompt, model=model, **options)
+        kwargs = self._responses_request(prompt, model, options, stream=False)
         response = await self.client.responses.create(**kwargs)
-        self._keys.remember(kwargs, response)
-        stats = _stats(response.usage, model, "openai_responses", response.service_tier)
-        return response, self._finish(prompt, model, stats, response, kwargs)
+        return response, self._responses_answered(prompt, model, response, kwargs)
 
     @traced("openai", "chat")
     async def stream_chat(
@@ -634,9 +651,7 @@ class AsyncOpenAIClient:
         stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        result = stream.result(model)
-        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
-        return replace(result, stats=stats)
+        return self._chat_streamed(prompt, model, stream, kwargs)
 
     @traced("openai", "chat")
     async def stream_responses(
@@ -649,23 +664,12 @@ class AsyncOpenAIClient:
     ) -> StreamResult:
         """Streamed Responses; usage from `response.completed`; `on_text` gets each text
         delta as it arrives."""
-        kwargs: dict[str, Any] = {
-            **render_openai_responses(
-                prompt,
-                model=model,
-                **self._watch.responses_options(prompt, model, self._keys.options(options)),
-            ),
-            "stream": True,
-        }
+        kwargs = self._responses_request(prompt, model, options, stream=True)
         clock, final = _Clock(on_text), None
         parts: list[str] = []
         async for event in await self.client.responses.create(**kwargs):
             final = _responses_event(clock, event, parts) or final
-        self._keys.remember(kwargs, final)
-        usage, tier = (final.usage, final.service_tier) if final is not None else (None, None)
-        stats = self._finish(
-            prompt, model, _stats(usage, model, "openai_responses", tier), final, kwargs
-        )
+        stats = self._responses_answered(prompt, model, final, kwargs)
         return clock.result("".join(parts), stats, final, _response_calls(final))
 
 
@@ -720,6 +724,27 @@ class _VllmPrompts:
         )
         return kwargs
 
+    def _request(
+        self, prompt: Prompt, model: str, method: str, options: dict[str, Any], **render: Any
+    ) -> dict[str, Any]:
+        """The unstreamed `method`'s request (`stream=True` is a `UsageError`)."""
+        name = type(self).__name__
+        options = _no_stream(options, f"{name}.{method}", f"{name}.stream_chat")
+        return self._render(prompt, model, **render, **options)
+
+    def _answered(
+        self, prompt: Prompt, model: str, completion: Any, kwargs: Mapping[str, Any]
+    ) -> CacheStats:
+        stats = _stats(completion.usage, None, "openai_chat")
+        return self._finish(prompt, model, stats, completion, kwargs)
+
+    def _streamed(
+        self, prompt: Prompt, model: str, stream: _ChatStream, kwargs: Mapping[str, Any]
+    ) -> StreamResult:
+        result = stream.result(None)
+        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
+        return replace(result, stats=stats)
+
 
 class VLLMClient(_VllmPrompts):
     """An `openai.OpenAI` client on a vLLM server, with aligned, salted prompts.
@@ -758,22 +783,18 @@ class VLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
-        options = _no_stream(options, "VLLMClient.chat", "VLLMClient.stream_chat")
-        kwargs = self._render(prompt, model, **options)
+        kwargs = self._request(prompt, model, "chat", options)
         completion = self.client.chat.completions.create(**kwargs)
-        stats = _stats(completion.usage, None, "openai_chat")
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._answered(prompt, model, completion, kwargs)
 
     @traced("vllm", "text_completion")
     def complete(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
         """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
-        options = _no_stream(options, "VLLMClient.complete", "VLLMClient.stream_chat")
-        kwargs = self._render(prompt, model, token_ids=True, **options)
+        kwargs = self._request(prompt, model, "complete", options, token_ids=True)
         completion = self.client.completions.create(**kwargs)
-        stats = _stats(completion.usage, None, "openai_chat")
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._answered(prompt, model, completion, kwargs)
 
     @traced("vllm", "chat")
     def stream_chat(
@@ -790,9 +811,7 @@ class VLLMClient(_VllmPrompts):
         stream = _ChatStream(on_text)
         for chunk in self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        result = stream.result(None)
-        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
-        return replace(result, stats=stats)
+        return self._streamed(prompt, model, stream, kwargs)
 
 
 class AsyncVLLMClient(_VllmPrompts):
@@ -824,22 +843,18 @@ class AsyncVLLMClient(_VllmPrompts):
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.chat.ChatCompletion, CacheStats]:
         """`chat.completions.create` with `render_vllm(**options)` (`tenant=` salts it)."""
-        options = _no_stream(options, "AsyncVLLMClient.chat", "AsyncVLLMClient.stream_chat")
-        kwargs = self._render(prompt, model, **options)
+        kwargs = self._request(prompt, model, "chat", options)
         completion = await self.client.chat.completions.create(**kwargs)
-        stats = _stats(completion.usage, None, "openai_chat")
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._answered(prompt, model, completion, kwargs)
 
     @traced("vllm", "text_completion")
     async def complete(
         self, prompt: Prompt, *, model: str, **options: Any
     ) -> tuple[openai.types.Completion, CacheStats]:
         """`completions.create` with the aligned token ids (`render_vllm(token_ids=True)`)."""
-        options = _no_stream(options, "AsyncVLLMClient.complete", "AsyncVLLMClient.stream_chat")
-        kwargs = self._render(prompt, model, token_ids=True, **options)
+        kwargs = self._request(prompt, model, "complete", options, token_ids=True)
         completion = await self.client.completions.create(**kwargs)
-        stats = _stats(completion.usage, None, "openai_chat")
-        return completion, self._finish(prompt, model, stats, completion, kwargs)
+        return completion, self._answered(prompt, model, completion, kwargs)
 
     @traced("vllm", "chat")
     async def stream_chat(
@@ -856,6 +871,4 @@ class AsyncVLLMClient(_VllmPrompts):
         stream = _ChatStream(on_text)
         async for chunk in await self.client.chat.completions.create(**kwargs):
             stream.add(chunk)
-        result = stream.result(None)
-        stats = self._finish(prompt, model, result.stats, result.response, kwargs)
-        return replace(result, stats=stats)
+        return self._streamed(prompt, model, stream, kwargs)
