@@ -21,15 +21,14 @@ from prefixkit.engine_adapter.serving.app import serving_app
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.router import PreciseRoute
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
-from prometheus_client.parser import text_string_to_metric_families
+
+from ..metrics_samples import Samples, by_label, samples_of, scraped
 
 SECRET = "gateway-metrics-test-secret-0123456789"
 TENANTS = Tenants({"key-acme": "acme", "key-globex": "globex"}, SECRET, {"key-ops": "ops"})
 ACME = {"authorization": "Bearer key-acme"}
 OPERATOR = {"authorization": "Bearer key-ops"}
 SYSTEM = "You answer questions about Nimbus Storage's buckets and their regions. " * 12
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 @dataclass
@@ -65,14 +64,7 @@ def served() -> Iterator[Served]:
 
 
 def _samples(served: Served, key: dict[str, str]) -> Samples:
-    """Every sample of a /metrics exposition, by name and labels."""
-    answer = httpx.get(served.url + "/metrics", headers=key, timeout=10)
-    assert answer.status_code == 200, answer.text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(answer.text)
-        for sample in family.samples
-    }
+    return scraped(served.url, key)
 
 
 def _tenant(samples: Samples, tenant: str) -> dict[str, float]:
@@ -83,11 +75,7 @@ def _tenant(samples: Samples, tenant: str) -> dict[str, float]:
 
 
 def _decisions(samples: Samples) -> dict[str, float]:
-    return {
-        dict(labels)["outcome"]: value
-        for (name, labels), value in samples.items()
-        if name == "prefixkit_router_decisions_total"
-    }
+    return by_label(samples, "prefixkit_router_decisions_total", "outcome")
 
 
 def _chat(
@@ -268,11 +256,6 @@ def test_a_request_placed_again_after_its_replica_refused_counts_as_replaced() -
     finally:
         for fake in fakes:
             fake.__exit__(None, None, None)
-    decisions = {
-        sample.labels["outcome"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "prefixkit_router_decisions_total"
-    }
+    decisions = _decisions(samples_of(text))
     assert decisions["replaced"] == 1
     assert decisions["load"] == 2

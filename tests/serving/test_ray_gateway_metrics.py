@@ -10,21 +10,18 @@ from openai import OpenAI
 from prefixkit.engine_adapter import Tenants
 from prefixkit.engine_adapter.ray.gateway import TenantGateway
 from prefixkit.testing.fake_vllm import FakeVLLM
-from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
+from ..metrics_samples import samples_of
+
 TENANTS = Tenants({"key-acme": "acme"}, "ray-gateway-metrics-secret-0123", {"key-ops": "ops"})
+ACME_LABEL = (("tenant", "acme"),)
 PROMPT = "Nimbus Storage keeps your buckets in three regions and bills by the hour. " * 8
 
 
 def _tokens(http: TestClient) -> dict[str, float]:
     text = http.get("/metrics", headers={"authorization": "Bearer key-ops"}).text
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.labels == {"tenant": "acme"}
-    }
+    return {name: v for (name, labels), v in samples_of(text).items() if labels == ACME_LABEL}
 
 
 def test_a_streamed_request_through_the_ray_gateway_counts_and_hides_the_usage_chunk() -> None:

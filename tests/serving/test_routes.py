@@ -14,7 +14,8 @@ from prefixkit.engine_adapter import Deployment, Tenants, Topology, deploy
 from prefixkit.engine_adapter.engine.replicas import port_is_free
 from prefixkit.sdk import tenant_salt
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
-from prometheus_client.parser import text_string_to_metric_families
+
+from ..metrics_samples import by_label, samples_of
 
 SECRET = "routes-test-secret-0123456789"
 TENANTS = Tenants({"key-acme": "acme"}, SECRET, {"key-ops": "ops"})
@@ -114,12 +115,7 @@ def test_an_operator_sees_every_replicas_cache_counters_labelled_by_replica(
     running, replicas = deployment
     response = httpx.get(running.url + "/metrics", headers=OPERATOR)
     assert response.status_code == 200
-    queries = {
-        sample.labels["replica"]: sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-        if sample.name == "vllm:prefix_cache_queries_total"
-    }
+    queries = by_label(samples_of(response.text), "vllm:prefix_cache_queries_total", "replica")
     assert queries == {str(i): float(r.queried_tokens) for i, r in enumerate(replicas)}
 
 
