@@ -86,8 +86,8 @@ class CacheMiss:
     provider's own word when it gave one (``"reasoning_effort_changed"``).
     `missed_tokens` is how many prompt tokens would have been read had the
     prefix matched (the provider's estimate, or the local shortfall), None when
-    unknown; `missed_cost_usd` their extra cost, for a local explanation where the model
-    is priced (a provider's diagnosis gives tokens only: None).
+    unknown; `missed_cost_usd` their extra cost where the model is priced (None
+    otherwise).
     `segment` names the first segment that changed (its label) and `block` the
     first vLLM block that differs, when known. `detail` is one sentence: what
     changed and how to fix it.

@@ -37,7 +37,14 @@ from .model_facts import Pricing
 from .prompt import Part, Prompt
 from .segment import Stability
 
-__all__ = ["MAX_BLOCKS", "PartPrint", "RequestPrint", "explain_miss", "request_print"]
+__all__ = [
+    "MAX_BLOCKS",
+    "PartPrint",
+    "RequestPrint",
+    "explain_miss",
+    "missed_cost",
+    "request_print",
+]
 
 MAX_BLOCKS = 8192
 """Block hashes kept per request (8 bytes each): 64 KiB at most per prompt name."""
@@ -284,11 +291,6 @@ def explain_miss(
                 "reached another replica or machine, or the entry was evicted; route by prefix "
                 "(prompt_cache_key, prefixkit serve's router) and keep load per key moderate"
             )
-    cost = None
-    if pricing is not None:
-        input_usd, _ = pricing.prices_for(stats.input_tokens)
-        if input_usd is not None:
-            cost = shortfall * input_usd * (1 - pricing.cache_read_multiplier) / 1e6
     return CacheMiss(
         reason,
         "local",
@@ -296,5 +298,16 @@ def explain_miss(
         missed_tokens=shortfall,
         segment=segment,
         block=block,
-        missed_cost_usd=cost,
+        missed_cost_usd=missed_cost(shortfall, stats, pricing),
     )
+
+
+def missed_cost(tokens: int, stats: CacheStats, pricing: Pricing | None) -> float | None:
+    """What `tokens` prompt tokens missed from the cache cost beyond reading them from it,
+    in US dollars, at the input price of a request of `stats`' size (None: not priced)."""
+    if pricing is None:
+        return None
+    input_usd, _ = pricing.prices_for(stats.input_tokens)
+    if input_usd is None:
+        return None
+    return tokens * input_usd * (1 - pricing.cache_read_multiplier) / 1e6

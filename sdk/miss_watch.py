@@ -31,6 +31,7 @@ from .cache_miss import CacheMiss
 from .cache_stats import CacheStats
 from .hit_rate import HitRateMonitor
 from .miss_diagnostics import ANTHROPIC_DIAGNOSIS_BETA, anthropic_miss, no_diagnostics, openai_miss
+from .miss_explanation import missed_cost
 from .model_facts import model_info
 from .prompt import Prompt
 from .static_prefix_guard import MissProvider, StaticPrefixGuard
@@ -156,14 +157,26 @@ class MissWatch:
                 block_size=block_size,
             )
         miss = told if told is not None and told.conclusive else (local or told)
-        if miss is told and told is not None and local is not None and told.segment is None:
-            # the provider says why; the local comparison says where
-            miss = replace(told, segment=local.segment, block=local.block)
+        if miss is told and told is not None:
+            miss = self._priced(told, stats, provider, model)
+            if local is not None and told.segment is None:
+                # the provider says why; the local comparison says where
+                miss = replace(miss, segment=local.segment, block=local.block)
         if miss is not None:
             stats = replace(stats, miss=miss)
         if self.monitor is not None and prompt.name is not None:
             self.monitor.record(prompt, stats)
         return stats
+
+    @staticmethod
+    def _priced(
+        told: CacheMiss, stats: CacheStats, provider: MissProvider, model: str | None
+    ) -> CacheMiss:
+        """A provider's explanation with the cost of the tokens it says were missed."""
+        info = model_info(provider, model) if model is not None else None
+        if told.missed_tokens is None or info is None:
+            return told
+        return replace(told, missed_cost_usd=missed_cost(told.missed_tokens, stats, info.pricing))
 
     def _provider_miss(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import pytest
 from prefixkit.sdk import (
     AnthropicClient,
     AsyncAnthropicClient,
@@ -98,6 +99,17 @@ def test_anthropic_names_the_changed_system_prompt() -> None:
     assert (stats.miss.reason, stats.miss.source) == (MissReason.SYSTEM, "provider")
     assert stats.miss.provider_reason == "system_changed"
     assert stats.miss.missed_tokens == hit.input_tokens
+
+
+def test_the_tokens_a_provider_says_were_missed_are_priced() -> None:
+    """claude-opus-4-1: $15 per million input tokens, a cache read 0.1 of it."""
+    mock = MockProvider()
+    with mock.anthropic_client() as sdk:
+        client = AnthropicClient(sdk, diagnostics=True)
+        client.create(support(), model="claude-opus-4-1", max_tokens=32)
+        _, stats = client.create(support("Tuesday"), model="claude-opus-4-1", max_tokens=32)
+    assert stats.miss is not None and stats.miss.missed_tokens
+    assert stats.miss.missed_cost_usd == pytest.approx(stats.miss.missed_tokens * 15 * 0.9 / 1e6)
 
 
 def test_anthropic_streams_carry_the_diagnosis_too() -> None:
