@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from .drift import Drift as Drift
     from .errors import AlignmentError as AlignmentError
     from .errors import CanonicalError as CanonicalError
+    from .errors import HitRateWarning as HitRateWarning
     from .errors import LayoutError as LayoutError
     from .errors import LockfileError as LockfileError
     from .errors import MissingExtraError as MissingExtraError
@@ -175,6 +176,7 @@ _EXPORTS: dict[str, str] = {
     "LoopResult": "agent_loop",
     "LoopTurn": "agent_loop",
     "MissingExtraError": "errors",
+    "HitRateWarning": "errors",
     "ModelInfo": "model_facts",
     "Native": "content",
     "OpenAIClient": "clients",

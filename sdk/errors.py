@@ -40,6 +40,7 @@
     ├── UncachedPrefixWarning                   a prefix is below the model's minimum cacheable length
     ├── UnknownModelWarning                     a model is missing from prefixkit's data tables
     ├── StaticPrefixChangedWarning              the same, from a guard in "warn" mode
+    ├── HitRateWarning                          a prompt's rolling hit rate fell below the threshold
     └── PrefixkitDeprecationWarning             a renamed name used by its old name
         (DeprecationWarning)                    (removed in the next minor version)
 
@@ -66,6 +67,7 @@ from .drift import Drift
 __all__ = [
     "AlignmentError",
     "CanonicalError",
+    "HitRateWarning",
     "LayoutError",
     "LockfileError",
     "MissingExtraError",
@@ -348,6 +350,12 @@ class UnknownModelWarning(PrefixkitWarning):
 class StaticPrefixChangedWarning(_StaticPrefixChange, PrefixkitWarning):
     """The same prompt name rendered a different static prefix (a `StaticPrefixGuard` in
     "warn" mode). Attributes as `StaticPrefixChangedError`."""
+
+
+class HitRateWarning(PrefixkitWarning):
+    """A prompt's rolling cache hit rate fell below the `HitRateMonitor`'s threshold (warned
+    when the monitor has no ``on_alert``); its message names the prompt, the rate and why its
+    last missing request missed, when known."""
 
 
 class PrefixkitDeprecationWarning(PrefixkitWarning, DeprecationWarning):

@@ -10,7 +10,7 @@ over its last `window` requests that reported cache counters (a vLLM server
 started without `--enable-prompt-tokens-details` reports none: those requests
 are left out, not counted as misses). Once at least `min_requests` are in the
 window, the rate falling below `threshold` raises an alert: a `HitRateAlert`
-handed to `on_alert`, or, without one, a `PrefixkitWarning` with its message.
+handed to `on_alert`, or, without one, a `HitRateWarning` with its message.
 An alert fires when the rate crosses the threshold downwards, once, and again
 only after the rate has come back to the threshold. The alert carries the
 latest `CacheMiss` of that prompt (why its last missing request missed), when
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .cache_miss import CacheMiss
 from .cache_stats import CacheStats
-from .errors import PrefixkitWarning, UsageError
+from .errors import HitRateWarning, UsageError
 from .prompt import Prompt
 
 __all__ = ["DEFAULT_HIT_RATE_THRESHOLD", "HitRateAlert", "HitRateMonitor"]
@@ -167,7 +167,7 @@ class HitRateMonitor:
         if self.on_alert is not None:
             self.on_alert(alert)
         else:
-            warnings.warn(PrefixkitWarning(alert.message), stacklevel=2)
+            warnings.warn(HitRateWarning(alert.message), stacklevel=2)
         return alert
 
     def hit_rate(self, name: str, version: str | None = None) -> float | None:

@@ -15,8 +15,8 @@ from prefixkit.sdk import (
     CacheStats,
     HitRateAlert,
     HitRateMonitor,
+    HitRateWarning,
     MissReason,
-    PrefixkitWarning,
     Prompt,
     Segment,
     StaticPrefixGuard,
@@ -48,7 +48,7 @@ def test_falling_below_the_threshold_warns_once_with_the_latest_explanation() ->
     miss = CacheMiss(MissReason.TOOLS_ORDER, "local", "the tools came in another order")
     monitor = HitRateMonitor(threshold=0.7, window=4, min_requests=2)
     monitor.record("support", stats(100), version="v3")
-    with pytest.warns(PrefixkitWarning, match=r"'support@v3' read 50\.0%.*tools_order"):
+    with pytest.warns(HitRateWarning, match=r"'support@v3' read 50\.0%.*tools_order"):
         monitor.record("support", dataclasses.replace(stats(0), miss=miss), version="v3")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
