@@ -102,6 +102,12 @@ class LintContext:
             return None
         return ProjectImports(Path(self.filename).absolute(), self.project, record=True)
 
+    def imports_cross(self) -> bool:
+        """Whether a call of the module may pass an argument into a cached segment of
+        another module of the project (see `ProjectImports.crosses`)."""
+        imports = self.project_imports
+        return imports is not None and imports.crosses(self.index)
+
     def may_import_prompt_code(self, source: str) -> bool:
         """Whether the module imports (within the depth) a module of the project that may
         build a prompt: its calls there may then pass a cached segment."""

@@ -100,7 +100,9 @@ def lint_python(
     imports_prompts = context.may_import_prompt_code(source)
     if not imports_prompts and not any(word in source for word in _trigger_words(config)):
         return []
-    if not context.index.has_candidates and not (imports_prompts and context.segments):
+    if not context.index.has_candidates and not (
+        imports_prompts and context.imports_cross() and context.segments
+    ):
         return []
     findings: list[Finding] = []
     for rule in rules:

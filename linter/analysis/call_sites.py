@@ -4,7 +4,8 @@ A rule that meets a function's parameter (data the function receives) asks
 `CallSites.callers(function)` which calls in the same module run that
 function, from which enclosing function, and whether as a method; with
 `ModuleBindings.arguments` it then reads what each call passes for the
-parameter. One traversal of the module, done on first use.
+parameter. The calls are the ones the module index records (`ModuleIndex.calls`, its
+one traversal), so `module` must be the one `analysis.index` was built from.
 """
 
 from __future__ import annotations
@@ -21,28 +22,6 @@ __all__ = ["CallSite", "CallSites"]
 CallSite = tuple[cst.Call, FunctionNode | None, bool]
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.functions: list[FunctionNode] = []
-        self.calls: list[tuple[cst.Call, FunctionNode | None]] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.functions.pop()
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.functions.append(node)
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self.functions.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append((node, self.functions[-1] if self.functions else None))
-
-
 class CallSites:
     """Calls of `module` by the local function they run (see the module docstring)."""
 
@@ -50,11 +29,9 @@ class CallSites:
         self.module = module
         self.analysis = analysis
 
-    @functools.cached_property
+    @property
     def _calls(self) -> list[tuple[cst.Call, FunctionNode | None]]:
-        visitor = _Calls()
-        self.module.visit(visitor)
-        return visitor.calls
+        return self.analysis.index.calls
 
     @functools.cached_property
     def _enclosing(self) -> dict[int, FunctionNode | None]:

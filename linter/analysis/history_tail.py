@@ -34,13 +34,22 @@ _MAX_DEPTH = 6
 
 
 def history_tail(module: cst.Module, analysis: ValueShapes) -> frozenset[int]:
-    """Ids of every node inside a message added at the end of an existing history."""
+    """Ids of every node inside a message added at the end of an existing history
+    (`module`: the one `analysis.index` was built from, whose `appends` it reads)."""
     finder = _TailFinder(analysis)
-    module.visit(finder)
+    for node in analysis.index.appends:
+        if isinstance(node, cst.BinaryOperation):
+            finder.visit_BinaryOperation(node)
+        elif isinstance(node, cst.AugAssign):
+            finder.visit_AugAssign(node)
+        elif isinstance(node, cst.List):
+            finder.visit_List(node)
+        else:
+            finder.visit_Call(node)
     return frozenset(finder.tail)
 
 
-class _TailFinder(cst.CSTVisitor):
+class _TailFinder:
     def __init__(self, analysis: ValueShapes) -> None:
         self.analysis = analysis
         self.tail: set[int] = set()

@@ -26,10 +26,11 @@ from ..catalog import (
     TOOL_FIELDS,
     is_system_role,
 )
-from .syntax import FunctionNode, string_value
+from .syntax import FunctionNode, dotted_parts, string_value
 
 __all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource", "role_spelling"]
 
+_APPENDERS = frozenset({"append", "extend"})
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 # Keys that make a dict a request payload (not a content block).
 _PAYLOAD_KEYS = frozenset({"model", "messages", "max_tokens", "input"})
@@ -131,6 +132,19 @@ class ModuleIndex:
 
     requests: list[tuple[cst.Call, FunctionNode | None]] = field(default_factory=list)
     lists: list[tuple[cst.List | cst.Tuple, FunctionNode | None]] = field(default_factory=list)
+    # what the names bound by an import anywhere in the module stand for (`.llm.ask` for
+    # `from .llm import ask`, `d.e` for `import d.e as f`, `a` for `import a.b`)
+    imported: dict[str, list[str]] = field(default_factory=dict)
+    # the dotted names called with arguments (`ask(...)`, `llm.ask(...)`), as parts, once
+    # each in source order
+    dotted_calls: dict[tuple[str, ...], None] = field(default_factory=dict)
+    # every call, in source order, with the function (or lambda) whose body holds it
+    calls: list[tuple[cst.Call, FunctionNode | None]] = field(default_factory=list)
+    # in source order, what may add to the end of a history (`history_tail` reads them):
+    # `a + b`, `a += b`, a list with a starred element, `x.append(m)` / `x.extend(ms)`
+    appends: list[cst.BinaryOperation | cst.AugAssign | cst.List | cst.Call] = field(
+        default_factory=list
+    )
 
     @classmethod
     def build(
@@ -471,7 +485,13 @@ class _Indexer(cst.CSTVisitor):
             attrs.setdefault(target.value, []).append((value, None))
             self._tool_field(owner, target.value, value)
 
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Add):
+            self.index.appends.append(node)
+
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self.index.appends.append(node)
         self._bind(node.target, ValueSource("assign", node.value))
         if self.loops and self.loops[-1] is not None and isinstance(node.target, cst.Name):
             self.index.loop_counters[id(node.target)] = self.loops[-1]
@@ -502,9 +522,50 @@ class _Indexer(cst.CSTVisitor):
         if node.asname is not None:
             self._bind(node.asname.name, ValueSource("unknown", None))
 
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            parts = dotted_parts(alias.name)
+            if not parts:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._import(alias.asname.name.value, ".".join(parts))
+            elif alias.asname is None:
+                self._import(parts[0], parts[0])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_parts(node.module) if node.module is not None else []
+        prefix = "." * len(node.relative) + ".".join(module or [])
+        for alias in node.names:
+            parts = dotted_parts(alias.name)
+            if not parts:
+                continue
+            name = ".".join(parts)
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(bound, cst.Name):
+                dotted = f"{prefix}.{name}" if module else f"{prefix}{name}"
+                self._import(bound.value, dotted)
+
+    def _import(self, bound: str, dotted: str) -> None:
+        names = self.index.imported.setdefault(bound, [])
+        if dotted not in names:
+            names.append(dotted)
+
     # sites ------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        self.index.calls.append((node, self.function))
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _APPENDERS
+            and len(node.args) == 1
+        ):
+            self.index.appends.append(node)
+        if node.args:
+            dotted = dotted_parts(func)
+            if dotted is not None:
+                self.index.dotted_calls[tuple(dotted)] = None
         tail = func.attr.value if isinstance(func, cst.Attribute) else None
         if isinstance(func, cst.Name):
             tail = func.value
@@ -602,6 +663,8 @@ class _Indexer(cst.CSTVisitor):
         self.roles.pop()
 
     def visit_List(self, node: cst.List) -> None:
+        if any(isinstance(element, cst.StarredElement) for element in node.elements):
+            self.index.appends.append(node)
         self._ordered(node)
 
     def visit_Tuple(self, node: cst.Tuple) -> None:

@@ -158,6 +158,7 @@ class _Parsed:
     text: str
     top_level: TopLevel
     _slices: dict[tuple[str, ...], tuple[cst.Module, Uses]] = field(default_factory=dict)
+    _indexes: dict[tuple[str, ...], ModuleIndex] = field(default_factory=dict)
     _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
     _class_sinks: dict[tuple[int, Project], ParameterSinks] = field(default_factory=dict)
 
@@ -176,13 +177,23 @@ class _Parsed:
             found = self._slices[attributes] = self.top_level.slice(attributes[0], member)
         return found
 
+    def index(self, attributes: tuple[str, ...]) -> ModuleIndex:
+        """The slice indexed, once for every depth (no metadata needed)."""
+        found = self._indexes.get(attributes)
+        if found is None:
+            module = self.slice(attributes)
+            found = self._indexes[attributes] = ModuleIndex.build(
+                module, CACHED_KEYWORDS, _CALL_TAILS
+            )
+        return found
+
     def scoped(self, attributes: tuple[str, ...]) -> _Slice:
         """The slice indexed and scoped, once for every depth."""
         found = self._scoped.get(attributes)
         if found is None:
             module = self.slice(attributes)
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-            index = ModuleIndex.build(module, CACHED_KEYWORDS, _CALL_TAILS)
+            index = self.index(attributes)
             found = self._scoped[attributes] = _Slice(module, index, wrapper.resolve(ScopeProvider))
         return found
 
@@ -346,6 +357,9 @@ class _Other:
         cached segment there (its own imports followed one module less deep)."""
         if not self.may_sink:
             return _NO_SINKS
+        index = self.parsed.index(self.attributes)
+        if not index.sites and (self.imports is None or not self.imports.crosses(index)):
+            return _NO_SINKS  # no cached segment there: none of its own, none it passes on
         part = self.parsed.scoped(self.attributes)
         analysis = self.analysis
         sites = CallSites(part.module, analysis)
@@ -491,6 +505,22 @@ class ProjectImports:
             segments += found
             decides = decides and closed
         return ImportedCall(tuple(segments), decides)
+
+    def crosses(self, index: ModuleIndex) -> bool:
+        """Whether a call of the indexed module may pass an argument into a cached
+        segment of another project module (False: `call_sinks` finds none for any of its
+        calls). Read from the index alone: the call's dotted name is matched against
+        what the module's imports bind, by a dict lookup of its first name, and only the
+        callees found are summarised."""
+        for parts in index.dotted_calls:
+            for imported in index.imported.get(parts[0], ()):
+                qualified = ".".join((imported, *parts[1:]))
+                for callee in self._callees_of(qualified):
+                    passes = _may_pass(callee)
+                    self._use(callee.other)
+                    if passes:
+                        return True
+        return False
 
     def _callees_of(self, qualified: str) -> list[_Callee]:
         """The functions and classes of the project the imported dotted name stands for."""
@@ -793,6 +823,37 @@ def _built(
             label = f"{fields[name]} in {where}, through field `{name}` of `{spelled}`"
             found.append((arg.value, label))
     return found, closed
+
+
+def _may_pass(callee: _Callee) -> bool:
+    """Whether a call of `callee` with arguments may put one into a cached segment: the
+    early answers of `_built` and `_passed`, from the callee's summary alone."""
+    owner = callee.node
+    other = callee.other
+    if not isinstance(owner, cst.ClassDef):
+        return bool(other.sinks.parameters.get(id(owner)))
+    role = _field_role(owner)
+    if role is not None:
+        return True
+    size = other.parsed.lines_of(owner)
+    if size is None or size > _MAX_CLASS_LINES or not other.parsed.mentions(owner, TRIGGER_WORDS):
+        return False
+    sinks = other.parsed.class_sinks(owner, other.project)
+    init = _init_of(owner)
+    if init is not None:
+        return bool(sinks.parameters.get(id(init)))
+    return bool(sinks.fields.get(id(owner)))
+
+
+def _init_of(owner: cst.ClassDef) -> cst.FunctionDef | None:
+    return next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
+    )
 
 
 def _field_role(owner: cst.ClassDef) -> str | None:
