@@ -12,8 +12,8 @@ since they do not change what is cached. The cache key or salt
 (`prompt_cache_key`, `cache_salt`) is compared on its own: under another key
 nothing is shared. So are the settings the provider caches under (OpenAI's
 reasoning effort, output format, verbosity and service tier; Anthropic's
-`tool_choice`, from the system prompt on, and `thinking`, from the messages
-on). The first difference is printed with its label, the likely cause and a
+`speed`, as the model, `tool_choice`, from the system prompt on, and
+`thinking`, from the messages on). The first difference is printed with its label, the likely cause and a
 short diff (each line cut to an excerpt around its first difference); for
 token-id prompts with --block-size, the first KV-cache block that differs.
 
