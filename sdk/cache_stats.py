@@ -262,6 +262,11 @@ class CacheStats:
             pricing = info.pricing if info is not None else None
         stats = cls._priced(split, written_by_ttl, pricing, service_tier)
         if miss is not None:
+            if miss.missed_tokens is not None and pricing is not None:
+                miss = replace(
+                    miss,
+                    missed_cost_usd=pricing.missed_cost(miss.missed_tokens, stats.input_tokens),
+                )
             stats = replace(stats, miss=miss)
         if split.reported:
             return stats

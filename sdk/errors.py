@@ -58,6 +58,8 @@ cross process boundaries in parallel runs).
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -85,6 +87,18 @@ __all__ = [
     "UnknownModelWarning",
     "UsageError",
 ]
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(__file__)) + os.sep  # prefixkit's folder
+
+
+def outside_prefixkit() -> int:
+    """The ``stacklevel`` that makes a warning point at the first caller outside prefixkit
+    (the application's line, however deep in prefixkit the warning is raised)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _rebuild(

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .cache_miss import CacheMiss
 from .cache_stats import CacheStats
-from .errors import HitRateWarning, UsageError
+from .errors import HitRateWarning, UsageError, outside_prefixkit
 from .prompt import Prompt
 
 __all__ = ["DEFAULT_HIT_RATE_THRESHOLD", "HitRateAlert", "HitRateMonitor"]
@@ -57,8 +57,10 @@ class HitRateAlert:
         )
         if self.miss is None:
             return text + (
-                ": no explanation recorded; give the client a StaticPrefixGuard (guard=) or "
-                "diagnostics=True to get one"
+                ": no miss explained in the window (a StaticPrefixGuard, guard=, or "
+                "diagnostics=True explains misses; with them, the requests read all the cache "
+                "held: too few requests per cache lifetime, or a prefix under the model's "
+                "minimum)"
             )
         return f"{text}; latest {self.miss}"
 
@@ -167,7 +169,7 @@ class HitRateMonitor:
         if self.on_alert is not None:
             self.on_alert(alert)
         else:
-            warnings.warn(HitRateWarning(alert.message), stacklevel=2)
+            warnings.warn(HitRateWarning(alert.message), stacklevel=outside_prefixkit())
         return alert
 
     def hit_rate(self, name: str, version: str | None = None) -> float | None:

@@ -80,8 +80,9 @@ _OPENAI: Mapping[str, tuple[MissReason, str]] = {
     ),
     "prompt_cache_key_changed": (
         MissReason.CACHE_KEY,
-        "the prompt_cache_key differs from the compared response's: derive it from the "
-        "static prefix (prefixkit does) and keep it for the conversation",
+        "the prompt_cache_key differs from the compared response's: the key prefixkit "
+        "derives follows the static prefix, so that prefix changed (a StaticPrefixGuard, "
+        "guard=, names the segment), or the caller gave another key",
     ),
     "context_compacted": (
         MissReason.COMPACTED,

@@ -42,7 +42,6 @@ __all__ = [
     "PartPrint",
     "RequestPrint",
     "explain_miss",
-    "missed_cost",
     "request_print",
 ]
 
@@ -298,16 +297,7 @@ def explain_miss(
         missed_tokens=shortfall,
         segment=segment,
         block=block,
-        missed_cost_usd=missed_cost(shortfall, stats, pricing),
+        missed_cost_usd=(
+            None if pricing is None else pricing.missed_cost(shortfall, stats.input_tokens)
+        ),
     )
-
-
-def missed_cost(tokens: int, stats: CacheStats, pricing: Pricing | None) -> float | None:
-    """What `tokens` prompt tokens missed from the cache cost beyond reading them from it,
-    in US dollars, at the input price of a request of `stats`' size (None: not priced)."""
-    if pricing is None:
-        return None
-    input_usd, _ = pricing.prices_for(stats.input_tokens)
-    if input_usd is None:
-        return None
-    return tokens * input_usd * (1 - pricing.cache_read_multiplier) / 1e6

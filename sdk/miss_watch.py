@@ -21,20 +21,20 @@ as given and read back the same way.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .cache_miss import CacheMiss
+from .cache_miss import CacheMiss, MissReason
 from .cache_stats import CacheStats
-from .hit_rate import HitRateMonitor
+from .hit_rate import HitRateMonitor, prompt_identity
 from .miss_diagnostics import ANTHROPIC_DIAGNOSIS_BETA, anthropic_miss, no_diagnostics, openai_miss
-from .miss_explanation import missed_cost
 from .model_facts import model_info
 from .prompt import Prompt
-from .static_prefix_guard import MissProvider, StaticPrefixGuard
+from .static_prefix_guard import MissProvider, StaticPrefixGuard, ttl_seconds
 
 __all__ = ["MissWatch", "anthropic_platform"]
 
@@ -73,6 +73,35 @@ def _cache_key(request: Mapping[str, Any]) -> str | None:
     return salt if isinstance(salt, str) else None
 
 
+def _ttls(value: Any) -> Iterator[str]:
+    """Every cache lifetime a request body sets: Anthropic's ``cache_control`` (5m unless
+    it says), OpenAI's ``prompt_cache_breakpoint`` and ``prompt_cache_options`` ``ttl``, and
+    ``prompt_cache_retention: "24h"``."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "cache_control" and isinstance(item, Mapping):
+                yield str(item.get("ttl") or "5m")
+            elif key in ("prompt_cache_breakpoint", "prompt_cache_options") and isinstance(
+                item, Mapping
+            ):
+                if isinstance(item.get("ttl"), str):
+                    yield item["ttl"]
+            elif key == "prompt_cache_retention" and item == "24h":
+                yield "24h"
+            else:
+                yield from _ttls(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _ttls(item)
+
+
+def sent_ttl(request: Mapping[str, Any]) -> str | None:
+    """The longest cache lifetime `request` asks for ("5m", "1h", "30m", ...), None when it
+    sets none (the provider's default then)."""
+    lifetimes = [ttl for ttl in _ttls(request) if re.fullmatch(r"\d+(\.\d+)?[smh]", ttl)]
+    return max(lifetimes, key=ttl_seconds, default=None)
+
+
 class MissWatch:
     """A client's diagnostics option, guard and monitor, and the last response id per prompt."""
 
@@ -92,18 +121,20 @@ class MissWatch:
         self._lock = threading.Lock()
 
     def _previous(self, prompt: Prompt) -> str | None:
-        if prompt.name is None:
+        name, _ = prompt_identity(prompt)
+        if name is None:
             return None
         with self._lock:
-            return self._last.get(prompt.name)
+            return self._last.get(name)
 
     def _remember(self, prompt: Prompt, response: Any) -> None:
         ident = getattr(response, "id", None)
-        if prompt.name is None or not isinstance(ident, str):
+        name, _ = prompt_identity(prompt)
+        if name is None or not isinstance(ident, str):
             return
         with self._lock:
-            self._last[prompt.name] = ident
-            self._last.move_to_end(prompt.name)
+            self._last[name] = ident
+            self._last.move_to_end(name)
             while len(self._last) > self.size:
                 self._last.popitem(last=False)
 
@@ -111,7 +142,10 @@ class MissWatch:
         self, prompt: Prompt, options: dict[str, Any], client: Any
     ) -> dict[str, Any]:
         """`options` asking for Anthropic's diagnostics (when on, and offered)."""
-        if not self.diagnostics or "diagnostics" in options or anthropic_platform(client):
+        unnamed = prompt_identity(prompt)[0] is None  # nothing to compare it with, ever
+        if not self.diagnostics or unnamed or "diagnostics" in options:
+            return options
+        if anthropic_platform(client):
             return options
         asked = {**options, "diagnostics": {"previous_message_id": self._previous(prompt)}}
         return _with_beta(asked)
@@ -155,7 +189,12 @@ class MissWatch:
                 cache_key=_cache_key(request),
                 blocks=blocks,
                 block_size=block_size,
+                ttl=sent_ttl(request),
             )
+        if self.guard is not None and local is None:
+            told = None  # the guard saw the request read all the cache could give it
+        elif told is not None and told.reason is MissReason.CACHE_KEY and local is not None:
+            told = None  # the key prefixkit derives changed with the segment the guard names
         miss = told if told is not None and told.conclusive else (local or told)
         if miss is told and told is not None:
             miss = self._priced(told, stats, provider, model)
@@ -164,7 +203,7 @@ class MissWatch:
                 miss = replace(miss, segment=local.segment, block=local.block)
         if miss is not None:
             stats = replace(stats, miss=miss)
-        if self.monitor is not None and prompt.name is not None:
+        if self.monitor is not None and prompt_identity(prompt)[0] is not None:
             self.monitor.record(prompt, stats)
         return stats
 
@@ -174,9 +213,10 @@ class MissWatch:
     ) -> CacheMiss:
         """A provider's explanation with the cost of the tokens it says were missed."""
         info = model_info(provider, model) if model is not None else None
-        if told.missed_tokens is None or info is None:
+        if told.missed_tokens is None or info is None or info.pricing is None:
             return told
-        return replace(told, missed_cost_usd=missed_cost(told.missed_tokens, stats, info.pricing))
+        cost = info.pricing.missed_cost(told.missed_tokens, stats.input_tokens)
+        return replace(told, missed_cost_usd=cost)
 
     def _provider_miss(
         self,

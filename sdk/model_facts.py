@@ -87,6 +87,14 @@ class Pricing:
     long_prompt: LongPromptPricing | None = None
     tier_multipliers: Mapping[str, float | None] = field(default_factory=dict)
 
+    def missed_cost(self, missed_tokens: int, prompt_tokens: int) -> float | None:
+        """What `missed_tokens` prompt tokens not read from the cache cost beyond reading
+        them from it, in USD, for a request of `prompt_tokens` (None: not priced)."""
+        input_usd, _ = self.prices_for(prompt_tokens)
+        if input_usd is None:
+            return None
+        return missed_tokens * input_usd * (1 - self.cache_read_multiplier) / 1e6
+
     def prices_for(
         self, prompt_tokens: int, service_tier: str | None = None
     ) -> tuple[float | None, float | None]:

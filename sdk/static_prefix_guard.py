@@ -41,12 +41,13 @@ from typing import Literal
 from .cache_miss import CacheMiss
 from .cache_stats import CacheStats
 from .errors import StaticPrefixChangedError, StaticPrefixChangedWarning, UsageError
+from .hit_rate import prompt_identity
 from .miss_explanation import RequestPrint, explain_miss, request_print
 from .model_facts import model_info, provider_limits
 from .prompt import Prompt
 from .segment import Segment
 
-__all__ = ["GuardMode", "StaticPrefixGuard", "default_guard"]
+__all__ = ["GuardMode", "StaticPrefixGuard", "default_guard", "ttl_seconds"]
 
 GuardMode = Literal["raise", "warn"]
 
@@ -71,7 +72,8 @@ class _Memory:
     last: RequestPrint | None = None
 
 
-def _seconds(ttl: str) -> float:
+def ttl_seconds(ttl: str) -> float:
+    """A cache lifetime ("5m", "1h", "30s") in seconds."""
     number, unit = float(ttl[:-1]), ttl[-1]
     return number * {"s": 1, "m": 60, "h": 3600}[unit]
 
@@ -223,9 +225,11 @@ class StaticPrefixGuard:
         `block_size` tokens; `ttl` the cache entry's lifetime ("5m", "1h";
         default: the provider's; vLLM entries do not expire). Returns why the
         request read fewer cached tokens than the previous one left, or None
-        (nothing missed, the first request of its name, or an unnamed prompt).
+        (nothing missed, the first request of its name, or a prompt with neither a name
+        nor a versioned segment: `hit_rate.prompt_identity`).
         """
-        if prompt.name is None:
+        name, _ = prompt_identity(prompt)
+        if name is None:
             return None
         info = model_info(provider, model) if provider != "vllm" and model else None
         minimum = info.min_cache_tokens if info is not None and info.min_cache_tokens else 1024
@@ -240,15 +244,16 @@ class StaticPrefixGuard:
         )
         promised = promised_tokens(stats, provider, block_size=block_size, minimum=minimum)
         with self._lock:
-            memory = self._memory(prompt.name)
+            memory = self._memory(name)
             previous, memory.last = memory.last, current.sent(stats, promised)
         if previous is None:
             return None
         if provider == "vllm":
-            tolerance, lifetime = block_size or 0, None
+            # a block is the unit cached: a shortfall of one whole block is a block lost
+            tolerance, lifetime = max((block_size or 1) - 1, 0), None
         else:
             tolerance = 0 if provider == "anthropic" else _OPENAI_STEP - 1
-            lifetime = _seconds(ttl or provider_limits(provider).default_ttl)
+            lifetime = ttl_seconds(ttl or provider_limits(provider).default_ttl)
         return explain_miss(
             previous,
             current,

@@ -261,3 +261,55 @@ def test_an_unnamed_static_segment_whose_text_changed_is_not_called_a_roll_out()
     )
     assert miss is not None
     assert "moved from" not in miss.detail
+
+
+def test_losing_exactly_one_vllm_block_is_named() -> None:
+    """Blocks are the unit vLLM caches: one whole block lost is a miss, not rounding."""
+    guard = StaticPrefixGuard()
+    full = {"prompt_tokens": 64, "prompt_tokens_details": {"cached_tokens": 48}}
+    for at, (statics, blocks) in enumerate(
+        [(["rules", "v1"], [b"a", b"b", b"c", b"d"]), (["rules", "v1"], [b"a", b"b", b"c", b"d"])]
+    ):
+        guard.observe(
+            prompt(statics),
+            CacheStats.from_usage(full),
+            model="m",
+            provider="vllm",
+            blocks=blocks,
+            block_size=16,
+            now=at,
+        )
+    one_short = {"prompt_tokens": 64, "prompt_tokens_details": {"cached_tokens": 32}}
+    miss = guard.observe(
+        prompt(["rules", "v2"]),
+        CacheStats.from_usage(one_short),
+        model="m",
+        provider="vllm",
+        blocks=[b"a", b"b", b"x", b"y"],
+        block_size=16,
+        now=2,
+    )
+    assert miss is not None
+    assert (miss.reason, miss.block, miss.missed_tokens) == (MissReason.STATIC_TEXT, 2, 16)
+
+
+def test_a_prompt_named_by_its_versioned_segment_is_compared() -> None:
+    """No ``name=``: the name of its versioned segment (a registry prompt's) is the name the
+    guard remembers it under, as the hit-rate monitor and the telemetry count it."""
+    guard = StaticPrefixGuard()
+
+    def unnamed(text: str) -> Prompt:
+        system = Segment.versioned(text, version="v3", name="support")
+        return Prompt(system=[system], messages=[Segment.dynamic("Hi")])
+
+    guard.observe(
+        unnamed("rules"), anthropic(0, 2000), model="claude-opus-4-1", provider="anthropic", now=0
+    )
+    miss = guard.observe(
+        unnamed("rules, changed"),
+        anthropic(0, 2000),
+        model="claude-opus-4-1",
+        provider="anthropic",
+        now=1,
+    )
+    assert miss is not None and miss.reason is MissReason.STATIC_TEXT

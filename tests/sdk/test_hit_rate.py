@@ -61,7 +61,7 @@ def test_an_alert_fires_again_after_the_rate_recovered() -> None:
     for cached in (0, 0, 100, 0):
         monitor.record("support", stats(cached))
     assert len(alerts) == 2
-    assert alerts[0].miss is None and "no explanation recorded" in alerts[0].message
+    assert alerts[0].miss is None and "no miss explained" in alerts[0].message
 
 
 def test_the_threshold_must_be_a_rate() -> None:
