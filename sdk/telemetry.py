@@ -183,6 +183,8 @@ def _server(client: Any) -> dict[str, str | int]:
     """`server.address` and `server.port` of an official client's base URL."""
     url = getattr(client, "base_url", None)
     host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if port is None:  # the scheme's own (httpx leaves it out of the URL)
+        port = {"https": 443, "http": 80}.get(str(getattr(url, "scheme", "")))
     attributes: dict[str, str | int] = {}
     if isinstance(host, str) and host:
         attributes[SERVER_ADDRESS] = host

@@ -152,6 +152,7 @@ def test_an_anthropic_request_is_one_client_span_named_for_its_operation_and_mod
             "gen_ai.system": "anthropic",
             "gen_ai.request.model": "claude-opus-4-1",
             "server.address": "api.anthropic.com",
+            "server.port": 443,  # the https default, which the base URL leaves out
         },
     )
 
