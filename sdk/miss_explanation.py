@@ -49,6 +49,15 @@ MAX_BLOCKS = 8192
 """Block hashes kept per request (8 bytes each): 64 KiB at most per prompt name."""
 
 
+def _called(segment: PartPrint, kind: str) -> str:
+    """How a message names a segment: "the static system segment date", or for a segment
+    without a name, which its label already calls a segment, "the system static segment
+    'You are...'"."""
+    if segment.name is None:
+        return f"the {segment.part} {segment.label}"
+    return f"the {kind} {segment.part} segment {segment.label}"
+
+
 @dataclass(frozen=True)
 class PartPrint:
     """One segment's fingerprint: where it sits, what it is, its digest and length."""
@@ -156,7 +165,7 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
             return _Difference(
                 index,
                 MissReason.STATIC_TEXT,
-                f"the static {new.part} segment {new.label} changed its text: keep volatile "
+                f"{_called(new, 'static')} changed its text: keep volatile "
                 "values (dates, ids, names) out of STATIC and VERSIONED segments, or give the "
                 "changed prompt a new version",
                 new.label,
@@ -164,7 +173,7 @@ def _first_difference(previous: RequestPrint, current: RequestPrint) -> _Differe
         return _Difference(
             index,
             MissReason.SESSION,
-            f"the session {new.part} segment {old.label} differs from the previous request's: "
+            f"{_called(new, 'session')} differs from the previous request's: "
             "append to the history and shared context, never rewrite them",
             new.label,
         )

@@ -313,3 +313,23 @@ def test_a_prompt_named_by_its_versioned_segment_is_compared() -> None:
         now=1,
     )
     assert miss is not None and miss.reason is MissReason.STATIC_TEXT
+
+
+def test_a_rewritten_unnamed_session_segment_is_named_by_the_new_text_once() -> None:
+    guard = StaticPrefixGuard()
+
+    def with_session(text: str) -> Prompt:
+        return Prompt(
+            system=[Segment.static("rules " * 300)],
+            context=[Segment.session(text)],
+            messages=[Segment.dynamic("Hi")],
+            name="support",
+        )
+
+    guard.observe(with_session("AAAA"), anthropic(0, 2000), model="m", provider="anthropic", now=0)
+    miss = guard.observe(
+        with_session("BBBB"), anthropic(0, 2000), model="m", provider="anthropic", now=1
+    )
+    assert miss is not None and miss.reason is MissReason.SESSION
+    assert miss.detail.startswith("the context session segment 'BBBB' differs")
+    assert miss.segment == "session segment 'BBBB'"
