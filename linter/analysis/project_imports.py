@@ -354,7 +354,21 @@ class _Other:
     @functools.cached_property
     def sinks(self) -> ParameterSinks:
         """Which parameters and fields of the part's functions and classes reach a
-        cached segment there (its own imports followed one module less deep)."""
+        cached segment there (its own imports followed one module less deep).
+
+        A summary whose computation found no module of the project to follow is the
+        same at every depth that follows imports: it is computed once for them all."""
+        imports = self.imports
+        key = (self.parsed.path, self.parsed.stamp, self.attributes, self.project)
+        shared = _depthless.get(key) if imports is not None else None
+        if shared is not None and shared[0] is self.parsed:
+            return shared[1]
+        found = self._sinks()
+        if imports is not None and not any(imports._files.values()):
+            _depthless[key] = (self.parsed, found)
+        return found
+
+    def _sinks(self) -> ParameterSinks:
         if not self.may_sink:
             return _NO_SINKS
         index = self.parsed.index(self.attributes)
@@ -380,6 +394,8 @@ class _Other:
 # and analysed once per depth and project.
 _parsed: dict[Path, _Parsed | None] = {}
 _others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
+# The summaries that found no module of the project to follow, whatever the depth.
+_depthless: dict[tuple[Path, _Stamp, tuple[str, ...], Project], tuple[_Parsed, ParameterSinks]] = {}
 
 
 def _load(path: Path, attributes: tuple[str, ...], depth: int, project: Project) -> _Other | None:

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.linter import LintConfig, lint_paths
+from prefixkit.linter.analysis import project_imports
+from prefixkit.linter.analysis.cached_segments import ParameterSinks
 from prefixkit.linter.analysis.project_imports import MAX_DEPTH
 from prefixkit.linter.result_cache import ResultCache
 
@@ -340,3 +342,27 @@ def test_a_keyword_given_to_a_long_class_of_another_module_counts_by_its_spellin
     main = caller("from .persona import Persona", f"Persona('You plan.', system={NOW})")
     root = project_with(tmp_path, {"persona": source, "main": main})
     assert found(root) == [("PFX001", 7)]
+
+
+def test_a_summary_that_follows_no_import_is_computed_once_for_every_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `ask` is reached from main (two modules deep) and through `helper` (one less deep):
+    # llm imports no module of the project, so its summary is the same at both depths
+    computed: list[tuple[str, tuple[str, ...]]] = []
+    original = project_imports._Other._sinks
+
+    def counted(other: project_imports._Other) -> ParameterSinks:
+        computed.append((other.parsed.path.name, other.attributes))
+        return original(other)
+
+    monkeypatch.setattr(project_imports._Other, "_sinks", counted)
+    helper = (
+        "from .llm import ask\n\n\ndef relay(text, question):\n    return ask(text, question)\n"
+    )
+    main = caller("from .llm import ask\nfrom .helper import relay", f"ask({NOW}, question)")
+    root = project_with(tmp_path, {"llm": LLM, "helper": helper, "main": main})
+    main_path = root / "app" / "main.py"
+    main_path.write_text(main + f"    relay({NOW}, question)\n", encoding="utf-8")
+    assert found(root) == [("PFX001", 8), ("PFX001", 9)]
+    assert computed.count(("llm.py", ("ask",))) == 1
