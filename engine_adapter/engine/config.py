@@ -12,10 +12,17 @@ binding, offline hub, loopback for internal sockets); the launcher adds them to 
 environment and removes an inherited `PYTHONHASHSEED` unless `hash_seed` is set, because that
 variable changes the block hashes' seed (`NONE_HASH`), which clients reproduce.
 
+KV tiers below the GPU's (`kv_tiers`, parsed from ``--kv-tier`` texts such as
+``"cpu:64GiB"`` or ``"disk:/mnt/nvme:500GiB"``; `prefixkit.engine_adapter.engine.kv_tiers`)
+become one ``--kv-transfer-config`` for vLLM 0.32's connectors. With KV events on, the
+native tiers publish their blocks on the same publisher as the GPU's, with ``medium``
+``"CPU"`` or ``"STORAGE"`` (`kv_event_media` lists what the events will carry).
+
 Combinations vLLM would reject, or that cannot work, raise `EngineConfigError` at
 construction with a message that says what to change (CPU block size must be a multiple of
-32; KV offloading, GPU memory utilisation and tensor parallelism are GPU-only; the CPU KV
-cache size is CPU-only; KV-event endpoints must stay on this machine). Checks that need I/O
+32; KV offloading and tiers, GPU memory utilisation and tensor parallelism are GPU-only; the
+CPU KV cache size is CPU-only; KV-event endpoints must stay on this machine; a tier whose
+keys do not carry ``cache_salt`` only with `single_tenant`). Checks that need I/O
 (model directory, free port, interpreter) are in `prefixkit.engine_adapter.engine.replicas.preflight`.
 
 Fields other helpers rely on: `model`, `served_model_name`, `host`, `port`, `device`,
@@ -23,9 +30,10 @@ Fields other helpers rely on: `model`, `served_model_name`, `host`, `port`, `dev
 `max_model_len`, `dtype`, `kv_events_endpoint`, `kv_events_replay_endpoint`,
 `kv_events_topic`, `kv_cache_space_gib`, `enforce_eager`, `num_gpu_blocks_override`,
 `gpu_memory_utilization`, `tensor_parallel_size`, `kv_offloading_size`,
-`kv_offloading_backend`, `cpu_omp_threads_bind`, `cpu_reserved_cores`, `hash_seed`,
-`dev_endpoints`; properties `name` (served model name) and `base_url`; methods `argv()`,
-`env()`, `kv_events_config()`, `derive(**changes)`.
+`kv_offloading_backend`, `kv_tiers`, `single_tenant`, `cpu_omp_threads_bind`,
+`cpu_reserved_cores`, `hash_seed`, `dev_endpoints`; properties `name` (served model name),
+`base_url` and `kv_event_media`; methods `argv()`, `env()`, `kv_events_config()`,
+`kv_transfer_config()`, `derive(**changes)`.
 """
 
 from __future__ import annotations
@@ -36,11 +44,26 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from prefixkit.sdk.deprecation import renamed_names
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import EngineConfigError
 from ..problems import Problem, Problems, validation_problems
 from .home import engine_python
+from .kv_tiers import (
+    MEDIUM_OF_KIND,
+    KVTier,
+    kv_tier_env,
+    kv_tier_problems,
+    kv_transfer_config,
+    parse_kv_tiers,
+)
 
 __all__ = ["SERVER_MODULE", "EngineConfig", "PrefixCachingHashAlgo"]
 
@@ -95,6 +118,16 @@ class EngineConfig(BaseModel):
         default=None, gt=0, description="GPU only: GiB of CPU RAM as a second KV tier"
     )
     kv_offloading_backend: Literal["native", "lmcache"] | None = None
+    kv_tiers: tuple[KVTier, ...] = Field(
+        default=(),
+        description="GPU only: KV tiers below the GPU's, as --kv-tier texts ('cpu:64GiB', "
+        "'disk:/mnt/nvme:500GiB', 'lmcache:tcp://HOST:PORT') or KVTier; fastest first",
+    )
+    single_tenant: bool = Field(
+        default=False,
+        description="the deployment serves one tenant: allows KV tiers whose keys do not "
+        "carry cache_salt",
+    )
     cpu_omp_threads_bind: str | None = Field(
         default=None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND, e.g. '0-1'"
     )
@@ -112,6 +145,15 @@ class EngineConfig(BaseModel):
         description="vLLM tool-call parser (e.g. 'pythonic', 'hermes'); turns on automatic "
         "tool choice, which vLLM also requires for a named tool_choice",
     )
+
+    @field_validator("kv_tiers", mode="before")
+    @classmethod
+    def _parse_kv_tiers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = (value,)
+        if isinstance(value, list | tuple):
+            return parse_kv_tiers(value)
+        return value
 
     @model_validator(mode="after")
     def _check_combinations(self) -> EngineConfig:
@@ -185,6 +227,9 @@ class EngineConfig(BaseModel):
         if self.kv_offloading_size is not None:
             args += ["--kv-offloading-size", str(self.kv_offloading_size)]
             args += ["--kv-offloading-backend", self.kv_offloading_backend or "native"]
+        if self.kv_tiers:
+            transfer = self.kv_transfer_config(kv_events=self.kv_events_endpoint is not None)
+            args += ["--kv-transfer-config", json.dumps(transfer)]
         if self.tool_call_parser is not None:
             args += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
         return args
@@ -209,7 +254,27 @@ class EngineConfig(BaseModel):
             env["PYTHONHASHSEED"] = self.hash_seed
         if self.dev_endpoints:
             env["VLLM_SERVER_DEV_MODE"] = "1"
+        env.update(kv_tier_env(self.kv_tiers))
         return env
+
+    def kv_transfer_config(self, kv_events: bool) -> dict[str, object]:
+        """The JSON object passed to `--kv-transfer-config` for `kv_tiers` (empty dict without
+        tiers); `kv_events`: the engine publishes KV events (the native tiers then publish
+        theirs on the same publisher)."""
+        return kv_transfer_config(self.kv_tiers, kv_events)
+
+    @property
+    def kv_event_media(self) -> tuple[str, ...]:
+        """The ``medium`` values this engine's KV events carry, fastest first: ``"GPU"``,
+        then ``"CPU"`` and ``"STORAGE"`` for the native cpu and disk tiers (vLLM 0.32's
+        names). Blocks held only by an LMCache tier are not in the events: a router sees
+        them as misses."""
+        media = ["GPU"]
+        for tier in self.kv_tiers:
+            medium = MEDIUM_OF_KIND[tier.kind]
+            if medium is not None:
+                media.append(medium)
+        return tuple(media)
 
     def kv_events_config(self) -> dict[str, object]:
         """The JSON object passed to `--kv-events-config` (empty dict when events are off)."""
@@ -280,6 +345,8 @@ def _combination_problems(config: EngineConfig) -> list[Problem]:
                         "(size the GPU KV cache with gpu_memory_utilization)",
                     )
                 )
+    if config.kv_tiers:
+        problems += _kv_tier_problems(config)
     if config.kv_offloading_backend is not None and config.kv_offloading_size is None:
         problems.append(
             Problem(
@@ -312,6 +379,35 @@ def _combination_problems(config: EngineConfig) -> list[Problem]:
                 ("served_model_name",),
                 config.name,
                 f"served model name {config.name!r} is empty or padded: give a plain name",
+            )
+        )
+    return problems
+
+
+def _kv_tier_problems(config: EngineConfig) -> list[Problem]:
+    specs = [tier.spec for tier in config.kv_tiers]
+    problems = [
+        Problem(("kv_tiers",), spec, message)
+        for spec, message in kv_tier_problems(config.kv_tiers, config.single_tenant)
+    ]
+    if config.device == "cpu":
+        problems.append(
+            Problem(
+                ("kv_tiers",),
+                specs,
+                f"kv_tiers ({', '.join(specs)}) are GPU-only (vLLM's offloading connectors "
+                "copy KV blocks between GPU memory and the lower tiers; its CPU build fails on "
+                "them): drop kv_tiers or use device='gpu'",
+            )
+        )
+    if config.kv_offloading_size is not None:
+        problems.append(
+            Problem(
+                ("kv_offloading_size",),
+                config.kv_offloading_size,
+                "kv_offloading_size and kv_tiers both configure offloading: give the CPU tier "
+                f"in kv_tiers ('cpu:{config.kv_offloading_size:g}GiB') and drop "
+                "kv_offloading_size",
             )
         )
     return problems
