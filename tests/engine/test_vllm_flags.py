@@ -19,24 +19,76 @@ from prefixkit.engine_adapter.engine import config as engine_config
 pytestmark = pytest.mark.engine
 
 PROBE = """
-import json, sys
+import importlib.util, inspect, json, sys
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 try:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
 except ImportError:
     from vllm.entrypoints.openai.cli_args import make_arg_parser
 import vllm.envs
+from vllm.config import KVTransferConfig
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+from vllm.v1.kv_offload.factory import OffloadingSpecFactory
+from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
+
+
+def connectors(config):
+    # each connector the engine would build (MultiConnector's children as it builds them),
+    # resolved in vLLM's own registries; the parameters a secondary tier would not accept
+    found = []
+    children = [config]
+    if config.kv_connector == "MultiConnector":
+        children = [
+            KVTransferConfig(**{"engine_id": config.engine_id, **child})
+            for child in config.kv_connector_extra_config["connectors"]
+        ]
+    for child in children:
+        entry = {
+            "name": child.kv_connector,
+            "registered": child.kv_connector in KVConnectorFactory._registry,
+            "role": child.kv_role,
+        }
+        extra = child.kv_connector_extra_config
+        if child.kv_connector == "OffloadingConnector":
+            entry["spec"] = OffloadingSpecFactory.get_spec_cls(extra).__name__
+            entry["tiers"] = []
+            for tier in extra.get("secondary_tiers", []):
+                tier_cls = SecondaryTierFactory.get_tier_class(tier)
+                accepted = inspect.signature(tier_cls.__init__).parameters
+                unknown = sorted(set(tier) - {"type", "module_path"} - set(accepted))
+                entry["tiers"].append({"class": tier_cls.__name__, "unknown": unknown})
+        found.append(entry)
+    return found
+
+
+def source(module):
+    return open(importlib.util.find_spec(module).origin).read()
+
 
 results = []
 for argv in json.loads(sys.stdin.read()):
     parser = make_arg_parser(FlexibleArgumentParser(exit_on_error=False))
     try:
-        parsed = vars(parser.parse_args(argv))
+        namespace = parser.parse_args(argv)
     except (SystemExit, Exception) as error:
         results.append({"rejected": repr(error)})
         continue
-    results.append({key: repr(value) for key, value in parsed.items()})
-print(json.dumps({"results": results, "env": sorted(vllm.envs.environment_variables)}))
+    parsed = {key: repr(value) for key, value in vars(namespace).items()}
+    if namespace.kv_transfer_config is not None:
+        parsed["connectors"] = connectors(namespace.kv_transfer_config)
+    results.append(parsed)
+from vllm.v1.core import kv_cache_utils
+from vllm.v1.kv_offload import file_mapper
+connector = "vllm.distributed.kv_transfer.kv_connector.v1."
+facts = {
+    "block_hash_extra_keys": inspect.getsource(kv_cache_utils.generate_block_hash_extra_keys),
+    "offloading_scheduler": source(connector + "offloading.scheduler"),
+    "file_name": inspect.getsource(file_mapper.FileMapper.get_file_name),
+    "lmcache_mp_connector": source(connector + "lmcache_mp_connector"),
+}
+print(json.dumps(
+    {"results": results, "env": sorted(vllm.envs.environment_variables), "facts": facts}
+))
 """
 
 CPU = EngineConfig(
@@ -68,6 +120,24 @@ GPU = EngineConfig(
     kv_offloading_backend="native",
 )
 
+# every tier kind at once (LMCache's in-process disk only for a single tenant)
+GPU_TIERS = EngineConfig(
+    model=Path("/models/smol"),
+    device="gpu",
+    block_size=16,
+    kv_tiers=(
+        "cpu:64GiB",
+        "disk:/mnt/nvme:500GiB",
+        "lmcache:tcp://lmcache.internal:5555",
+        "lmcache-disk:/mnt/lmcache:100GiB",
+    ),
+    single_tenant=True,
+    kv_events_endpoint="ipc:///tmp/prefixkit-r0.ipc",
+)
+MULTI_TENANT_TIERS = GPU_TIERS.derive(
+    kv_tiers=("cpu:64GiB", "disk:/mnt/nvme:500GiB"), single_tenant=False
+)
+
 
 def _server_args(config: EngineConfig) -> list[str]:
     return config.argv()[3:]  # drop interpreter, -m, module
@@ -76,7 +146,13 @@ def _server_args(config: EngineConfig) -> list[str]:
 @pytest.fixture(scope="module")
 def parsed() -> dict[str, object]:
     python = ensure_engine()
-    argvs = [_server_args(CPU), _server_args(GPU), [*_server_args(CPU), "--not-a-vllm-flag"]]
+    argvs = [
+        _server_args(CPU),
+        _server_args(GPU),
+        [*_server_args(CPU), "--not-a-vllm-flag"],
+        _server_args(GPU_TIERS),
+        _server_args(MULTI_TENANT_TIERS),
+    ]
     result = subprocess.run(
         [str(python), "-c", PROBE],
         input=json.dumps(argvs),
@@ -119,7 +195,11 @@ def test_the_probe_rejects_an_unknown_flag(parsed: dict[str, object]) -> None:
 def test_every_flag_in_the_adapter_is_covered_by_these_configs() -> None:
     source = Path(engine_config.__file__).read_text()
     emittable = set(re.findall(r'"(--[a-z][a-z0-9-]+)"', source))
-    covered = {arg for arg in _server_args(CPU) + _server_args(GPU) if arg.startswith("--")}
+    covered = {
+        arg
+        for arg in _server_args(CPU) + _server_args(GPU) + _server_args(GPU_TIERS)
+        if arg.startswith("--")
+    }
     assert emittable <= covered, f"add these flags to CPU or GPU above: {emittable - covered}"
 
 
@@ -127,5 +207,41 @@ def test_every_vllm_variable_in_the_environment_is_known_to_vllm(parsed: dict[st
     env = parsed["env"]
     assert isinstance(env, list)
     known = set(env)
-    ours = {name for name in CPU.env() | GPU.env() if name.startswith("VLLM_")}
+    ours = {name for name in CPU.env() | GPU.env() | GPU_TIERS.env() if name.startswith("VLLM_")}
     assert ours <= known, ours - known
+
+
+def test_every_tier_kind_parses_into_connectors_vllm_registers(parsed: dict[str, object]) -> None:
+    tiers = parsed["results"][3]  # type: ignore[index]
+    assert "rejected" not in tiers, tiers
+    assert "MultiConnector" in tiers["kv_transfer_config"]
+    assert [connector["name"] for connector in tiers["connectors"]] == [
+        "OffloadingConnector",
+        "LMCacheMPConnector",
+        "LMCacheConnectorV1",
+    ]
+    assert all(c["registered"] and c["role"] == "kv_both" for c in tiers["connectors"])
+
+
+def test_the_disk_tier_is_vllms_file_system_tier_under_its_tiering_spec(
+    parsed: dict[str, object],
+) -> None:
+    native = parsed["results"][4]["connectors"][0]  # type: ignore[index]
+    assert native["spec"] == "TieringOffloadingSpec"
+    assert native["tiers"] == [{"class": "FileSystemTierManager", "unknown": []}]
+
+
+def test_the_installed_vllm_keys_offloaded_blocks_by_the_salted_block_hash(
+    parsed: dict[str, object],
+) -> None:
+    """The code facts the tiers' isolation rests on (engine_adapter/engine/kv_tiers.py
+    SALT_IN_KEYS), read from the installed vLLM: the first block's hash takes cache_salt, the
+    offloading keys are those block hashes, a disk tier's file is named by that hash, and
+    the LMCache multi-process connector sends the request's salt to LMCache."""
+    facts = parsed["facts"]
+    assert isinstance(facts, dict)
+    assert '("cache_salt", request.cache_salt)' in facts["block_hash_extra_keys"]
+    assert "make_offload_key(request.block_hashes[" in facts["offloading_scheduler"]
+    assert "get_offload_block_hash(key)" in facts["file_name"]
+    assert "request.cache_salt" in facts["lmcache_mp_connector"]
+    assert "cache_salt=" in facts["lmcache_mp_connector"]
