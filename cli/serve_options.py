@@ -72,6 +72,8 @@ def engine_config(args: argparse.Namespace, report: Any) -> EngineConfig:
             "tensor_parallel_size": args.tensor_parallel_size,
             "kv_offloading_size": args.kv_offloading_size,
             "kv_offloading_backend": args.kv_offloading_backend,
+            "kv_tiers": tuple(args.kv_tier) if args.kv_tier else None,
+            "single_tenant": args.single_tenant,
             "tool_call_parser": args.tool_call_parser,
         }.items()
         if value is not None
