@@ -13,7 +13,11 @@ listening on every pod on ``settings.http_port`` with the bounds of
 `settings.serve_http_options`. ``spec.rayClusterConfig``: a head pod that runs no replica
 (``num-cpus: "0"``, as KubeRay's LLM samples) and one worker group, a pod per replica sized
 for one replica's placement bundle (CPUs, ``nvidia.com/gpu``, custom resources), scaled by
-KubeRay between the autoscaling bounds when they are set. Every Ray pod carries
+KubeRay between the autoscaling bounds when they are set. The engine's KV tiers
+(`EngineConfig.kv_tiers`) go into the replicas' ``engine_kwargs`` as the same
+``kv_transfer_config`` the local backend passes to vLLM; the worker pods' memory grows by
+the cpu tier, and each disk tier gets a volume of its size at its path (an ``emptyDir`` on
+the node's storage). Every Ray pod carries
 `pod_labels` (KubeRay names the RayCluster, and labels its pods ``ray.io/cluster``, with a
 suffix of its own, new at each cluster upgrade).
 
@@ -47,6 +51,7 @@ from typing import Any
 import yaml
 
 from ..engine.config import EngineConfig
+from ..engine.kv_tiers import kubernetes_quantity
 from ..errors import DeploymentConfigError
 from .install import RAY_VERSION
 from .launch import KV_AWARE_ENV
@@ -79,7 +84,8 @@ class KubeRayOptions:
 
     `image`: a container image with Ray Serve, vLLM and prefixkit (see the module docstring);
     `memory_per_replica`: a Kubernetes quantity for each worker pod (default: the CPU KV cache
-    plus 4 GiB for the weights and the engine's processes on CPU, 32Gi on GPU);
+    plus 4 GiB for the weights and the engine's processes on CPU, 32Gi on GPU plus the
+    engine's cpu KV tier);
     `model_claim`: a PersistentVolumeClaim holding the model folder;
     `operator_namespace`: where the KubeRay operator runs (its pods labelled
     ``app.kubernetes.io/name: kuberay-operator``, as its Helm chart labels them)."""
@@ -120,6 +126,12 @@ def rayservice_manifest(
             "tenants_file": str(TENANTS_DIR / TENANTS_KEY) if gateway else None,
         }
     )
+    args = app_args(engine, in_pods, home=Path(str(POD_HOME)))
+    if engine.kv_tiers:
+        # the app turns the replicas' KV events on: the native tiers publish theirs too
+        args["llm_config"]["engine_kwargs"]["kv_transfer_config"] = engine.kv_transfer_config(
+            kv_events=True
+        )
     serve_config = {
         "proxy_location": "EveryNode",
         "http_options": serve_http_options(in_pods),
@@ -128,11 +140,12 @@ def rayservice_manifest(
                 "name": settings.app_name,
                 "route_prefix": "/",
                 "import_path": "prefixkit.engine_adapter.ray.app:build_app",
-                "args": app_args(engine, in_pods, home=Path(str(POD_HOME))),
+                "args": args,
             }
         ],
     }
     volumes, mounts = _volumes(engine, options, gateway)
+    tier_volumes, tier_mounts = _tier_volumes(engine)
     env = [] if gateway else [{"name": k, "value": v} for k, v in KV_AWARE_ENV.items()]
     head_ports = [("serve", settings.http_port), *_HEAD_PORTS]
     head = _container(
@@ -144,7 +157,11 @@ def rayservice_manifest(
         [{"containerPort": port, "name": name, "protocol": "TCP"} for name, port in head_ports],
     )
     worker = _container(
-        "ray-worker", options.image, env, mounts, _replica_limits(engine, settings, options)
+        "ray-worker",
+        options.image,
+        env,
+        mounts + tier_mounts,
+        _replica_limits(engine, settings, options),
     )
     worker_group: dict[str, Any] = {
         "groupName": "replicas",
@@ -154,7 +171,7 @@ def rayservice_manifest(
         else settings.replicas,
         "maxReplicas": settings.most_replicas,
         "rayStartParams": {},
-        "template": _pod_template(worker, volumes, options),
+        "template": _pod_template(worker, volumes + tier_volumes, options),
     }
     if settings.replica_resources:
         worker_group["resources"] = {k: _quantity(v) for k, v in settings.replica_resources.items()}
@@ -316,6 +333,22 @@ def _volumes(
     return volumes, mounts
 
 
+def _tier_volumes(engine: EngineConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A volume for each disk tier, on the worker pods (the head runs no replica): the
+    node's local storage (emptyDir) at the tier's path, bounded to its size."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for tier in engine.kv_tiers:
+        if tier.path is None:
+            continue
+        name = f"kv-tier-{tier.kind}"
+        volumes.append(
+            {"name": name, "emptyDir": {"sizeLimit": kubernetes_quantity(tier.size_bytes or 0)}}
+        )
+        mounts.append({"name": name, "mountPath": tier.path})
+    return volumes, mounts
+
+
 def _replica_limits(
     engine: EngineConfig, settings: RaySettings, options: KubeRayOptions
 ) -> dict[str, str]:
@@ -325,7 +358,9 @@ def _replica_limits(
     elif engine.device == "cpu":
         memory = f"{(engine.kv_cache_space_gib or 4) + 4}Gi"
     else:
-        memory = "32Gi"
+        # the CPU tier is pinned host RAM on top of what the replica needs without it
+        cpu_tier = sum(tier.size_bytes or 0 for tier in engine.kv_tiers if tier.kind == "cpu")
+        memory = kubernetes_quantity((32 << 30) + cpu_tier)
     limits = {"cpu": _quantity(max(settings.cpus_per_replica, 1.0)), "memory": memory}
     if settings.gpus_per_replica:
         limits["nvidia.com/gpu"] = str(math.ceil(settings.gpus_per_replica))
