@@ -1,7 +1,13 @@
 """Which replica holds which KV block, as the engines report it (the precise router's state).
 
 Blocks are the 8-byte ints of KV events (`prefixkit.sdk.event_block_hash`).
-`stored` / `removed` / `drop_replica` follow the events. `sent` / `finished`
+`stored` / `removed` / `drop_replica` follow the events, per tier (`tiered.MEDIA`:
+the engine's GPU cache, and where an engine that offloads keeps blocks it dropped
+from there: host memory, disk). Only the GPU tier is kept in LRU order and counts
+against the capacity; a lower tier keeps which replica holds which block, counting
+repeated announcements of a block (vLLM's offloading connector announces a block
+again for each chunk that carries it, and for each secondary tier with the same
+medium: it stays held until each is removed). `sent` / `finished`
 bracket a request in flight: an engine reports a block only once its prefill
 has computed it, so until the request ends its blocks count as *coming* to its
 replica (they continue the replica's cached run, and take its room first).
@@ -23,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from .policy import cached_runs
+from .tiered import MEDIA, tiered_runs
 
 __all__ = ["BlockIndex"]
 
@@ -41,7 +48,13 @@ class BlockIndex:
         self.lru: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(replicas)]
         self._limits = list(capacity) if capacity else [None] * replicas
         self._oldest: list[list[float] | None] = [None] * replicas
-        self.holders: dict[int, int] = {}
+        self.holders: dict[int, int] = {}  # the GPU tier's
+        # per lower tier (MEDIA[1:]): block -> replica bitmask, and per replica the
+        # announcements of each block it holds there
+        self.lower: list[dict[int, int]] = [{} for _ in MEDIA[1:]]
+        self._lower_counts: list[list[dict[int, int]]] = [
+            [{} for _ in range(replicas)] for _ in MEDIA[1:]
+        ]
         self.last_request = [0] * replicas
         # per replica: block -> requests in flight to it that carry the block
         self.coming: list[dict[int, int]] = [{} for _ in range(replicas)]
@@ -49,7 +62,11 @@ class BlockIndex:
         # date by every event, so no eviction query walks the blocks in flight)
         self._coming_unheld = [0] * replicas
 
-    def stored(self, replica: int, hashes: Iterable[int]) -> None:
+    def stored(self, replica: int, hashes: Iterable[int], tier: int = 0) -> None:
+        """`replica` stored `hashes` in `tier` (an index of `MEDIA`; 0: GPU)."""
+        if tier:
+            self._stored_lower(replica, hashes, tier - 1)
+            return
         bit = 1 << replica
         lru = self.lru[replica]
         holders = self.holders
@@ -66,7 +83,11 @@ class BlockIndex:
             lru[block] = stamp
         self._coming_unheld[replica] -= arrived
 
-    def removed(self, replica: int, hashes: Iterable[int]) -> None:
+    def removed(self, replica: int, hashes: Iterable[int], tier: int = 0) -> None:
+        """`replica` dropped `hashes` from `tier` (an index of `MEDIA`; 0: GPU)."""
+        if tier:
+            self._removed_lower(replica, hashes, tier - 1)
+            return
         clear = ~(1 << replica)
         lru = self.lru[replica]
         holders = self.holders
@@ -85,9 +106,46 @@ class BlockIndex:
                 holders.pop(block, None)
         self._coming_unheld[replica] += lost
 
+    def _stored_lower(self, replica: int, hashes: Iterable[int], lower: int) -> None:
+        bit = 1 << replica
+        holders = self.lower[lower]
+        counts = self._lower_counts[lower][replica]
+        for block in hashes:
+            count = counts.get(block, 0)
+            if not count:
+                holders[block] = holders.get(block, 0) | bit
+            counts[block] = count + 1
+
+    def _removed_lower(self, replica: int, hashes: Iterable[int], lower: int) -> None:
+        clear = ~(1 << replica)
+        holders = self.lower[lower]
+        counts = self._lower_counts[lower][replica]
+        for block in hashes:
+            count = counts.get(block, 0)
+            if count > 1:
+                counts[block] = count - 1
+            elif count:
+                del counts[block]
+                left = holders.get(block, 0) & clear
+                if left:
+                    holders[block] = left
+                else:
+                    holders.pop(block, None)
+
     def drop_replica(self, replica: int) -> None:
-        """Forget every block of `replica` (it restarted, cleared its cache or went away)."""
+        """Forget every block of `replica` in every tier (it restarted, cleared its
+        cache or went away)."""
         self.removed(replica, list(self.lru[replica]))
+        clear = ~(1 << replica)
+        for holders, per_replica in zip(self.lower, self._lower_counts, strict=True):
+            counts = per_replica[replica]
+            for block in counts:
+                left = holders.get(block, 0) & clear
+                if left:
+                    holders[block] = left
+                else:
+                    holders.pop(block, None)
+            counts.clear()
 
     def sent(self, replica: int, hashes: Sequence[int]) -> None:
         """A request carrying `hashes` was sent to `replica`: its blocks are
@@ -176,5 +234,46 @@ class BlockIndex:
             runs[replica] = run
         return runs
 
-    def held(self, replica: int) -> int:
+    def tiered_runs(
+        self, hashes: Sequence[int], savings: Sequence[float]
+    ) -> tuple[list[int], list[float]]:
+        """Each replica's cached run of `hashes` in any tier (continued, as `runs`,
+        over the blocks a request in flight to it carries) and its value: each block
+        counts the `savings` (per tier of `MEDIA`) of the fastest tier holding it
+        there, a block in flight there that of the GPU. While no lower tier holds a
+        block, this is `runs` times the GPU's saving."""
+        lower = self.lower
+        if not any(lower):
+            runs = self.runs(hashes)
+            gpu = float(savings[0])
+            return runs, [run * gpu for run in runs]
+        holders = self.holders
+        runs, values = tiered_runs([holders, *lower], hashes, self.replicas, savings)
+        length = len(hashes)
+        for replica, coming in enumerate(self.coming):
+            if not coming:
+                continue
+            run = runs[replica]
+            value = values[replica]
+            bit = 1 << replica
+            while run < length:
+                block = hashes[run]
+                if block in coming or holders.get(block, 0) & bit:
+                    value += savings[0]
+                else:
+                    tier = next(
+                        (t for t, held in enumerate(lower, 1) if held.get(block, 0) & bit), 0
+                    )
+                    if not tier:
+                        break
+                    value += savings[tier]
+                run += 1
+            runs[replica] = run
+            values[replica] = value
+        return runs, values
+
+    def held(self, replica: int, tier: int = 0) -> int:
+        """How many blocks `replica` holds in `tier` (an index of `MEDIA`; 0: GPU)."""
+        if tier:
+            return len(self._lower_counts[tier - 1][replica])
         return len(self.lru[replica])

@@ -3,10 +3,15 @@
 vLLM (``--kv-events-config``, ZMQ publisher) sends multipart messages
 ``[topic, seq (8-byte big-endian), payload]``; the payload is msgpack of
 ``[timestamp, events, data_parallel_rank]`` where each event is a map tagged by
-``type``: ``BlockStored`` (``block_hashes``, ``parent_block_hash``, ...),
-``BlockRemoved`` (``block_hashes``) or ``AllBlocksCleared``. Hashes are the
+``type``: ``BlockStored`` (``block_hashes``, ``parent_block_hash``, ``medium``, ...),
+``BlockRemoved`` (``block_hashes``, ``medium``) or ``AllBlocksCleared``. Hashes are the
 8-byte int form (`prefixkit.sdk.event_block_hash`); raw digests
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``) are converted to it.
+
+``medium`` says where the replica stored or dropped the blocks: ``GPU`` (or none) for
+the engine's own KV cache, ``CPU`` for host memory and ``STORAGE`` for disk when it
+offloads (vLLM's offloading connectors), named here by `tiered.MEDIA` (``STORAGE`` is
+``DISK``). A medium not known here is logged once and taken as the slowest tier.
 
 `decode_batch` is pure. `KvEventFollower` is the I/O edge: one ZMQ SUB socket
 per replica; on start, on reconnect and on a gap in sequence numbers it asks
@@ -28,26 +33,62 @@ from typing import Any
 from prefixkit.sdk import event_block_hash, require_extra
 
 from .block_index import BlockIndex
+from .tiered import MEDIA
 
 require_extra("serve", "prefixkit.engine_adapter.routing.kv_events", "zmq", "msgpack")
 import msgpack  # noqa: E402 - after the check, so that a missing extra is named
 
-__all__ = ["AllCleared", "KvEvent", "KvEventFollower", "Removed", "Stored", "decode_batch"]
+__all__ = [
+    "AllCleared",
+    "KvEvent",
+    "KvEventFollower",
+    "Removed",
+    "Stored",
+    "decode_batch",
+    "medium_of",
+]
 
 log = logging.getLogger(__name__)
 
 _END_SEQ = -1
 
 
+# vLLM's medium names (upper-cased) -> `MEDIA`
+_MEDIA_OF = {"GPU": "GPU", "CPU": "CPU", "STORAGE": "DISK", "DISK": "DISK"}
+_TIER_OF = {medium: tier for tier, medium in enumerate(MEDIA)}
+_unknown_media: set[str] = set()
+
+
+def medium_of(name: str | None) -> str:
+    """The `MEDIA` name of an event's ``medium`` (None: the engine's own cache, GPU);
+    an unknown one is the slowest tier (and logged, once per name)."""
+    if name is None:
+        return "GPU"
+    known = _MEDIA_OF.get(name.upper())
+    if known is not None:
+        return known
+    if name not in _unknown_media:
+        _unknown_media.add(name)
+        log.warning(
+            "KV events name an unknown medium %r: its blocks count as held in the slowest "
+            "tier (%s)",
+            name,
+            MEDIA[-1],
+        )
+    return MEDIA[-1]
+
+
 @dataclass(frozen=True)
 class Stored:
     hashes: tuple[int, ...]
     parent: int | None
+    medium: str = "GPU"  # a `MEDIA` name
 
 
 @dataclass(frozen=True)
 class Removed:
     hashes: tuple[int, ...]
+    medium: str = "GPU"  # a `MEDIA` name
 
 
 @dataclass(frozen=True)
@@ -64,7 +105,9 @@ def _as_int(value: int | bytes) -> int:
 
 def _field(event: Any, name: str, position: int) -> Any:
     # maps are vLLM's encoding; tagged arrays ([type, fields...]) are accepted too
-    return event.get(name) if isinstance(event, dict) else event[position]
+    if isinstance(event, dict):
+        return event.get(name)
+    return event[position] if position < len(event) else None
 
 
 def decode_batch(payload: bytes) -> list[KvEvent]:
@@ -79,10 +122,16 @@ def decode_batch(payload: bytes) -> list[KvEvent]:
                 Stored(
                     tuple(_as_int(h) for h in _field(event, "block_hashes", 1)),
                     None if parent is None else _as_int(parent),
+                    medium_of(_field(event, "medium", 6)),
                 )
             )
         elif kind == "BlockRemoved":
-            events.append(Removed(tuple(_as_int(h) for h in _field(event, "block_hashes", 1))))
+            events.append(
+                Removed(
+                    tuple(_as_int(h) for h in _field(event, "block_hashes", 1)),
+                    medium_of(_field(event, "medium", 2)),
+                )
+            )
         elif kind == "AllBlocksCleared":
             events.append(AllCleared())
     return events
@@ -92,9 +141,9 @@ def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> 
     """Apply decoded events of `replica` to `index`."""
     for event in events:
         if isinstance(event, Stored):
-            index.stored(replica, event.hashes)
+            index.stored(replica, event.hashes, _TIER_OF[event.medium])
         elif isinstance(event, Removed):
-            index.removed(replica, event.hashes)
+            index.removed(replica, event.hashes, _TIER_OF[event.medium])
         else:
             index.drop_replica(replica)
 

@@ -11,20 +11,28 @@ its blocks count as coming, so a burst on a new prefix is not scattered), what t
 request would evict there (valued by a `ReuseModel` learned from the routed requests,
 when the replicas' capacity is known), its queued prefill (uncached blocks of the
 requests it was sent that have not produced a first byte yet), its running requests
-and the work it was given so far (`WorkShares`); `policy.choose_replica` decides. The
+and the work it was given so far (`WorkShares`); `policy.choose_replica` decides. A replica's cached run
+counts the blocks it holds in any tier its engine reports (GPU, or host memory or disk
+when it offloads: the KV events' ``medium``); the decision weighs it by its value, each
+block counting the `RouterSettings.savings` of the fastest tier holding it there
+(`tiered.tiered_runs`; all 1.0 by default: tier-blind), while the work budget and the
+queued prefill count the run in blocks. The
 request is then in flight there until `finished`; `started` marks its first byte and
 `unreachable` places it again when its replica refused the connection.
 
 With `decision_sink` set, every decision is given as one record: the request's number
 and blocks, whether the reuse model is informed yet, the replica chosen and, per
-healthy replica, its cached run, in-flight requests, queued prefill blocks, whether it
+healthy replica, its cached run and the run's value, in-flight requests, queued prefill blocks, whether it
 is within the work budget, and the blocks the request would evict there with their cost
 and last-use stamp (`prefixkit serve --router precise --decision-log`).
 
 With `peers` set (several router workers in front of the same replicas, each with its
-own `RouterState`), the decision counts the other workers' requests in flight and queued
-prefill blocks per replica beside its own, and every change of its own is published to
-them (`PeerLoad`).
+own `RouterState`), the workers decide as one router would: requests are numbered across
+them, each decision first applies what the others placed and ended since the last one
+(`peer_placed` / `peer_ended`: their blocks coming, touched and given as work, their
+prompts seen by the reuse model), counts the other workers' requests in flight and queued
+prefill blocks per replica beside its own, and every placement, end and change of load of
+its own is published to them (`Peers`).
 
 No HTTP here: the serving app's precise routing stage (`serving.router.PreciseRoute`)
 asks the replicas for token ids, calls `route`, and relays the request.
@@ -37,7 +45,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from prefixkit.sdk import (
     DEFAULT_NONE_HASH_SEED,
@@ -46,13 +54,15 @@ from prefixkit.sdk import (
     VllmVersion,
 )
 
+from ..errors import DeploymentConfigError
 from .block_index import BlockIndex
 from .kv_events import KvEventFollower
 from .policy import PreciseParams, WorkShares, choose_replica
 from .reuse import ReuseModel, ReuseSettings
+from .tiered import MEDIA
 
 __all__ = [
-    "PeerLoad",
+    "Peers",
     "Placement",
     "RouterSettings",
     "RouterState",
@@ -71,7 +81,13 @@ class RouterSettings:
     """Where the replicas are, how they hash blocks (the engine's `vllm` version: the
     local engine's by default) and publish KV events (None: a replica followed by no
     events), their capacity in blocks (unknown: no eviction cost,
-    no work budget), and the router's own knobs."""
+    no work budget), and the router's own knobs.
+
+    `savings`: per tier of `tiered.MEDIA` (GPU, CPU, DISK), the fraction of a block's
+    prefill that a hit there saves once the block is fetched (at most 1.0; below 0 when
+    fetching it takes longer than computing it again and the engine fetches every hit).
+    All 1.0 (the default) routes tier-blind: a block held in host memory or on disk
+    weighs as much as one in GPU memory."""
 
     replica_urls: Sequence[str]
     kv_endpoints: Sequence[str | None]
@@ -88,10 +104,21 @@ class RouterSettings:
     # the model folder the replicas load: the router computes prompt tokens from it
     # itself (None: every request asks a replica's /tokenize)
     model_dir: Path | None = None
+    savings: Sequence[float] = (1.0,) * len(MEDIA)
+
+    def __post_init__(self) -> None:
+        savings = tuple(self.savings)
+        if len(savings) != len(MEDIA) or not all(math.isfinite(s) and s <= 1.0 for s in savings):
+            raise DeploymentConfigError(
+                f"router savings {savings!r}: give one fraction per tier "
+                f"({', '.join(MEDIA)}), each finite and at most 1.0, e.g. (1.0, 0.8, 0.3); "
+                "all 1.0 routes tier-blind",
+                parts=("savings",),
+            )
 
 
-class PeerLoad(Protocol):
-    """The load the other router workers in front of the same replicas put on them."""
+class Peers(Protocol):
+    """The other router workers in front of the same replicas: their load and placements."""
 
     def inflight(self, replica: int) -> int:
         """The other workers' requests in flight to `replica`."""
@@ -103,6 +130,22 @@ class PeerLoad(Protocol):
 
     def publish(self, replica: int, inflight: int, queued_blocks: float) -> None:
         """This worker's own requests in flight and queued blocks on `replica`, now."""
+        ...
+
+    def next_request(self) -> int:
+        """A request number no worker has used yet."""
+        ...
+
+    def placed(self, placement: Placement, routed: bool) -> None:
+        """This worker placed `placement` (`routed`: by the policy; False: pinned)."""
+        ...
+
+    def ended(self, placement: Placement) -> None:
+        """A placement of this worker ended."""
+        ...
+
+    def catch_up(self, state: RouterState) -> None:
+        """Apply to `state` what the other workers placed and ended since the last call."""
         ...
 
 
@@ -151,8 +194,8 @@ class RouterState:
         )
         # given each decision's record (see `_decision`) when set
         self.decision_sink: Callable[[dict[str, Any]], None] | None = None
-        # the other router workers' load (None: this is the only one)
-        self.peers: PeerLoad | None = None
+        # the other router workers (None: this is the only one)
+        self.peers: Peers | None = None
         # generation requests whose tokens the router computed itself, and those it
         # asked a replica's /tokenize for
         self.tokenized_here = 0
@@ -165,10 +208,10 @@ class RouterState:
         """Place a request with these block hashes on a healthy replica; from now
         on it is in flight there (its blocks coming, its uncached blocks queued)
         until `finished`."""
-        self.turn += 1
+        request = self._next_request()
         if self.reuse is not None:
-            self.reuse.observe(self.turn, hashes, self.shares.clock)
-        return self._place(hashes, self.turn)
+            self.reuse.observe(request, hashes, self.shares.clock)
+        return self._shared(self._place(hashes, request), routed=True)
 
     def unreachable(self, placement: Placement) -> Placement | None:
         """`placement`'s replica refused the connection (nothing was sent): it
@@ -180,7 +223,7 @@ class RouterState:
         self.set_health(placement.replica, False)
         if not any(self.healthy):
             return None
-        return self._place(placement.hashes, placement.request)
+        return self._shared(self._place(placement.hashes, placement.request), routed=False)
 
     def started(self, placement: Placement) -> None:
         """Its first byte came back: its prefill is done, nothing of it is queued."""
@@ -199,6 +242,40 @@ class RouterState:
         self.inflight[placement.replica] -= 1
         self._publish(placement.replica)
         self.index.finished(placement.replica, placement.hashes)
+        if self.peers is not None:
+            self.peers.ended(placement)
+
+    def peer_placed(
+        self, replica: int, hashes: Sequence[int], run: int, request: int, routed: bool
+    ) -> None:
+        """Another worker placed request number `request` on `replica` (`routed`: by the
+        policy, so its prompt is one the reuse model sees): as `route` does for its own,
+        without the load (the peers' own counts) or the routed count (this worker's)."""
+        if routed and self.reuse is not None:
+            self.reuse.observe(request, hashes, self.shares.clock)
+        self.index.touch(replica, hashes, request)
+        self.index.sent(replica, hashes)
+        self.shares.record(replica, len(hashes), run)
+
+    def peer_ended(self, replica: int, hashes: Sequence[int]) -> None:
+        """A placement of another worker ended."""
+        self.index.finished(replica, hashes)
+
+    def _next_request(self) -> int:
+        """The next request's number (across the workers, with `peers`), after applying
+        the other workers' placements so far."""
+        peers = self.peers
+        if peers is None:
+            self.turn += 1
+        else:
+            peers.catch_up(self)
+            self.turn = peers.next_request()
+        return self.turn
+
+    def _shared(self, placement: Placement, routed: bool) -> Placement:
+        if self.peers is not None:
+            self.peers.placed(placement, routed)
+        return placement
 
     def _publish(self, replica: int) -> None:
         if self.peers is not None:
@@ -222,8 +299,8 @@ class RouterState:
     def _place(self, hashes: Sequence[int], request: int) -> Placement:
         """Request number `request` (its blocks' stamp) on the best healthy replica."""
         alive = self.alive()
-        runs_all = self.index.runs(hashes)
-        runs = [runs_all[r] for r in alive]
+        runs_all, values_all = self.index.tiered_runs(hashes, self.settings.savings)
+        values = [values_all[r] for r in alive]
         clock = self.shares.clock
         reuse = self.reuse
         length = len(hashes)
@@ -243,7 +320,8 @@ class RouterState:
             queued = [blocks for _, blocks in loads]
             inflight = [requests for requests, _ in loads]
         pick = choose_replica(
-            runs,
+            # the scores take any real run (annotated int, typed untyped in policy.pxd)
+            cast("list[int]", values),
             queued,
             inflight,
             self.settings.params,
@@ -253,14 +331,17 @@ class RouterState:
         )
         replica = alive[pick]
         if self.decision_sink is not None:
-            self.decision_sink(self._decision(request, length, alive, runs_all, within, replica))
-        return self._placed_on(replica, hashes, runs[pick], request)
+            self.decision_sink(
+                self._decision(request, length, alive, runs_all, values_all, within, replica)
+            )
+        return self._placed_on(replica, hashes, runs_all[replica], request)
 
     def pin(self, replica: int, hashes: Sequence[int]) -> Placement:
         """Place a request on `replica`, whatever the policy would choose (an operator's
         warm-up), with the same bookkeeping as `route`."""
-        self.turn += 1
-        return self._placed_on(replica, hashes, self.index.runs(hashes)[replica], self.turn)
+        request = self._next_request()
+        placement = self._placed_on(replica, hashes, self.index.runs(hashes)[replica], request)
+        return self._shared(placement, routed=False)
 
     def _placed_on(self, replica: int, hashes: Sequence[int], run: int, request: int) -> Placement:
         self.index.touch(replica, hashes, request)
@@ -278,6 +359,7 @@ class RouterState:
         length: int,
         alive: Sequence[int],
         runs: Sequence[int],
+        values: Sequence[float],
         within: Sequence[bool] | None,
         replica: int,
     ) -> dict[str, Any]:
@@ -293,6 +375,8 @@ class RouterState:
                 {
                     "replica": r,
                     "run": runs[r],
+                    # the run's value: its blocks weighed by the tier holding them
+                    "value": values[r],
                     "inflight": inflight,
                     "queued_blocks": queued,
                     "within_budget": None if within is None else within[r],
