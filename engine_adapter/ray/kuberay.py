@@ -115,8 +115,9 @@ def rayservice_manifest(
 ) -> dict[str, Any]:
     """The `ray.io/v1` RayService for this deployment, as a dict (see the module docstring).
 
-    Raises `DeploymentConfigError` for an empty image, a name Kubernetes refuses, or a
-    relative model path (the pods need an absolute one)."""
+    Raises `DeploymentConfigError` for an empty image, a name Kubernetes refuses, a
+    relative model path (the pods need an absolute one), or a worker memory that does not
+    hold the engine's cpu KV tier."""
     _check(engine, options)
     gateway = settings.router != "kv-aware"
     in_pods = RaySettings(
@@ -294,6 +295,19 @@ def _check(engine: EngineConfig, options: KubeRayOptions) -> None:
                 "inside the pods (baked into the image or on --model-claim)",
             )
         )
+    cpu_tier = _cpu_tier_bytes(engine)
+    memory = _quantity_bytes(options.memory_per_replica or "")
+    if cpu_tier and memory is not None and memory <= cpu_tier:
+        problems.append(
+            (
+                "memory_per_replica",
+                f"--memory-per-replica {options.memory_per_replica} does not hold the cpu KV "
+                f"tier ({kubernetes_quantity(cpu_tier)} of pinned host RAM) and the replica: "
+                "give the tier plus what the replica needs besides (without "
+                "--memory-per-replica: "
+                f"{kubernetes_quantity(cpu_tier + (32 << 30))}), or give a smaller tier",
+            )
+        )
     if problems:
         raise DeploymentConfigError(
             "; ".join(message for _, message in problems), parts=(problems[0][0],)
@@ -359,8 +373,7 @@ def _replica_limits(
         memory = f"{(engine.kv_cache_space_gib or 4) + 4}Gi"
     else:
         # the CPU tier is pinned host RAM on top of what the replica needs without it
-        cpu_tier = sum(tier.size_bytes or 0 for tier in engine.kv_tiers if tier.kind == "cpu")
-        memory = kubernetes_quantity((32 << 30) + cpu_tier)
+        memory = kubernetes_quantity((32 << 30) + _cpu_tier_bytes(engine))
     limits = {"cpu": _quantity(max(settings.cpus_per_replica, 1.0)), "memory": memory}
     if settings.gpus_per_replica:
         limits["nvidia.com/gpu"] = str(math.ceil(settings.gpus_per_replica))
@@ -396,6 +409,35 @@ def _pod_template(
     if volumes:
         spec["volumes"] = volumes
     return {"metadata": {"labels": pod_labels(options)}, "spec": spec}
+
+
+def _cpu_tier_bytes(engine: EngineConfig) -> int:
+    return sum(tier.size_bytes or 0 for tier in engine.kv_tiers if tier.kind == "cpu")
+
+
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
+_QUANTITY_SCALE = {
+    None: 1,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "Pi": 1 << 50,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+}
+
+
+def _quantity_bytes(text: str) -> int | None:
+    """A Kubernetes memory quantity in bytes (None for a form not read here: Kubernetes
+    itself validates the manifest)."""
+    match = _QUANTITY.fullmatch(text.strip())
+    if match is None:
+        return None
+    return round(float(match[1]) * _QUANTITY_SCALE[match[2]])
 
 
 def _quantity(value: float) -> str:

@@ -134,3 +134,21 @@ def test_a_manifest_is_refused_for_a_tier_that_drops_the_salt(
     more = ["--kv-tier", "lmcache-disk:/mnt/lmcache:100GiB"]
     assert main([*EMIT, *GPU, *TIERS, *RAY, *more]) == 2
     assert "does not keep tenants apart" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize("memory", ["64Gi", "16Gi", "68719476736", "60G"])
+def test_a_worker_memory_that_does_not_hold_the_cpu_tier_is_refused(
+    memory: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*EMIT, *GPU, *TIERS, *RAY, "--memory-per-replica", memory]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--memory-per-replica {memory} does not hold the cpu KV tier (64Gi" in err
+    assert "(without --memory-per-replica: 96Gi)" in err
+
+
+def test_a_worker_memory_above_the_cpu_tier_is_taken_as_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = emitted(capsys, "--memory-per-replica", "80Gi")
+    (container,) = worker(next(yaml.safe_load_all(text)))["spec"]["containers"]
+    assert container["resources"]["limits"]["memory"] == "80Gi"
