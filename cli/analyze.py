@@ -386,7 +386,14 @@ def _tier_sizes(
                 argument="--kv-tier",
                 value=item,
             )
-        sizes[name] = _size("--kv-tier", size)
+        try:
+            sizes[name] = _size("--kv-tier", size)
+        except UsageError as exc:
+            raise UsageError(
+                f"--kv-tier {item}: {str(exc).partition(': ')[2]}",
+                argument="--kv-tier",
+                value=item,
+            ) from None
     if "gpu" not in sizes:
         if args.capacity is None:
             raise UsageError(
@@ -445,8 +452,9 @@ def _tier_setup(
     sizes = _tier_sizes(args, bytes_per_token, block_size)
     if sizes["gpu"] > gpu.hbm_bytes:
         raise UsageError(
-            f"--kv-tier gpu:{sizes['gpu']} bytes is more than the {gpu.name}'s "
-            f"{gpu.hbm_bytes / 1e9:g} GB of memory: give the KV cache's share of it",
+            f"the GPU tier ({sizes['gpu'] / 1e9:g} GB) is more than the {gpu.name}'s "
+            f"{gpu.hbm_bytes / 1e9:g} GB of memory: give the KV cache's share of it "
+            "(--kv-tier gpu:SIZE) or another --gpu",
             argument="--kv-tier",
             value=sizes["gpu"],
         )

@@ -129,6 +129,10 @@ def _dtype_bytes(
     name = kv_cache_dtype
     if name is None or name == "auto":
         name = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+        if DTYPE_BYTES.get(str(name).removeprefix("torch.").lower()) == 4:
+            # vLLM's --dtype auto serves a float32 checkpoint in 16 bits on a GPU
+            # (`_resolve_auto_dtype`), and its KV cache follows
+            return 2
     key = str(name).removeprefix("torch.").lower()
     if key not in DTYPE_BYTES:
         raise KvLayoutError(
@@ -191,8 +195,9 @@ def _sliding_layers(config: Mapping[str, Any], layers: int, model_type: str | No
 def kv_layout(config: Mapping[str, Any], *, kv_cache_dtype: str | None = None) -> KvLayout:
     """The KV layout of the model a Hugging Face `config` describes (see the module doc).
 
-    `kv_cache_dtype`: vLLM's ``--kv-cache-dtype`` (``auto``/None: the model's dtype,
-    ``fp8``: one byte). A multimodal config's ``text_config`` is the language model's.
+    `kv_cache_dtype`: vLLM's ``--kv-cache-dtype`` (``auto``/None: the model's dtype as
+    vLLM serves it on a GPU, 16 bits for a float32 checkpoint; ``fp8``: one byte). A
+    multimodal config's ``text_config`` is the language model's.
     """
     text = config.get("text_config")
     if isinstance(text, Mapping):

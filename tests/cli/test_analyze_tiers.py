@@ -1,0 +1,242 @@
+"""`prefixkit analyze --tiers`: the tiered replay from the command line, its output and its
+refusals of input that cannot work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prefixkit.cli.main import main
+
+from tests.conftest import MOONCAKE_TRACE
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "tiers"
+
+
+def small_trace(tmp_path: Path) -> Path:
+    """Two prompts of 3 blocks alternating, 10 s apart (Mooncake format, 512-token blocks)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "timestamp": index * 10_000,
+                    "input_length": 1536,
+                    "output_length": 1,
+                    "hash_ids": [1, 2, 3] if index % 2 else [4, 5, 6],
+                }
+            )
+            for index in range(6)
+        )
+    )
+    return path
+
+
+# 1,000 bytes per token: a 512-token block is 512,000 bytes; the GPU holds 3
+def tier_args(trace: Path, *extra: str, gpu: str = "1536000B") -> list[str]:
+    return [
+        "analyze",
+        str(trace),
+        "--tiers",
+        "--replicas",
+        "1",
+        "--kv-bytes-per-token",
+        "1000",
+        "--kv-tier",
+        f"gpu:{gpu}",
+        *extra,
+    ]
+
+
+def test_json_reports_each_tier_s_hits_against_the_gpu_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = tier_args(
+        small_trace(tmp_path),
+        "--kv-tier",
+        "cpu:3072000B",
+        "--policies",
+        "round_robin",
+        "--sweep",
+        "cpu",
+        "--sweep-sizes",
+        "0B,3072000B",
+        "--format",
+        "json",
+    )
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["simulation"] is True
+    assert report["inputs"]["kv_bytes_per_token"] == 1000
+    gpu_only, with_cpu = report["results"]
+    assert (gpu_only["run"], with_cpu["run"]) == ("GPU only", "always_load")
+    # the GPU holds one prompt (3 blocks), the CPU both: requests 3-6 hit in the CPU
+    assert gpu_only["hit_rate"] == 0
+    assert with_cpu["tiers"]["CPU"]["hit_rate"] == pytest.approx(4 / 6, abs=1e-4)
+    assert with_cpu["tiers"]["CPU"]["capacity_blocks"] == 6
+    assert with_cpu["prefill_tokens_saved"] == 4 * 1536
+    assert with_cpu["ttft_p50_s"] < gpu_only["ttft_p50_s"]
+    sweep = report["sweep"]
+    assert [p["capacity_bytes"] for p in sweep["points"]] == [0, 3072000]
+    assert sweep["stops_paying_bytes"] is None  # the last step still pays
+
+
+def test_the_table_names_the_inputs_and_labels_the_simulation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = tier_args(small_trace(tmp_path), "--kv-tier", "cpu:3MB", "--policies", "precise")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Simulation: 6 requests, 1 replicas, h100 preset")
+    assert "a hit saves of a block's prefill: GPU 1.00, CPU" in out
+    assert "sweep of the CPU tier" in out
+
+
+def test_the_model_config_gives_the_bytes_per_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "analyze",
+        str(small_trace(tmp_path)),
+        "--tiers",
+        "--model-config",
+        str(CONFIGS / "llama-3.1-8b.json"),
+        "--kv-tier",
+        "gpu:1GiB",
+        "--sweep",
+        "none",
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["inputs"]["kv_bytes_per_token"] == 131072
+    assert report["sweep"] is None
+
+
+def test_a_plot_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plot = tmp_path / "tiers.png"
+    args = tier_args(
+        small_trace(tmp_path),
+        "--kv-tier",
+        "cpu:3MB",
+        "--policies",
+        "round_robin",
+        "--plot",
+        str(plot),
+    )
+    assert main(args) == 0
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_bundled_trace_replays_with_every_tier(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "analyze",
+        str(MOONCAKE_TRACE),
+        "--tiers",
+        "--limit",
+        "1500",
+        "--replicas",
+        "4",
+        "--kv-bytes-per-token",
+        "131072",
+        "--kv-tier",
+        "gpu:4GiB",
+        "--kv-tier",
+        "cpu:32GiB",
+        "--kv-tier",
+        "disk:256GiB",
+        "--policies",
+        "precise,precise_tiered",
+        "--sweep",
+        "none",
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    runs = {(r["policy"], r["run"]): r for r in results}
+    # precise_tiered over the GPU alone is precise: that run is not repeated
+    assert set(runs) == {
+        ("precise", "GPU only"),
+        ("precise", "always_load"),
+        ("precise_tiered", "always_load"),
+    }
+    assert runs["precise", "always_load"]["hit_rate"] > runs["precise", "GPU only"]["hit_rate"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--gpu", "b200"], "--gpu b200: unknown GPU preset; choose from h100, a100-80gb"),
+        (["--kv-tier", "cpu:64"], "--kv-tier cpu:64: size '64': give a number with its unit"),
+        (["--kv-tier", "ram:64GiB"], "--kv-tier ram:64GiB: give TIER:SIZE with TIER one of gpu"),
+        (["--kv-tier", "gpu:1GiB"], "the gpu tier is given twice"),
+        (["--cpu-read", "fast"], "--cpu-read fast: bandwidth 'fast': give a link preset"),
+        (["--disk-read", "5GB"], "--disk-read 5GB: bandwidth '5GB'"),
+        (["--policies", "best"], "with --tiers choose from round_robin, "),
+        (["--sweep", "ram"], "--sweep ram: give one of gpu, cpu, disk or none"),
+        (["--sweep-sizes", "1,2"], "--sweep-sizes 1: size '1'"),
+        (["--min-gain", "2"], "--min-gain 2.0: give a share of prefill time between 0 and 1"),
+    ],
+)
+def test_bad_tier_input_is_refused_naming_it_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(tier_args(small_trace(tmp_path), *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("gpu", "message"),
+    [
+        ("100GB", "the GPU tier (100 GB) is more than the h100's 80 GB of memory"),
+        ("1kB", "holds no block of 512 tokens at 1000 bytes per token"),
+    ],
+)
+def test_a_gpu_tier_that_cannot_be_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gpu: str, message: str
+) -> None:
+    assert main(tier_args(small_trace(tmp_path), gpu=gpu)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_size_of_a_token_is_required(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["analyze", str(small_trace(tmp_path)), "--tiers", "--kv-tier", "gpu:1GiB"]
+    assert main(args) == 2
+    assert "give --model-config (the served model's config.json" in capsys.readouterr().err
+
+
+def test_the_gpu_tier_is_required_without_capacity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["analyze", str(small_trace(tmp_path)), "--tiers", "--kv-bytes-per-token", "1"]
+    assert main(args) == 2
+    assert "give --kv-tier gpu:SIZE" in capsys.readouterr().err
+
+
+def test_a_model_whose_layout_is_unknown_is_refused_with_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "analyze",
+        str(small_trace(tmp_path)),
+        "--tiers",
+        "--model-config",
+        str(CONFIGS / "llama-4-scout.json"),
+        "--kv-tier",
+        "gpu:1GiB",
+    ]
+    assert main(args) == 2
+    assert "config field 'attention_chunk_size' is set" in capsys.readouterr().err
+
+
+def test_tier_options_without_tiers_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["analyze", str(small_trace(tmp_path)), "--kv-tier", "cpu:64GiB"]
+    assert main(args) == 2
+    assert "--kv-tier applies to the tiered replay: add --tiers" in capsys.readouterr().err

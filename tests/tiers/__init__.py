@@ -1,0 +1,1 @@
+"""The tier model and the tiered replay behind `prefixkit analyze --tiers`."""
