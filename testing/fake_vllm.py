@@ -18,11 +18,15 @@ salt; its block hashes are those of the vLLM version it reports on ``/version``
 (`vllm_version`, 0.32 by default). A request's blocks are cached as it is looked up, before its prefill time
 (`prefill_s_per_block` per uncached block) passes, as vLLM's scheduler caches the blocks
 it allocates: a request sent while another with the same prefix is being prefilled reads
-that one's blocks. ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
+that one's blocks. With `offload_blocks` it also keeps a host-memory tier of that many
+blocks, as vLLM's CPU offloading does when it offloads the blocks its GPU cache evicts:
+those blocks move there (least recently used leave it), a prompt's cached run continues
+over them (a hit there is loaded, `offload_load_s_per_block` each, instead of computed). ``usage`` reports the hits (``cached_tokens``; on ``/v1/messages``, Anthropic's
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens``), ``/metrics`` the counters
 prefixkit reads. With `kv_events` (True: on an ipc socket of its own; or the ZMQ endpoint to
-bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved``, and
-``AllBlocksCleared`` when a development route empties the cache.
+bind) it publishes vLLM's KV events: ``BlockStored``, ``BlockRemoved`` (``medium``
+``GPU`` for its cache, ``CPU`` for the offloaded tier), and ``AllBlocksCleared`` when a
+development route empties the caches.
 
 Its prompt tokens: by default no real tokenizer (`chars_tokenizer`: one token per 4
 characters) nor chat template (`chat_text`); with `model_dir` (a model folder), the ids vLLM
@@ -212,6 +216,8 @@ class FakeVLLM:
         model: str = "fake-model",
         block_size: int = 32,
         capacity_blocks: int = 2000,
+        offload_blocks: int = 0,
+        offload_load_s_per_block: float = 0.0,
         kv_events: bool | str = False,
         hash_algo: HashAlgo = "sha256_cbor",
         tokenizer: Tokenizer = chars_tokenizer,
@@ -241,6 +247,9 @@ class FakeVLLM:
         self.host = host
         self.port = port or free_port(host)
         self.cache = PrefixCache(capacity_blocks)
+        # the host-memory tier the blocks evicted from `cache` move to (None: no offloading)
+        self.offloaded = PrefixCache(offload_blocks) if offload_blocks else None
+        self.offload_load_s_per_block = offload_load_s_per_block
         # faults a test sets
         self.delay_headers_s = 0.0
         self.delay_first_chunk_s = 0.0
@@ -429,12 +438,23 @@ class FakeVLLM:
         hashes = event_block_hashes(
             ids, size, algo=self.hash_algo, cache_salt=salt, vllm=self._vllm
         )
-        run = self.cache.cached_run(hashes)
+        run = self._cached_run(hashes)
         cached = min(run, (len(ids) - 1) // size if ids else 0) * size
         self.queried_tokens += len(ids)
         self.hit_tokens += cached
         seconds = (len(hashes) - run) * self.prefill_s_per_block
+        if self.offloaded is not None:
+            lru = self.cache.lru
+            loaded = sum(1 for block in hashes[:run] if block not in lru)
+            seconds += loaded * self.offload_load_s_per_block
         return Prefill(ids, hashes, cached, len(hashes) * size - cached, seconds)
+
+    def _cached_run(self, hashes: Sequence[int]) -> int:
+        """How many of `hashes`, from the first, its cache or its offloaded tier holds."""
+        if self.offloaded is None:
+            return self.cache.cached_run(hashes)
+        gpu, cpu = self.cache.lru, self.offloaded.lru
+        return next((i for i, h in enumerate(hashes) if h not in gpu and h not in cpu), len(hashes))
 
     async def _prefilled(self, prompts: list[list[int]], salt: str | None) -> list[Prefill]:
         """Prefill `prompts` (one request's) as vLLM's scheduler allocates them: looked up
@@ -463,20 +483,57 @@ class FakeVLLM:
                     "token_ids": ids[run * self.block_size : len(hashes) * self.block_size],
                     "block_size": self.block_size,
                     "lora_id": None,
-                    "medium": "CPU",
+                    "medium": "GPU",
                     "lora_name": None,
                     "group_idx": 0,
                 }
             )
         if evicted:
             events.append(
-                {"type": "BlockRemoved", "block_hashes": evicted, "medium": "CPU", "group_idx": 0}
+                {"type": "BlockRemoved", "block_hashes": evicted, "medium": "GPU", "group_idx": 0}
             )
+            if self.offloaded is not None:
+                events += self._offload(evicted)
         self._publish(events)
 
+    def _offload(self, evicted: list[int]) -> list[dict[str, Any]]:
+        """Move blocks the cache evicted to the offloaded tier: the events of what it
+        newly stores (announced one block an event, as vLLM's CPU offloading does) and
+        of what it evicts in turn."""
+        assert self.offloaded is not None
+        stored, dropped = self.offloaded.admit(list(reversed(evicted)))
+        events: list[dict[str, Any]] = [
+            {
+                "type": "BlockStored",
+                "block_hashes": [block],
+                "parent_block_hash": None,
+                "token_ids": [],
+                "block_size": self.block_size,
+                "lora_id": None,
+                "medium": "CPU",
+                "lora_name": None,
+                "group_idx": 0,
+                "locality": "LOCAL",
+            }
+            for block in stored
+        ]
+        if dropped:
+            events.append(
+                {
+                    "type": "BlockRemoved",
+                    "block_hashes": dropped,
+                    "medium": "CPU",
+                    "group_idx": 0,
+                    "locality": "LOCAL",
+                }
+            )
+        return events
+
     def _clear(self) -> None:
-        """Empty the prefix cache, as vLLM's reset of its caches does."""
+        """Empty the prefix cache and the offloaded tier, as vLLM's reset of its caches does."""
         self.cache.lru.clear()
+        if self.offloaded is not None:
+            self.offloaded.lru.clear()
         self._publish([{"type": "AllBlocksCleared"}])
 
     # generation routes
