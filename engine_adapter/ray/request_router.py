@@ -8,7 +8,8 @@ template kwargs included; a request it cannot reproduce is placed by load and co
 block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the vLLM installed
 beside it computes it: the version the engine's interpreter has), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
-replay make, for the replica. The block index is fed by each replica's KV events
+replay make, for the replica, each replica's cached run weighed by the tier holding its
+blocks (``savings``: per tier of `routing.tiered.MEDIA`, all 1.0 by default: tier-blind). The block index is fed by each replica's KV events
 (`KvEventFollower`; first the batches in the replica's replay buffer, published before the
 router subscribed), found in the replicas' routing stats (`server.KV_EVENTS_STAT`,
 `server.KV_REPLAY_STAT`).
@@ -37,6 +38,7 @@ from typing import Any
 
 from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
+from ..routing.tiered import MEDIA
 from ..serving.gateway import PIN_FIELD
 from ..serving.metrics import RouterCounters
 from .counters import ActorCounters
@@ -80,6 +82,7 @@ def _prefixkit_router() -> type[Any]:
             hash_seed: str | None = None,
             slots: int = 2,
             capacity_blocks: int | None = None,
+            savings: Sequence[float] | None = None,
             **_: Any,
         ) -> None:
             from importlib.metadata import version
@@ -100,6 +103,7 @@ def _prefixkit_router() -> type[Any]:
                         version("vllm")
                     ),  # the engine beside it, in its interpreter
                     capacity_blocks=[capacity_blocks] * slots if capacity_blocks else (),
+                    savings=(1.0,) * len(MEDIA) if savings is None else tuple(savings),
                 )
             )
             self._followers: dict[int, tuple[str, KvEventFollower]] = {}
