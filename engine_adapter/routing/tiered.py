@@ -52,15 +52,75 @@ def tiered_runs(
     values = [0.0] * replicas
     if not tiers:
         return runs, values
+    if tiers > len(MEDIA):
+        return _walk(holders, blocks, replicas, savings, runs, values)
+    # up to three tiers (the media): the lookups unrolled, missing tiers empty
+    empty: Mapping[int, int] = {}
+    gpu, cpu, disk = (*holders, empty, empty)[:3]
+    get0, get1, get2 = gpu.get, cpu.get, disk.get
+    savings = (*savings, 0.0, 0.0)[:3]
     # `tier_of[r]`: the fastest tier holding the current block on replica r (while r's
     # run goes on); `since[r]`: the block from which it has been that tier. The values
     # are summed per stretch of blocks with the same tier, so a block where no
     # replica's tier changes costs the lookups and a comparison only.
     alive = (1 << replicas) - 1
+    tier_of = [-1] * replicas
+    since = [0] * replicas
+    # per tier: the alive replicas whose fastest tier it is, at the block before
+    on0 = on1 = on2 = 0
+    for index, block in enumerate(blocks):
+        m0 = get0(block, 0) & alive
+        held = m0 | (get1(block, 0) & alive)
+        m1 = held & ~m0
+        m2 = (get2(block, 0) & alive) & ~held
+        held |= m2
+        if held and m0 == on0 and m1 == on1 and m2 == on2:
+            continue  # every replica's tier is that of the block before
+        changed = (m0 ^ on0) | (m1 ^ on1) | (m2 ^ on2)
+        on0, on1, on2 = m0, m1, m2
+        while changed:
+            low = changed & -changed
+            changed ^= low
+            replica = low.bit_length() - 1
+            old = tier_of[replica]
+            if old >= 0:
+                values[replica] += (index - since[replica]) * savings[old]
+            since[replica] = index
+            if held & low:
+                tier_of[replica] = 0 if m0 & low else 1 if m1 & low else 2
+            else:
+                # its run ends here (a replica that never held the first block has run 0)
+                if old >= 0:
+                    runs[replica] = index
+                tier_of[replica] = -1
+        alive = held
+        if not alive:
+            return runs, values
+    length = len(blocks)
+    while alive:
+        low = alive & -alive
+        alive ^= low
+        replica = low.bit_length() - 1
+        runs[replica] = length
+        values[replica] += (length - since[replica]) * savings[tier_of[replica]]
+    return runs, values
+
+
+def _walk(
+    holders: Sequence[Mapping[int, int]],
+    blocks: Sequence[int],
+    replicas: int,
+    savings: Sequence[float],
+    runs: list[int],
+    values: list[float],
+) -> tuple[list[int], list[float]]:
+    """`tiered_runs` over any number of tiers (the same walk, the lookups in a loop)."""
+    tiers = len(holders)
+    alive = (1 << replicas) - 1
     getters = [tier.get for tier in holders]
     tier_of = [-1] * replicas
     since = [0] * replicas
-    classes = [0] * tiers  # per tier: the alive replicas whose fastest tier it is
+    classes = [0] * tiers
     for index, block in enumerate(blocks):
         held = 0
         current = []
@@ -69,7 +129,7 @@ def tiered_runs(
             current.append(mask)
             held |= mask
         if held and current == classes:
-            continue  # every replica's tier is that of the block before
+            continue
         changed = 0
         for tier in range(tiers):
             changed |= current[tier] ^ classes[tier]
@@ -88,7 +148,6 @@ def tiered_runs(
                     tier += 1
                 tier_of[replica] = tier
             else:
-                # its run ends here (a replica that never held the first block has run 0)
                 if old >= 0:
                     runs[replica] = index
                 tier_of[replica] = -1

@@ -83,7 +83,7 @@ def test_values_never_exceed_runs(
         assert 0.0 <= value <= run + 1e-9
 
 
-@given(st.lists(_index, min_size=2, max_size=3), _blocks)
+@given(st.lists(_index, min_size=2, max_size=4), _blocks)
 def test_runs_are_the_cached_runs_of_the_union_of_tiers(
     tiers: list[dict[int, int]], blocks: list[int]
 ) -> None:
@@ -95,7 +95,7 @@ def test_runs_are_the_cached_runs_of_the_union_of_tiers(
     assert runs == cached_runs(union, blocks, REPLICAS)
 
 
-@given(st.lists(_index, min_size=2, max_size=3), _blocks, st.data())
+@given(st.lists(_index, min_size=2, max_size=4), _blocks, st.data())
 def test_values_sum_the_fastest_tier_per_block(
     tiers: list[dict[int, int]], blocks: list[int], data: st.DataObject
 ) -> None:
