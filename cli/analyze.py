@@ -148,6 +148,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the tier's size)",
     )
     tiers.add_argument(
+        "--router-bandwidth-scale",
+        default=None,
+        metavar="FACTORS",
+        help="also replay precise_tiered with its router believing every link this many "
+        "times as fast, e.g. 0.5,2 (misestimated bandwidths)",
+    )
+    tiers.add_argument(
         "--min-gain",
         type=float,
         default=0.005,
@@ -332,6 +339,7 @@ _TIER_ONLY_OPTIONS: tuple[tuple[str, str, object], ...] = (
     ("--kv-bytes-per-token", "kv_bytes_per_token", None),
     ("--sweep", "sweep", None),
     ("--sweep-sizes", "sweep_sizes", None),
+    ("--router-bandwidth-scale", "router_bandwidth_scale", None),
 )
 
 
@@ -490,6 +498,27 @@ def _sweep_sizes(args: argparse.Namespace, tier: str, size: int) -> list[int]:
     return [_size("--sweep-sizes", text) for text in args.sweep_sizes.split(",") if text.strip()]
 
 
+def _router_scales(text: str | None) -> list[float]:
+    from prefixkit.sdk import UsageError
+
+    scales = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            factor = float(item)
+        except ValueError:
+            factor = -1.0
+        if not 0 < factor < float("inf"):
+            raise UsageError(
+                f"--router-bandwidth-scale {text}: give positive factors, e.g. 0.5,2",
+                argument="--router-bandwidth-scale",
+                value=text,
+            )
+        scales.append(factor)
+    return scales
+
+
 def _binary(size: float) -> str:
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= scale:
@@ -540,6 +569,7 @@ def _run_tiers(args: argparse.Namespace) -> int:
             argument="--sweep",
             value=args.sweep,
         )
+    scales = _router_scales(args.router_bandwidth_scale)
     trace = load_trace(
         args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
     )
@@ -584,14 +614,33 @@ def _run_tiers(args: argparse.Namespace) -> int:
         if policy != "precise_tiered" or "precise" not in policies:
             runs.append(("GPU only", gpu_only))
         if has_lower:
-            runs.append(("always_load", replace(setup, rule="always_load")))
+            runs.append(("load all", replace(setup, rule="always_load")))
             if rules_differ:
-                runs.append(("when_faster", replace(setup, rule="when_faster")))
+                runs.append(("if faster", replace(setup, rule="when_faster")))
         for label, config in runs:
             result = simulate_tiers(
                 trace, config, args.replicas, load, policy=policy, max_tree_blocks=tree_blocks
             )
             rows.append((label, result))
+        if policy == "precise_tiered" and has_lower:
+            for factor in scales:
+                believed = replace(
+                    setup,
+                    tiers=tuple(
+                        replace(t, read_bytes_per_s=tuple(r * factor for r in t.read_bytes_per_s))
+                        for t in setup.tiers
+                    ),
+                )
+                result = simulate_tiers(
+                    trace,
+                    setup,
+                    args.replicas,
+                    load,
+                    policy=policy,
+                    max_tree_blocks=tree_blocks,
+                    router_setup=believed,
+                )
+                rows.append((f"load all, bw x{factor:g}", result))
     if not sweep:
         sweep = next(
             (n for n in ("cpu", "disk") if setup.tiers[_TIER_NAMES.index(n)].capacity_bytes),
@@ -682,7 +731,10 @@ def _run_tiers(args: argparse.Namespace) -> int:
         )
     )
     for column in ("policy", "run", *names, "hit", "saved", "p50", "p90"):
-        table.add_column(column, justify="left" if column in ("policy", "run") else "right")
+        if column in ("policy", "run"):
+            table.add_column(column, no_wrap=True)
+        else:
+            table.add_column(column, justify="right")
     for label, r in rows:
         table.add_row(
             r.policy,
@@ -695,9 +747,12 @@ def _run_tiers(args: argparse.Namespace) -> int:
         )
     out.print(table)
     out.print(
+        "run: GPU only (no lower tier), load all (vLLM's and LMCache's rule: every hit in a "
+        "lower tier is loaded), if faster (a block is loaded only if that beats computing "
+        "it), bw xF (the precise_tiered router believes every link F times as fast). "
         "GPU/CPU/DISK: share of prompt tokens served from each tier; hit: their sum; saved: "
         "share of all prefill time saved, net of fetches; p50/p90: estimated time to first "
-        "token (prefill queue, fetch, prefill; no decode)"
+        "token (prefill queue, fetch, prefill; no decode)."
     )
     if swept:
         sweep_table = Table(title=f"sweep of the {sweep.upper()} tier ({policies[-1]})")

@@ -344,10 +344,14 @@ def simulate_tiers(
     policy: str = "precise",
     max_tree_blocks: int | None = None,
     precise: PreciseParams | None = None,
+    router_setup: TierSetup | None = None,
     progress: Progress | None = None,
 ) -> TieredResult:
     """Replay `trace` on `replicas` replicas with `setup`'s tiers under `policy` (one of
-    `TIERED_POLICY_NAMES`); see the module doc."""
+    `TIERED_POLICY_NAMES`); see the module doc. `router_setup`: the tiers as the
+    ``precise_tiered`` router believes them (e.g. with misestimated bandwidths; default
+    `setup`), which weighs blocks by that setup's savings while hits are timed by
+    `setup`'s."""
     if policy not in TIERED_POLICY_NAMES:
         raise ValueError(f"unknown policy {policy!r}: choose from {', '.join(TIERED_POLICY_NAMES)}")
     block_size = trace.block_size
@@ -370,7 +374,8 @@ def simulate_tiers(
     model = ReplicaLoad(replicas, load.prefill_s_per_block, load.decode_s_per_token)
     if policy in ("precise", "precise_tiered"):
         blind = tuple(1.0 for _ in range(1 + len(lower)))
-        valued = (savings[0], *(savings[i] for i in lower_index))
+        believed = savings if router_setup is None else router_setup.savings(block_size)
+        valued = (believed[0], *(believed[i] for i in lower_index))
         chooser = _TieredPrecise(
             replicas, caches, lower, model, blind if policy == "precise" else valued, precise
         ).choose

@@ -70,7 +70,8 @@ def test_json_reports_each_tier_s_hits_against_the_gpu_alone(
     assert report["simulation"] is True
     assert report["inputs"]["kv_bytes_per_token"] == 1000
     gpu_only, with_cpu = report["results"]
-    assert (gpu_only["run"], with_cpu["run"]) == ("GPU only", "always_load")
+    assert (gpu_only["run"], with_cpu["run"]) == ("GPU only", "load all")
+    assert with_cpu["rule"] == "always_load"
     # the GPU holds one prompt (3 blocks), the CPU both: requests 3-6 hit in the CPU
     assert gpu_only["hit_rate"] == 0
     assert with_cpu["tiers"]["CPU"]["hit_rate"] == pytest.approx(4 / 6, abs=1e-4)
@@ -149,6 +150,8 @@ def test_the_bundled_trace_replays_with_every_tier(capsys: pytest.CaptureFixture
         "disk:256GiB",
         "--policies",
         "precise,precise_tiered",
+        "--router-bandwidth-scale",
+        "0.5,2",
         "--sweep",
         "none",
         "--format",
@@ -160,10 +163,12 @@ def test_the_bundled_trace_replays_with_every_tier(capsys: pytest.CaptureFixture
     # precise_tiered over the GPU alone is precise: that run is not repeated
     assert set(runs) == {
         ("precise", "GPU only"),
-        ("precise", "always_load"),
-        ("precise_tiered", "always_load"),
+        ("precise", "load all"),
+        ("precise_tiered", "load all"),
+        ("precise_tiered", "load all, bw x0.5"),
+        ("precise_tiered", "load all, bw x2"),
     }
-    assert runs["precise", "always_load"]["hit_rate"] > runs["precise", "GPU only"]["hit_rate"]
+    assert runs["precise", "load all"]["hit_rate"] > runs["precise", "GPU only"]["hit_rate"]
 
 
 @pytest.mark.parametrize(
@@ -178,6 +183,7 @@ def test_the_bundled_trace_replays_with_every_tier(capsys: pytest.CaptureFixture
         (["--policies", "best"], "with --tiers choose from round_robin, "),
         (["--sweep", "ram"], "--sweep ram: give one of gpu, cpu, disk or none"),
         (["--sweep-sizes", "1,2"], "--sweep-sizes 1: size '1'"),
+        (["--router-bandwidth-scale", "0.5,x"], "--router-bandwidth-scale 0.5,x: give positive"),
         (["--min-gain", "2"], "--min-gain 2.0: give a share of prefill time between 0 and 1"),
     ],
 )

@@ -265,3 +265,44 @@ def test_requests_of_distinct_salts_never_hit_each_other_s_blocks(
     trace = salted(random_trace(distinct), [str(i) for i in range(len(distinct))])
     result = simulate_tiers(trace, setup(*sizes), 2, LOAD, policy=policy)
     assert result.prefill_tokens_saved == 0
+
+
+def slow_disk_setup(scale: float = 1.0) -> TierSetup:
+    """An 8B-like model at 60,000 tokens/s: a disk block (NVMe, then PCIe) takes longer
+    to fetch than to compute; `scale` multiplies every link's bandwidth."""
+    return TierSetup(
+        (
+            Tier("GPU", 40 * 512 * 131072),
+            Tier("CPU", 0, (31.5e9 * scale,)),
+            Tier("DISK", 2**40, (7e9 * scale, 31.5e9 * scale)),
+        ),
+        bytes_per_token=131072.0,
+        prefill_tokens_per_s=60_000.0,
+    )
+
+
+def test_the_tier_aware_router_avoids_loading_from_a_tier_slower_than_recompute() -> None:
+    trace = load_trace(MOONCAKE_TRACE, limit=2000)
+    load = LoadParams(512 / 60_000, 1 / 30)
+    setup = slow_disk_setup()
+    assert setup.savings(512)[2] < 0
+    blind = simulate_tiers(trace, setup, 4, load, policy="precise")
+    aware = simulate_tiers(trace, setup, 4, load, policy="precise_tiered")
+    assert aware.hit_tokens[2] < blind.hit_tokens[2] / 2
+    assert aware.prefill_seconds_saved > blind.prefill_seconds_saved
+
+
+def test_a_router_misestimating_the_bandwidths_weighs_blocks_by_what_it_believes() -> None:
+    trace = load_trace(MOONCAKE_TRACE, limit=2000)
+    load = LoadParams(512 / 60_000, 1 / 30)
+    setup = slow_disk_setup()
+    knows = simulate_tiers(trace, setup, 4, load, policy="precise_tiered")
+    same = simulate_tiers(trace, setup, 4, load, policy="precise_tiered", router_setup=setup)
+    # believing links 4x as fast, the disk looks faster than recompute: it loads from it
+    hopeful = simulate_tiers(
+        trace, setup, 4, load, policy="precise_tiered", router_setup=slow_disk_setup(4.0)
+    )
+    assert same.assignments == knows.assignments
+    assert hopeful.hit_tokens[2] > 2 * knows.hit_tokens[2]
+    # what the hits saved is timed with the true bandwidths
+    assert hopeful.savings == knows.savings
