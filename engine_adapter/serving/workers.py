@@ -25,16 +25,20 @@ file mapped into every worker (`WorkerTable`, ``run_dir/router-workers.load``):
 
 * the gateway's counters (`metrics.SharedCounters`, ``run_dir/router-workers.counters``):
   one row per worker, summed by whichever worker answers ``GET /metrics``, kept by a
-  worker that is restarted.
+  worker that is restarted;
+* every placement and its end (`placements.PlacementLog`,
+  ``run_dir/router-workers.placements``): requests numbered across the workers, and
+  before each decision a worker applies what the others placed since its last one, so
+  its block index (blocks coming, LRU order), work shares and reuse model are the ones a
+  single router would have. Two decisions taken at the same moment on two workers do not
+  see each other.
 
-What they do not share: the blocks of requests still in flight on another worker (they
-count once the engine reports them), the reuse model, the work shares and the decision
-log (``decisions-<i>.jsonl``).
+Each worker keeps its own decision log (``decisions-<i>.jsonl``).
 
 A monitor thread in the parent restarts a worker that dies, after a backoff that doubles
 (from `BACKOFF_INITIAL_S` to `BACKOFF_MAX_S`) while it keeps dying within
-`STEADY_S` of its start, and reports it; the dead worker's rows are zeroed first (its
-requests died with it). `close` (or the end of the ``with`` block) asks every worker to
+`STEADY_S` of its start, and reports it; the dead worker's rows are zeroed and its
+placement ring starts a new epoch first (its requests died with it: the others end them). `close` (or the end of the ``with`` block) asks every worker to
 finish its requests and stop, then kills those still running after `grace` seconds.
 """
 
@@ -63,11 +67,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine.setup_steps import Report, log_tail
 from ..errors import PortInUseError, RouterStartError
-from ..routing.router_state import PeerLoad, RouterSettings, RouterState
+from ..routing.router_state import Peers, Placement, RouterSettings, RouterState
 from .app import serving_app
 from .keepalive import served
 from .limits import Limits, TenantSlots
 from .metrics import COUNTERS_FILE, RouterCounters, SharedCounters
+from .placements import PLACEMENTS_FILE, PeerEnded, PlacementLog, PlacementReader
 from .refused import Refused
 from .router import PreciseRoute
 from .tenant_usage import TenantUsage
@@ -83,7 +88,7 @@ __all__ = [
     "WorkerSpec",
     "WorkerTable",
     "named_worker",
-    "peer_load",
+    "peers",
     "run_worker",
 ]
 
@@ -94,6 +99,7 @@ LOAD_FILE = "router-workers.load"
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 10.0
 STEADY_S = 30.0  # a worker that ran this long before dying is restarted at once
+PEER_CATCH_UP_S = 0.05  # an idle worker applies the others' placements this often
 _CELL = 8  # bytes: an int64 or a float64
 
 
@@ -157,17 +163,20 @@ class WorkerTable:
         self._file.close()
 
 
-def peer_load(table: WorkerTable, worker: int) -> PeerLoad:
-    """The other workers' load as worker `worker` of `table` sees it, and where it
-    publishes its own (`RouterState.peers`)."""
-    return _Peers(table, worker)
+def peers(table: WorkerTable, placements: PlacementLog, worker: int) -> Peers:
+    """The other workers as worker `worker` sees them (`RouterState.peers`): their load
+    from `table`, their placements from `placements`, where it publishes its own."""
+    return _Peers(table, placements, worker)
 
 
 class _Peers:
-    """`PeerLoad` for worker `worker` of a `WorkerTable`."""
+    """`Peers` for worker `worker` of a `WorkerTable` and a `PlacementLog`."""
 
-    def __init__(self, table: WorkerTable, worker: int) -> None:
+    def __init__(self, table: WorkerTable, placements: PlacementLog, worker: int) -> None:
         self.table = table
+        self.placements = placements
+        self.reader = PlacementReader(placements, worker)
+        self.worker = worker
         self.own = worker * table.replicas
         self.others = [w * table.replicas for w in range(table.workers) if w != worker]
 
@@ -182,6 +191,29 @@ class _Peers:
     def publish(self, replica: int, inflight: int, queued_blocks: float) -> None:
         self.table.inflight[self.own + replica] = inflight
         self.table.queued[self.own + replica] = queued_blocks
+
+    def next_request(self) -> int:
+        return self.placements.next_request()
+
+    def placed(self, placement: Placement, routed: bool) -> None:
+        self.placements.placed(
+            self.worker,
+            placement.replica,
+            placement.hashes,
+            placement.run,
+            placement.request,
+            routed,
+        )
+
+    def ended(self, placement: Placement) -> None:
+        self.placements.ended(self.worker, placement.replica, placement.request)
+
+    def catch_up(self, state: RouterState) -> None:
+        for news in self.reader.news():
+            if isinstance(news, PeerEnded):
+                state.peer_ended(news.replica, news.hashes)
+            else:
+                state.peer_placed(news.replica, news.hashes, news.run, news.request, news.routed)
 
 
 class SharedTenantSlots(TenantSlots):
@@ -285,7 +317,8 @@ def run_worker(
         decisions = settings.decision_log.with_name(f"decisions-{worker}.jsonl")
         settings = dataclasses.replace(settings, decision_log=decisions)
     state = RouterState(settings)
-    state.peers = peer_load(table, worker)
+    placements = PlacementLog(run_dir / PLACEMENTS_FILE, workers)
+    others = state.peers = peers(table, placements, worker)
     app = serving_app(PreciseRoute(state), spec.tenants, spec.limits)
     app.slots = SharedTenantSlots(table, worker, spec.limits.max_inflight_per_tenant)
     counters = SharedCounters(run_dir / COUNTERS_FILE, workers, worker, tenants)
@@ -313,13 +346,24 @@ def run_worker(
             return exit.code if isinstance(exit.code, int) else 1
         return 0
 
+    async def follow_peers() -> None:
+        """Apply the other workers' placements while this one routes nothing, so that
+        its next decision has little to catch up on and no ring outruns it."""
+        while True:
+            await asyncio.sleep(PEER_CATCH_UP_S)
+            others.catch_up(state)
+
     async def serve() -> int:
+        following = asyncio.ensure_future(follow_peers())
         serving = asyncio.ensure_future(served_until_stopped())
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
             ready.send(os.getpid())
-        return await serving
+        try:
+            return await serving
+        finally:
+            following.cancel()
 
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
         code = runner.run(serve())
@@ -361,6 +405,7 @@ class RouterWorkers:
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
         self._table: WorkerTable | None = None
+        self._placements: PlacementLog | None = None
         self._reserved: socket.socket | None = None
 
     @property
@@ -404,6 +449,7 @@ class RouterWorkers:
             self.run_dir / LOAD_FILE, self.count, len(spec.settings.replica_urls), tenants
         )
         SharedCounters.create(self.run_dir / COUNTERS_FILE, self.count, tenants)
+        self._placements = PlacementLog.create(self.run_dir / PLACEMENTS_FILE, self.count)
         try:
             launched = [self._launch(worker) for worker in range(self.count)]
             for worker, ready in enumerate(launched):
@@ -483,6 +529,8 @@ class RouterWorkers:
         code = dead.process.exitcode
         assert self._table is not None
         self._table.clear(worker)  # its requests in flight died with it
+        assert self._placements is not None
+        self._placements.restarted(worker)  # the others forget its placements
         dead.life.close()
         lived = time.monotonic() - dead.started
         backoff = 0.0 if lived >= STEADY_S else dead.backoff_s
@@ -530,6 +578,10 @@ class RouterWorkers:
             self._table.path.unlink(missing_ok=True)
             self._table = None
             (self.run_dir / COUNTERS_FILE).unlink(missing_ok=True)
+        if self._placements is not None:
+            self._placements.close()
+            self._placements.path.unlink(missing_ok=True)
+            self._placements = None
         if self._reserved is not None:
             self._reserved.close()
             self._reserved = None

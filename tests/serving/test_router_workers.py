@@ -30,11 +30,12 @@ from prefixkit.engine_adapter import (
     deploy,
 )
 from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
+from prefixkit.engine_adapter.serving.placements import PlacementLog
 from prefixkit.engine_adapter.serving.workers import (
     WORKER_HEADER,
     RouterWorkers,
     WorkerTable,
-    peer_load,
+    peers,
 )
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
@@ -214,24 +215,28 @@ def test_a_tenants_bound_on_requests_in_flight_holds_across_workers() -> None:
 
 def test_a_request_in_flight_on_one_worker_counts_in_anothers_decision(tmp_path: Path) -> None:
     table = WorkerTable.create(tmp_path / "load", workers=2, replicas=2, tenants=[])
+    log = PlacementLog.create(tmp_path / "placements", workers=2)
     settings = RouterSettings(["http://127.0.0.1:1", "http://127.0.0.1:2"], [None, None])
     first, second = RouterState(settings), RouterState(settings)
-    first.peers, second.peers = peer_load(table, 0), peer_load(table, 1)
+    first.peers, second.peers = peers(table, log, 0), peers(table, log, 1)
     placed = first.route([11, 12, 13])
     assert second.load(placed.replica) == (1, 3.0)
     first.finished(placed)
     assert second.load(placed.replica) == (0, 0.0)
     table.close()
+    log.close()
 
 
 def test_a_dead_workers_load_is_cleared(tmp_path: Path) -> None:
     table = WorkerTable.create(tmp_path / "load", workers=2, replicas=2, tenants=["a"])
+    log = PlacementLog.create(tmp_path / "placements", workers=2)
     settings = RouterSettings(["http://127.0.0.1:1", "http://127.0.0.1:2"], [None, None])
     state = RouterState(settings)
-    state.peers = peer_load(table, 0)
+    state.peers = peers(table, log, 0)
     placed = state.route([11, 12])
     table.clear(0)
-    assert peer_load(table, 1).inflight(placed.replica) == 0
+    assert peers(table, log, 1).inflight(placed.replica) == 0
+    log.close()
     table.close()
 
 
