@@ -245,8 +245,9 @@ class BlockIndex:
         lower = self.lower
         if not any(lower):
             runs = self.runs(hashes)
-            gpu = float(savings[0])
-            return runs, [run * gpu for run in runs]
+            gpu = savings[0]
+            # a copy when the GPU saves it all (the common case, and the cheaper)
+            return runs, ([*runs] if gpu == 1.0 else [run * gpu for run in runs])
         holders = self.holders
         runs, values = tiered_runs([holders, *lower], hashes, self.replicas, savings)
         length = len(hashes)

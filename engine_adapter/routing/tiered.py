@@ -46,8 +46,8 @@ def tiered_runs(
         )
     if tiers == 1 and type(holders[0]) is dict:  # the compiled walk takes exact dicts only
         runs = cached_runs(holders[0], blocks, replicas)
-        saving = float(savings[0])
-        return runs, [run * saving for run in runs]
+        saving = savings[0]
+        return runs, ([*runs] if saving == 1.0 else [run * saving for run in runs])
     runs = [0] * replicas
     values = [0.0] * replicas
     if not tiers:
