@@ -777,6 +777,12 @@ def _run_tiers(args: argparse.Namespace) -> int:
                 f"{args.min_gain:.1%} of prefill time per doubling: sweep larger sizes "
                 "(--sweep-sizes)."
             )
+        elif knee == min(p.capacity_bytes for p in swept):  # type: ignore[attr-defined]
+            out.print(
+                f"A larger {sweep.upper()} tier does not pay here: no size in the sweep saves "
+                f"{args.min_gain:.1%} more of the prefill time per doubling than "
+                f"{_binary(knee)}."
+            )
         else:
             out.print(
                 f"More {sweep.upper()} memory stops paying past {_binary(knee)} per replica: "
