@@ -85,7 +85,8 @@ class RouterSettings:
 
     `savings`: per tier of `tiered.MEDIA` (GPU, CPU, DISK), the fraction of a block's
     prefill that a hit there saves once the block is fetched (at most 1.0; below 0 when
-    fetching it takes longer than computing it again and the engine fetches every hit).
+    fetching it takes longer than computing it again and the engine fetches every hit);
+    tiers left out save what the last one given saves (kept as a tuple of all three).
     All 1.0 (the default) routes tier-blind: a block held in host memory or on disk
     weighs as much as one in GPU memory."""
 
@@ -107,14 +108,19 @@ class RouterSettings:
     savings: Sequence[float] = (1.0,) * len(MEDIA)
 
     def __post_init__(self) -> None:
-        savings = tuple(self.savings)
-        if len(savings) != len(MEDIA) or not all(math.isfinite(s) and s <= 1.0 for s in savings):
+        savings = tuple(float(s) for s in self.savings)
+        if not 1 <= len(savings) <= len(MEDIA) or not all(
+            math.isfinite(s) and s <= 1.0 for s in savings
+        ):
             raise DeploymentConfigError(
-                f"router savings {savings!r}: give one fraction per tier "
+                f"router savings {savings!r}: give one fraction per tier, fastest first "
                 f"({', '.join(MEDIA)}), each finite and at most 1.0, e.g. (1.0, 0.8, 0.3); "
                 "all 1.0 routes tier-blind",
                 parts=("savings",),
             )
+        # the tiers not given save what the slowest one given saves (as an unknown medium)
+        savings += savings[-1:] * (len(MEDIA) - len(savings))
+        object.__setattr__(self, "savings", savings)
 
 
 class Peers(Protocol):

@@ -59,8 +59,26 @@ def test_the_decision_record_gives_each_run_and_its_value() -> None:
     assert offered == {0: (0, 0.0), 1: (10, pytest.approx(1.0))}
 
 
+def test_tiers_left_out_save_what_the_slowest_given_saves() -> None:
+    settings = RouterSettings(["http://r0"], [None], savings=[1.0, 0.5])
+    assert settings.savings == (1.0, 0.5, 0.5)
+
+
+def test_a_saving_below_zero_is_a_fetch_slower_than_computing() -> None:
+    state = _router((1.0, -0.5, -1.0))
+    apply_events(state.index, 1, [Stored(tuple(PROMPT[:16]), None, "CPU")])
+    assert state.route(PROMPT).replica == 0
+
+
 @pytest.mark.parametrize(
-    "savings", [(1.0, 0.5), (1.0, 1.5, 0.2), (1.0, float("nan"), 0.2), (1.0, 0.5, float("-inf"))]
+    "savings",
+    [
+        (),
+        (1.0, 0.5, 0.2, 0.1),
+        (1.0, 1.5, 0.2),
+        (1.0, float("nan"), 0.2),
+        (1.0, 0.5, float("-inf")),
+    ],
 )
 def test_savings_give_one_finite_fraction_per_tier(savings: tuple[float, ...]) -> None:
     with pytest.raises(DeploymentConfigError, match="one fraction per tier") as raised:
