@@ -28,6 +28,7 @@ from pathlib import Path
 import libcst as cst
 from prefixkit.sdk import PrefixkitError
 
+from .analysis.project_imports import parse_module
 from .catalog import TRIGGER_WORDS
 from .config import LintConfig
 from .context import LintContext, ProjectState, PromptContext
@@ -82,7 +83,7 @@ def lint_python(
 ) -> list[Finding]:
     """Findings of the enabled Python rules for one module (noqa not applied)."""
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source, Path(filename))
     except cst.ParserSyntaxError as exc:
         if SYNTAX_ERROR_CODE not in enabled:
             return []

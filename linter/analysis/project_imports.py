@@ -79,7 +79,14 @@ from .module_slice import TopLevel, Uses
 from .syntax import FunctionNode, all_params, dotted_parts
 from .taint import Taint, TaintAnalysis, Via
 
-__all__ = ["MAX_DEPTH", "Project", "ProjectImports", "may_import_prompt_code", "project_boundary"]
+__all__ = [
+    "MAX_DEPTH",
+    "Project",
+    "ProjectImports",
+    "may_import_prompt_code",
+    "parse_module",
+    "project_boundary",
+]
 
 # Modules followed from the linted one: an import of an import of an import.
 MAX_DEPTH = 3
@@ -151,12 +158,14 @@ class _Slice:
 
 @dataclass
 class _Parsed:
-    """One other module, parsed once; its positions resolved only to report a value."""
+    """One module of the project, parsed once per run (shared with linting it, see
+    `parse_module`); its top-level bindings read when first followed, its positions
+    resolved only to report a value."""
 
     path: Path
     stamp: _Stamp
     text: str
-    top_level: TopLevel
+    module: cst.Module
     _slices: dict[tuple[str, ...], tuple[cst.Module, Uses]] = field(default_factory=dict)
     _indexes: dict[tuple[str, ...], ModuleIndex] = field(default_factory=dict)
     _scoped: dict[tuple[str, ...], _Slice] = field(default_factory=dict)
@@ -201,7 +210,7 @@ class _Parsed:
         """The line `node` starts on: positions of the one top-level statement holding
         it, placed by CPython's parser (the whole module's positions cost more)."""
         starts = self._starts
-        for position, statement in enumerate(self.top_level.module.body):
+        for position, statement in enumerate(self.module.body):
             if starts is not None and _holds(statement, node):
                 wrapper = MetadataWrapper(cst.Module(body=[statement]), unsafe_skip_copy=True)
                 lines = wrapper.resolve(PositionProvider)
@@ -248,12 +257,18 @@ class _Parsed:
         return lines[starts[position] - 1 : end]
 
     @functools.cached_property
+    def top_level(self) -> TopLevel:
+        """The module's top-level bindings (read on first use: a linted module may never
+        be followed)."""
+        return TopLevel(self.module)
+
+    @functools.cached_property
     def _lines(self) -> list[str]:
         return self.text.splitlines(keepends=True)
 
     @functools.cached_property
     def _position_of(self) -> dict[int, int]:
-        return {id(statement): p for p, statement in enumerate(self.top_level.module.body)}
+        return {id(statement): p for p, statement in enumerate(self.module.body)}
 
     @functools.cached_property
     def _starts(self) -> list[int] | None:
@@ -264,7 +279,7 @@ class _Parsed:
             return None
         starts: list[int] = []
         index = 0  # a line of `a = 1; b = 2` is one statement here, two in `ast`
-        for statement in self.top_level.module.body:
+        for statement in self.module.body:
             if index >= len(tree.body):
                 return None
             starts.append(tree.body[index].lineno)
@@ -273,7 +288,7 @@ class _Parsed:
 
     @functools.cached_property
     def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
-        wrapper = MetadataWrapper(self.top_level.module, unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
         return wrapper.resolve(PositionProvider)
 
 
@@ -295,7 +310,31 @@ def _parse(path: Path, stamp: _Stamp) -> _Parsed | None:
         module = cst.parse_module(text)
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
         return None
-    return _Parsed(path, stamp, text, TopLevel(module))
+    return _Parsed(path, stamp, text, module)
+
+
+def parse_module(source: str, path: Path | None = None) -> cst.Module:
+    """`source` parsed (raises `libcst.ParserSyntaxError`); with `path`, the file it is
+    the text of: parsed once per run, whether it is linted, followed from another
+    module's import, or both (the parse is shared when `source` is the file's text)."""
+    if path is None:
+        return cst.parse_module(source)
+    path = path.absolute()
+    stamp = _stamp(path)
+    parsed = _parsed.get(path)
+    if parsed is not None and parsed.stamp == stamp and parsed.text == source:
+        return parsed.module
+    module = cst.parse_module(source)
+    if stamp is not None and stamp[1] <= _MAX_MODULE_BYTES and _file_text(path) == source:
+        _parsed[path] = _Parsed(path, stamp, source, module)
+    return module
+
+
+def _file_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 @dataclass
@@ -514,10 +553,12 @@ class ProjectImports:
             where = self.project.display(callee.other.parsed.path)
             if isinstance(callee.node, cst.ClassDef):
                 found, closed = _built(analysis, call, callee, spelled, where)
-            else:
+            elif _binds_any(analysis, call, callee.node, callee.method):
                 summary = callee.other.sinks
                 found = _passed(analysis, call, summary, callee.node, callee.method, spelled, where)
                 closed = False  # a keyword it is given counts by its spelling too
+            else:
+                found, closed = [], False  # no argument: nothing to pass, no summary needed
             segments += found
             decides = decides and closed
         return ImportedCall(tuple(segments), decides)
@@ -765,6 +806,18 @@ class ProjectImports:
                 record_dependency(path)
 
 
+def _binds_any(
+    analysis: TaintAnalysis, call: cst.Call, function: FunctionNode, method: bool
+) -> bool:
+    """Whether `call` passes an argument (not a default) for a parameter of `function`:
+    a call that passes none puts nothing into the callee's prompt, whatever its summary."""
+    defaults = {id(p): p.default for p in all_params(function)}
+    return any(
+        argument is not defaults.get(key)
+        for key, argument in analysis.arguments(function, call, method).items()
+    )
+
+
 def _passed(
     analysis: TaintAnalysis,
     call: cst.Call,
@@ -818,6 +871,8 @@ def _built(
         return [], False  # not analysed: a keyword it is given counts by its spelling
     if role is None and not other.parsed.mentions(owner, TRIGGER_WORDS):
         return [], closed  # nothing in the class can build a prompt
+    if all(arg.star for arg in call.args):
+        return [], closed  # no argument to put into it: the class need not be analysed
     sinks = other.parsed.class_sinks(owner, other.project)
     if role is not None:
         label = f"a `{role}` message (`{spelled}(...)`, a class of {where})"
