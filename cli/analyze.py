@@ -730,7 +730,7 @@ def _run_tiers(args: argparse.Namespace) -> int:
             f"{t.name} {_binary(t.capacity_bytes)}" for t in setup.tiers if t.capacity_bytes
         )
     )
-    for column in ("policy", "run", *names, "hit", "saved", "p50", "p90"):
+    for column in ("policy", "run", *names, "hit", "tokens saved", "saved", "p50", "p90"):
         if column in ("policy", "run"):
             table.add_column(column, no_wrap=True)
         else:
@@ -741,6 +741,7 @@ def _run_tiers(args: argparse.Namespace) -> int:
             label,
             *(f"{rate:.3f}" for rate in r.hit_rates),
             f"{r.hit_rate:.3f}",
+            f"{r.prefill_tokens_saved:,}",
             f"{r.prefill_saved_share:.3f}",
             f"{r.ttft_quantile(0.5):.2f}s",
             f"{r.ttft_quantile(0.9):.2f}s",
@@ -750,7 +751,8 @@ def _run_tiers(args: argparse.Namespace) -> int:
         "run: GPU only (no lower tier), load all (vLLM's and LMCache's rule: every hit in a "
         "lower tier is loaded), if faster (a block is loaded only if that beats computing "
         "it), bw xF (the precise_tiered router believes every link F times as fast). "
-        "GPU/CPU/DISK: share of prompt tokens served from each tier; hit: their sum; saved: "
+        "GPU/CPU/DISK: share of prompt tokens served from each tier; hit: their sum; tokens "
+        "saved: prompt tokens not prefilled; saved: "
         "share of all prefill time saved, net of fetches; p50/p90: estimated time to first "
         "token (prefill queue, fetch, prefill; no decode)."
     )
