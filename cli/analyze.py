@@ -340,6 +340,10 @@ _TIER_ONLY_OPTIONS: tuple[tuple[str, str, object], ...] = (
     ("--sweep", "sweep", None),
     ("--sweep-sizes", "sweep_sizes", None),
     ("--router-bandwidth-scale", "router_bandwidth_scale", None),
+    ("--gpu", "gpu", "h100"),
+    ("--disk-read", "disk_read", "nvme"),
+    ("--kv-cache-dtype", "kv_cache_dtype", "auto"),
+    ("--min-gain", "min_gain", 0.005),
 )
 
 
@@ -402,6 +406,12 @@ def _tier_sizes(
                 argument="--kv-tier",
                 value=item,
             ) from None
+    if "gpu" in sizes and args.capacity is not None:
+        raise UsageError(
+            "--capacity and --kv-tier gpu:SIZE both give the GPU tier: give one of them",
+            argument="--capacity",
+            value=args.capacity,
+        )
     if "gpu" not in sizes:
         if args.capacity is None:
             raise UsageError(

@@ -184,6 +184,7 @@ def test_the_bundled_trace_replays_with_every_tier(capsys: pytest.CaptureFixture
         (["--sweep", "ram"], "--sweep ram: give one of gpu, cpu, disk or none"),
         (["--sweep-sizes", "1,2"], "--sweep-sizes 1: size '1'"),
         (["--router-bandwidth-scale", "0.5,x"], "--router-bandwidth-scale 0.5,x: give positive"),
+        (["--capacity", "10"], "--capacity and --kv-tier gpu:SIZE both give the GPU tier"),
         (["--min-gain", "2"], "--min-gain 2.0: give a share of prefill time between 0 and 1"),
     ],
 )
@@ -240,9 +241,34 @@ def test_a_model_whose_layout_is_unknown_is_refused_with_the_field(
     assert "config field 'attention_chunk_size' is set" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option", [["--kv-tier", "cpu:64GiB"], ["--gpu", "l4"], ["--min-gain", "0.01"]]
+)
 def test_tier_options_without_tiers_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str]
+) -> None:
+    assert main(["analyze", str(small_trace(tmp_path)), *option]) == 2
+    assert f"{option[0]} applies to the tiered replay: add --tiers" in capsys.readouterr().err
+
+
+def test_the_gpu_tier_can_be_given_in_blocks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["analyze", str(small_trace(tmp_path)), "--kv-tier", "cpu:64GiB"]
-    assert main(args) == 2
-    assert "--kv-tier applies to the tiered replay: add --tiers" in capsys.readouterr().err
+    args = [
+        "analyze",
+        str(small_trace(tmp_path)),
+        "--tiers",
+        "--replicas",
+        "1",
+        "--kv-bytes-per-token",
+        "1000",
+        "--capacity",
+        "3",
+        "--sweep",
+        "none",
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["inputs"]["tier_bytes"]["GPU"] == 3 * 512 * 1000
