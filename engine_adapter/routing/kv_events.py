@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +164,9 @@ class KvEventFollower:
         self.replay_endpoints = list(replay_endpoints)
         self.topic = topic.encode()
         self.last_seq: list[int | None] = [None] * len(self.endpoints)
+        # called before each batch is applied (router workers: apply the others'
+        # placements first, which were made before the engine computed these blocks)
+        self.before_batch: Callable[[], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._context: Any = None
 
@@ -203,6 +206,8 @@ class KvEventFollower:
             return True  # already applied through a replay
         elif seq > last + 1:
             return False
+        if self.before_batch is not None:
+            self.before_batch()
         apply_events(self.index, replica, decode_batch(payload))
         self.last_seq[replica] = seq
         return True

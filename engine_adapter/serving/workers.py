@@ -87,6 +87,7 @@ __all__ = [
     "SharedTenantSlots",
     "WorkerSpec",
     "WorkerTable",
+    "join_peers",
     "named_worker",
     "peers",
     "run_worker",
@@ -167,6 +168,17 @@ def peers(table: WorkerTable, placements: PlacementLog, worker: int) -> Peers:
     """The other workers as worker `worker` sees them (`RouterState.peers`): their load
     from `table`, their placements from `placements`, where it publishes its own."""
     return _Peers(table, placements, worker)
+
+
+def join_peers(
+    state: RouterState, table: WorkerTable, placements: PlacementLog, worker: int
+) -> Peers:
+    """Make `state` worker `worker`'s: it decides with the others' load and placements and
+    applies their placements before each batch of KV events (a placement is made before
+    its engine computes the blocks those events report)."""
+    others = state.peers = peers(table, placements, worker)
+    state.follower.before_batch = lambda: others.catch_up(state)
+    return others
 
 
 class _Peers:
@@ -318,7 +330,7 @@ def run_worker(
         settings = dataclasses.replace(settings, decision_log=decisions)
     state = RouterState(settings)
     placements = PlacementLog(run_dir / PLACEMENTS_FILE, workers)
-    others = state.peers = peers(table, placements, worker)
+    others = join_peers(state, table, placements, worker)
     app = serving_app(PreciseRoute(state), spec.tenants, spec.limits)
     app.slots = SharedTenantSlots(table, worker, spec.limits.max_inflight_per_tenant)
     counters = SharedCounters(run_dir / COUNTERS_FILE, workers, worker, tenants)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.engine_adapter.routing.router_state import Placement, RouterSettings, RouterState
 from prefixkit.engine_adapter.serving.placements import RING_CELLS, PlacementLog
-from prefixkit.engine_adapter.serving.workers import WorkerTable, peers
+from prefixkit.engine_adapter.serving.workers import WorkerTable, join_peers
 
 REPLICAS = 3
 SETTINGS = RouterSettings(
@@ -32,7 +32,7 @@ class _Fleet:
         self.log = PlacementLog.create(folder / "placements", workers)
         self.states = [RouterState(SETTINGS) for _ in range(workers)]
         for worker, state in enumerate(self.states):
-            state.peers = peers(self.table, self.log, worker)
+            join_peers(state, self.table, self.log, worker)
 
     def close(self) -> None:
         self.table.close()
@@ -137,8 +137,8 @@ def _replay(
         elif kind == "store" and everything:
             placement = everything[value % len(everything)]
             for each in states:
-                if each.peers is not None:  # placements are applied before engine events
-                    _catch_up(each)
+                if each.follower.before_batch is not None:
+                    each.follower.before_batch()
                 each.index.stored(placement.replica, placement.hashes)
     return chosen
 
