@@ -321,12 +321,14 @@ def parse_module(source: str, path: Path | None = None) -> cst.Module:
         return cst.parse_module(source)
     path = path.absolute()
     stamp = _stamp(path)
-    parsed = _parsed.get(path)
+    parsed = _parsed.get(path) or _linted.get(path)
     if parsed is not None and parsed.stamp == stamp and parsed.text == source:
         return parsed.module
     module = cst.parse_module(source)
     if stamp is not None and stamp[1] <= _MAX_MODULE_BYTES and _file_text(path) == source:
-        _parsed[path] = _Parsed(path, stamp, source, module)
+        _linted[path] = _Parsed(path, stamp, source, module)
+        while len(_linted) > _LINTED_KEPT:
+            del _linted[next(iter(_linted))]
     return module
 
 
@@ -432,6 +434,10 @@ class _Other:
 # The process-wide caches: each module parsed once, each name's slice scoped once,
 # and analysed once per depth and project.
 _parsed: dict[Path, _Parsed | None] = {}
+# The modules linted last, kept for an import that follows one of them (a linted module
+# no import follows is not kept for the whole run).
+_linted: dict[Path, _Parsed] = {}
+_LINTED_KEPT = 32
 _others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
 # The summaries that found no module of the project to follow, whatever the depth.
 _depthless: dict[tuple[Path, _Stamp, tuple[str, ...], Project], tuple[_Parsed, ParameterSinks]] = {}
@@ -448,7 +454,9 @@ def _load(path: Path, attributes: tuple[str, ...], depth: int, project: Project)
             return None
         parsed = _parsed.get(path)
         if parsed is None or parsed.stamp != stamp:
-            parsed = _parsed[path] = _parse(path, stamp)
+            linted = _linted.pop(path, None)
+            parsed = linted if linted is not None and linted.stamp == stamp else None
+            parsed = _parsed[path] = parsed or _parse(path, stamp)
         if parsed is None or not parsed.top_level.statements(attributes[0]):
             return None
         imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
