@@ -24,7 +24,8 @@ every process start. Of what the call passes, volatile values, sets and
 unsorted JSON cross (`_CARRIED`), reported where they are made.
 
 Each other module is parsed once per process (a cache keyed by path and checked
-against the file's size and modification time). Only the part an imported name
+against the file's size and modification time), and a module linted just before
+is not parsed again (`parse_module`). Only the part an imported name
 needs is analysed (`module_slice`), and only when something can change it: a
 call passing an argument that carries one of `_CARRIED`, or a part that reads a
 volatile callable through its imports or imports another module of the project.
