@@ -27,6 +27,8 @@
         │                                       (ports collide, router options)        2
         ├── GatewayConfigError (ValueError)     tenant keys or salt secret malformed   2
         ├── TraceError (ValueError)             a trace file cannot be read            2
+        ├── KvLayoutError (ValueError)          a model config whose KV size per token
+        │                                       is unknown (chunked attention, ...)    2
         ├── EngineInstallError (RuntimeError)   installing or verifying vLLM failed    3
         ├── ModelPrepareError (RuntimeError)    preparing the embedded model failed   3
         ├── ReplicaStartError (RuntimeError)    a replica exited or stayed unhealthy   3

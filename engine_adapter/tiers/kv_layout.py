@@ -30,7 +30,7 @@ from typing import Any
 
 from prefixkit.sdk import PrefixkitError
 
-__all__ = ["KvLayout", "kv_layout", "load_model_config"]
+__all__ = ["KvLayout", "KvLayoutError", "kv_layout", "load_model_config"]
 
 DTYPE_BYTES: Mapping[str, int] = {
     "float32": 4,
