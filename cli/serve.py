@@ -48,6 +48,7 @@ Kubernetes Secret --tenants-secret (key tenants.toml), never from the manifest.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from .serve_local import serve_local
@@ -67,6 +68,21 @@ def _port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port: give 1 to 65535")
     return port
+
+
+def _tier_savings(text: str) -> tuple[float, ...]:
+    """GPU,CPU,DISK savings (1 to 3 numbers, the last repeated for missing tiers), for argparse."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give 1 to 3 numbers separated by commas, GPU first, e.g. 1,0.9,0.4"
+        ) from None
+    if not 1 <= len(values) <= 3 or not all(math.isfinite(v) and v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give 1 to 3 finite numbers of at most 1.0, GPU first, e.g. 1,0.9,0.4"
+        )
+    return values + (values[-1],) * (3 - len(values))
 
 
 def _kv_tier(text: str) -> object:
@@ -180,6 +196,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="--router precise: N processes serve the gateway and router on --port, each "
         "following every replica's KV events (default 1: one, in this process)",
+    )
+    topology.add_argument(
+        "--tier-savings",
+        type=_tier_savings,
+        default=(1.0, 1.0, 1.0),
+        metavar="GPU,CPU,DISK",
+        help="--router precise: the share of a block's prefill a hit in each tier saves, as "
+        "`prefixkit analyze --tiers` prints them for your hardware, e.g. 1,0.9,0.4 "
+        "(default 1,1,1: blocks weigh the same in every tier)",
     )
     topology.add_argument(
         "--smg-chars-per-token",

@@ -37,6 +37,7 @@ def serve_local(args: argparse.Namespace, run_dir: Path, console: Console) -> in
         decision_log=args.decision_log,
         smg_chars_per_token=args.smg_chars_per_token,
         router_workers=args.router_workers,
+        tier_savings=args.tier_savings,
     )
     # everything that can be checked before the engine, which may take minutes to install
     if args.embedded and args.model is not None:

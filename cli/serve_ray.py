@@ -129,4 +129,5 @@ def _ray_settings(args: argparse.Namespace, tenants: Path | None) -> RaySettings
         http_port=args.port,
         tenants_file=None if tenants is None else str(tenants),
         limits=limits_of(args),
+        tier_savings=args.tier_savings,
     )

@@ -80,6 +80,7 @@ def build_app(args: dict[str, Any]) -> Any:
                 "hash_seed": args.get("hash_seed"),
                 "slots": args.get("most_replicas", 2),
                 "capacity_blocks": args.get("capacity_blocks"),
+                "savings": args.get("tier_savings"),
             }
         deployment["request_router_config"] = RequestRouterConfig(
             request_router_class=cls, request_router_kwargs=kwargs

@@ -17,6 +17,7 @@ what Ray Serve's HTTP proxy bounds (`serve_http_options`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -77,6 +78,11 @@ class RaySettings(BaseModel):
         description="first and last port of the range each replica's KV-event sockets "
         "take two free ports of (prefixkit router)",
     )
+    tier_savings: tuple[float, float, float] = Field(
+        default=(1.0, 1.0, 1.0),
+        description="router prefixkit: the share of a block's prefill a hit in each tier "
+        "(GPU, CPU, DISK) saves; all 1.0: tier-blind",
+    )
     limits: Limits = Field(
         default_factory=Limits, description="the gateway's bounds, and Serve's HTTP proxy's"
     )
@@ -103,6 +109,24 @@ class RaySettings(BaseModel):
                     self.replicas,
                     f"replicas={self.replicas} must lie within min_replicas={self.min_replicas} "
                     f"and max_replicas={self.max_replicas}",
+                )
+            )
+        if not all(math.isfinite(v) and v <= 1.0 for v in self.tier_savings):
+            problems.append(
+                Problem(
+                    ("tier_savings",),
+                    self.tier_savings,
+                    "each tier's saving is a share of a block's prefill: at most 1.0, e.g. "
+                    "(1.0, 0.9, 0.4)",
+                )
+            )
+        if self.tier_savings != (1.0, 1.0, 1.0) and self.router != "prefixkit":
+            problems.append(
+                Problem(
+                    ("tier_savings", "router"),
+                    self.tier_savings,
+                    "tier_savings weighs blocks in prefixkit's request router: give "
+                    "router='prefixkit', or leave them at 1.0",
                 )
             )
         first, last = self.kv_ports
@@ -220,6 +244,7 @@ def app_args(
         "capacity_blocks": engine.num_gpu_blocks_override,
         "kv_ports": list(settings.kv_ports),
         "limits": asdict(settings.limits),
+        "tier_savings": list(settings.tier_savings),
     }
 
 

@@ -120,6 +120,9 @@ class Topology:
     decision_log: bool = False  # the precise router appends each decision to a file
     smg_chars_per_token: float | None = None  # sizes SMG's tree; None: CHARS_PER_TOKEN
     router_workers: int = 1  # processes serving the app on `port` (precise router only)
+    # the precise router's weight of a block by the tier holding it (GPU, CPU, DISK): the
+    # share of its prefill a hit there saves (`RouterSettings.savings`; all 1.0: tier-blind)
+    tier_savings: tuple[float, ...] = (1.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -147,6 +150,12 @@ class Topology:
                 "one port: give --replicas 2 or more and --router precise, or drop "
                 "--router-workers",
                 parts=("router_workers", "replicas", "router"),
+            )
+        if self.tier_savings != (1.0, 1.0, 1.0) and self.router != "precise":
+            raise DeploymentConfigError(
+                "--tier-savings weighs blocks in the precise router's decision: give "
+                "--router precise, or drop it",
+                parts=("tier_savings", "router"),
             )
         ratio = self.smg_chars_per_token
         if ratio is not None and (
@@ -396,6 +405,7 @@ def _router_settings(
         capacity_blocks=[m.num_blocks for m in metrics],
         decision_log=run_dir / "decisions.jsonl" if topology.decision_log else None,
         model_dir=first.model if all(e.model == first.model for e in endpoints) else None,
+        savings=topology.tier_savings,
     )
 
 

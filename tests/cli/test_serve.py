@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from prefixkit.cli.main import main
+from prefixkit.cli.serve import _tier_savings
+from prefixkit.engine_adapter import DeploymentConfigError, Topology
 from prefixkit.engine_adapter.serving import smg
 from prefixkit.testing.fake_vllm import free_port
 
@@ -194,3 +197,19 @@ def test_the_run_directory_may_come_before_the_status_action(
 ) -> None:
     assert _run(["--run-dir", str(tmp_path), "status"]) == 1
     assert str(tmp_path) in " ".join(capsys.readouterr().out.split())
+
+
+def test_tier_savings_fill_missing_tiers_with_the_last_given() -> None:
+    assert _tier_savings("1,0.5") == (1.0, 0.5, 0.5)
+
+
+@pytest.mark.parametrize("text", ["1,x", "1,1.5", "1,0.5,0.2,0.1", "nan"])
+def test_tier_savings_that_cannot_be_shares_of_a_block_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="GPU first"):
+        _tier_savings(text)
+
+
+def test_tier_savings_need_the_precise_router() -> None:
+    with pytest.raises(DeploymentConfigError, match="--router precise") as caught:
+        Topology(replicas=2, router="smg", tier_savings=(1.0, 0.5, 0.5))
+    assert caught.value.parts == ("tier_savings", "router")

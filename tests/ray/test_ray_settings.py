@@ -92,6 +92,8 @@ def test_a_fixed_replica_count_is_the_deployments() -> None:
         ({"kv_ports": (80, 1000)}, "both within 1024-65535"),
         ({"kv_ports": (7000, 9000), "http_port": 8000}, "holds http_port=8000"),
         ({"limits": {"max_body_bytes": 0}}, "limit max_body_bytes = 0: give a positive number"),
+        ({"tier_savings": (1.0, 1.5, 1.0)}, "at most 1.0"),
+        ({"router": "default", "tier_savings": (1.0, 0.5, 0.5)}, "router='prefixkit'"),
     ],
 )
 def test_settings_that_cannot_work_are_refused(fields: dict[str, object], says: str) -> None:
@@ -134,3 +136,8 @@ def test_serves_http_proxy_is_bounded_by_the_limits() -> None:
         # an idle client connection lives as long as on prefixkit's own servers
         "keep_alive_timeout_s": SERVED_IDLE_S,
     }
+
+
+def test_the_tier_savings_reach_the_router() -> None:
+    args = app_args(ENGINE, RaySettings(tier_savings=(1.0, 0.8, 0.2)))
+    assert args["tier_savings"] == [1.0, 0.8, 0.2]

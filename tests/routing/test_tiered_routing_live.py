@@ -1,6 +1,7 @@
-"""Tier-aware routing through a real router: the serving app's precise stage on a uvicorn
-server, following the KV events that fake replicas publish over ZMQ as vLLM does, the
-replicas offloading the blocks their GPU cache evicts to host memory (medium ``CPU``)."""
+"""Tier-aware routing through a real router, deployed as `prefixkit serve --router
+precise --tier-savings` deploys it: the precise router follows the KV events that fake
+replicas publish over ZMQ as vLLM does, the replicas offloading the blocks their GPU cache
+evicts to host memory (medium ``CPU``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import httpx
-from prefixkit.engine_adapter.routing.router_state import RouterSettings, RouterState
-from prefixkit.engine_adapter.serving.app import serving_app
-from prefixkit.engine_adapter.serving.keepalive import served_in_thread
-from prefixkit.engine_adapter.serving.router import PreciseRoute
+from prefixkit.engine_adapter import Topology, deploy
+from prefixkit.engine_adapter.routing.router_state import RouterState
 from prefixkit.sdk import event_block_hashes
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 
@@ -67,21 +66,16 @@ def _holds_on_cpu_only(replica: FakeVLLM) -> None:
 @contextlib.contextmanager
 def _routed(savings: tuple[float, ...]) -> Iterator[Routed]:
     """Two fake replicas (a GPU cache of 12 blocks, 40 offloaded) behind a precise router
-    with these savings per tier."""
+    deployed with these savings per tier (`Topology.tier_savings`, `--tier-savings`)."""
     fakes = [FakeVLLM(kv_events=True, capacity_blocks=12, offload_blocks=40) for _ in range(2)]
     with contextlib.ExitStack() as stack:
         for fake in fakes:
             stack.enter_context(fake)
-        settings = RouterSettings(
-            replica_urls=[f.url for f in fakes],
-            kv_endpoints=[f.kv_events_endpoint for f in fakes],
-            savings=savings,
-        )
-        state = RouterState(settings)
-        app = serving_app(PreciseRoute(state))
-        url = stack.enter_context(served_in_thread(app, "127.0.0.1", free_port()))
+        topology = Topology(replicas=2, router="precise", port=free_port(), tier_savings=savings)
+        running = stack.enter_context(deploy([f.endpoint for f in fakes], topology))
+        assert running.state is not None
         time.sleep(0.5)  # the router's subscriptions reach the publishers
-        yield Routed(url, fakes, state)
+        yield Routed(running.url, fakes, running.state)
 
 
 def test_a_prefix_on_gpu_wins_over_a_longer_one_only_on_cpu_when_cpu_saves_less() -> None:
