@@ -297,13 +297,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--emit kuberay describes a Ray deployment: add --backend ray")
     if args.emit == "kuberay":
         return emit_kuberay(args)
-    if args.backend == "ray" and args.kv_tier:
-        from prefixkit.sdk import UsageError
-
-        raise UsageError(
-            "--kv-tier reaches the Ray backend through its KubeRay manifest only: use "
-            "--emit kuberay, or serve the tiers with --backend local"
-        )
     if args.backend == "ray":
         return serve_ray(args, run_dir, Console(stderr=True))
     return serve_local(args, run_dir, Console(stderr=True))

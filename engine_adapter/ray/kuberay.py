@@ -128,11 +128,6 @@ def rayservice_manifest(
         }
     )
     args = app_args(engine, in_pods, home=Path(str(POD_HOME)))
-    if engine.kv_tiers:
-        # the app turns the replicas' KV events on: the native tiers publish theirs too
-        args["llm_config"]["engine_kwargs"]["kv_transfer_config"] = engine.kv_transfer_config(
-            kv_events=True
-        )
     serve_config = {
         "proxy_location": "EveryNode",
         "http_options": serve_http_options(in_pods),

@@ -215,6 +215,9 @@ def app_args(
         engine_kwargs["num_gpu_blocks_override"] = engine.num_gpu_blocks_override
     if engine.gpu_memory_utilization is not None:
         engine_kwargs["gpu_memory_utilization"] = engine.gpu_memory_utilization
+    if engine.kv_tiers:
+        # the app turns the replicas' KV events on: the native tiers publish theirs too
+        engine_kwargs["kv_transfer_config"] = engine.kv_transfer_config(kv_events=True)
     env = {
         **engine.env(),
         "VLLM_CACHE_ROOT": str((home or prefixkit_home()) / "ray-vllm-cache"),

@@ -82,12 +82,3 @@ def test_lmcaches_in_process_disk_without_single_tenant_is_refused(
     assert code == 2
     assert "does not keep tenants apart" in err
     assert "--single-tenant" in err
-
-
-def test_tiers_on_the_live_ray_backend_point_to_the_kuberay_manifest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ray = ["--backend", "ray", "--model", "/m", "--device", "gpu", "--run-dir", str(tmp_path)]
-    code = main(["serve", *ray, "--kv-tier", "cpu:8GiB"])
-    assert code == 2
-    assert "use --emit kuberay" in " ".join(capsys.readouterr().err.split())

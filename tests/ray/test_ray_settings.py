@@ -141,3 +141,12 @@ def test_serves_http_proxy_is_bounded_by_the_limits() -> None:
 def test_the_tier_savings_reach_the_router() -> None:
     args = app_args(ENGINE, RaySettings(tier_savings=(1.0, 0.8, 0.2)))
     assert args["tier_savings"] == [1.0, 0.8, 0.2]
+
+
+def test_kv_tiers_reach_the_ray_replicas_engine_arguments() -> None:
+    gpu = ENGINE.derive(device="gpu", kv_cache_space_gib=None, kv_tiers=["cpu:8GiB"])
+    engine_kwargs = app_args(gpu, RaySettings())["llm_config"]["engine_kwargs"]
+    assert engine_kwargs["kv_transfer_config"] == gpu.kv_transfer_config(kv_events=True)
+    assert (
+        "kv_transfer_config" not in app_args(ENGINE, RaySettings())["llm_config"]["engine_kwargs"]
+    )
