@@ -151,6 +151,7 @@ class Topology:
                 "--router-workers",
                 parts=("router_workers", "replicas", "router"),
             )
+        self._check_tier_savings()
         if self.tier_savings != (1.0, 1.0, 1.0) and self.router != "precise":
             raise DeploymentConfigError(
                 "--tier-savings weighs blocks in the precise router's decision: give "
@@ -167,6 +168,25 @@ class Topology:
                 "--router smg, or drop it",
                 parts=("smg_chars_per_token", "replicas", "router"),
             )
+
+    def _check_tier_savings(self) -> None:
+        """Refuse savings the router refuses, here rather than after the replicas started;
+        pad them as `RouterSettings` does (the tiers not given save what the last one
+        given saves)."""
+        try:
+            savings = tuple(float(value) for value in self.tier_savings)
+        except (TypeError, ValueError):
+            savings = ()
+        if not 1 <= len(savings) <= 3 or not all(
+            math.isfinite(value) and value <= 1.0 for value in savings
+        ):
+            raise DeploymentConfigError(
+                f"tier_savings {tuple(self.tier_savings)!r}: give 1 to 3 finite fractions "
+                "of at most 1.0, fastest tier first (GPU, CPU, DISK), e.g. (1.0, 0.9, 0.4) "
+                "(--tier-savings 1,0.9,0.4); all 1.0 routes tier-blind",
+                parts=("tier_savings",),
+            )
+        object.__setattr__(self, "tier_savings", savings + savings[-1:] * (3 - len(savings)))
 
     @property
     def routed(self) -> bool:

@@ -213,3 +213,21 @@ def test_tier_savings_need_the_precise_router() -> None:
     with pytest.raises(DeploymentConfigError, match="--router precise") as caught:
         Topology(replicas=2, router="smg", tier_savings=(1.0, 0.5, 0.5))
     assert caught.value.parts == ("tier_savings", "router")
+
+
+@pytest.mark.parametrize(
+    "savings",
+    [(1.0, 5.0, float("nan")), (), (1.0, 0.9, 0.4, 0.1), (float("-inf"),), (1.0, 1.5)],
+    ids=["nan and above 1", "none", "four", "-inf", "above 1"],
+)
+def test_topology_refuses_tier_savings_the_router_cannot_use_before_anything_starts(
+    savings: tuple[float, ...],
+) -> None:
+    with pytest.raises(DeploymentConfigError, match=r"tier_savings .*at most 1\.0") as caught:
+        Topology(replicas=2, router="precise", tier_savings=savings)
+    assert caught.value.parts == ("tier_savings",)
+
+
+def test_topology_fills_missing_tier_savings_with_the_last_given() -> None:
+    topology = Topology(replicas=2, router="precise", tier_savings=(1.0, 0.5))
+    assert topology.tier_savings == (1.0, 0.5, 0.5)
