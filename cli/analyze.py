@@ -107,14 +107,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--cpu-read",
         default=None,
         metavar="RATE",
-        help=f"host RAM -> GPU read bandwidth: {', '.join(_LINK_NAMES)} or a rate like 20GB/s",
+        help=f"host RAM -> GPU read bandwidth: {', '.join(_LINK_NAMES)} or a rate like "
+        "20GB/s (B: bytes; b: bits, 100Gb/s = 12.5GB/s)",
     )
     tiers.add_argument(
         "--disk-read",
         default="nvme",
         metavar="RATE",
         help="disk or shared store -> host RAM read bandwidth (default nvme; net100, "
-        "net400 or a rate like 5GB/s); a disk block then crosses the CPU link too",
+        "net400 or a rate like 5GB/s or 100Gb/s); a disk block then crosses the CPU link too",
     )
     tiers.add_argument(
         "--model-config",

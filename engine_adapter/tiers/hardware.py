@@ -78,49 +78,67 @@ LINKS: Mapping[str, Link] = {
     "net400": Link("net400", 50.0e9, "400 Gb/s Ethernet or InfiniBand NDR: 50 GB/s line rate"),
 }
 
-_UNITS: Mapping[str, int] = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
+# the prefix of a unit (case-insensitive: k, M, G, T and Ki ... Ti); the last letter is
+# case-sensitive: B a byte, b a bit (a network link's 100 Gb/s is 12.5 GB/s)
+_PREFIXES: Mapping[str, int] = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
 }
-_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
+_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)([bB])\s*$")
+_UNIT_HELP = "units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB"
+
+
+def _amount(text: str) -> tuple[float, bool] | None:
+    """A number with its unit, in the unit's bytes or bits, and whether it is bits (a
+    lower-case ``b``); None when it is not one."""
+    match = _AMOUNT.match(text)
+    if match is None:
+        return None
+    scale = _PREFIXES.get(match.group(2).lower())
+    if scale is None:
+        return None
+    return float(match.group(1)) * scale, match.group(3) == "b"
 
 
 def parse_size(text: str) -> int:
     """Bytes from a size with its unit (``64GiB``, ``500GB``, ``0B``; B, kB, MB, GB, TB
-    and KiB ... TiB). A bare number is refused: GB and GiB differ by 7%."""
-    match = _AMOUNT.match(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
+    and KiB ... TiB). A bare number is refused (GB and GiB differ by 7%), and so is a size
+    in bits (``64Gb``: a lower-case b is a bit, 8 times less than a byte)."""
+    amount = _amount(text)
+    if amount is None:
         raise ValueError(
-            f"size {text!r}: give a number with its unit, e.g. 64GiB or 500GB "
-            "(units: B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            f"size {text!r}: give a number with its unit, e.g. 64GiB or 500GB ({_UNIT_HELP})"
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    value, bits = amount
+    if bits:
+        raise ValueError(
+            f"size {text!r} is in bits (a lower-case b): sizes are bytes, give it with B, "
+            f"e.g. 64GiB or 500GB ({_UNIT_HELP})"
+        )
+    return int(value)
 
 
 def parse_rate(text: str) -> float:
-    """Bytes per second from a link preset (`LINKS`) or a rate with its unit (``20GB/s``,
-    ``25GiB/s``)."""
+    """Bytes per second from a link preset (`LINKS`) or a rate with its unit: bytes
+    (``20GB/s``, ``25GiB/s``) or bits (``100Gb/s`` is 12.5 GB/s)."""
     preset = LINKS.get(text.strip().lower())
     if preset is not None:
         return preset.bytes_per_s
     amount, slash, per = text.strip().partition("/")
-    if slash and per.strip().lower() == "s":
-        try:
-            rate = float(parse_size(amount))
-        except ValueError:
-            pass
-        else:
-            if rate > 0:
-                return rate
+    parsed = _amount(amount) if slash and per.strip().lower() == "s" else None
+    if parsed is not None:
+        value, bits = parsed
+        rate = value / 8 if bits else value
+        if rate > 0:
+            return rate
     raise ValueError(
         f"bandwidth {text!r}: give a link preset ({', '.join(LINKS)}) or a positive rate "
-        "with its unit, e.g. 20GB/s"
+        "with its unit, e.g. 20GB/s (bytes) or 100Gb/s (bits)"
     )

@@ -272,3 +272,20 @@ def test_the_gpu_tier_can_be_given_in_blocks(
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["inputs"]["tier_bytes"]["GPU"] == 3 * 512 * 1000
+
+
+def test_a_link_rate_in_gigabits_is_an_eighth_of_the_same_in_gigabytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = small_trace(tmp_path)
+    args = tier_args(
+        trace, "--kv-tier", "cpu:3072000B", "--kv-tier", "disk:6144000B", "--sweep", "none"
+    )
+    assert main([*args, "--disk-read", "100Gb/s", "--format", "json"]) == 0
+    inputs = json.loads(capsys.readouterr().out)["inputs"]
+    assert inputs["disk_read_bytes_per_s"] == 12.5e9
+
+
+def test_a_tier_size_in_bits_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(tier_args(small_trace(tmp_path), "--kv-tier", "cpu:64Gb")) == 2
+    assert "is in bits" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from prefixkit.engine_adapter.tiers.hardware import GPUS, LINKS, parse_rate, par
         ("500GB", 500 * 10**9),
         ("1.5 TiB", int(1.5 * 2**40)),
         ("0B", 0),
-        ("512mib", 512 * 2**20),
+        ("512miB", 512 * 2**20),
     ],
 )
 def test_a_size_with_its_unit_is_bytes(text: str, size: int) -> None:
@@ -33,6 +33,25 @@ def test_a_rate_is_a_link_preset_or_a_size_per_second() -> None:
     assert parse_rate("pcie5") == LINKS["pcie5"].bytes_per_s
     assert parse_rate("20GB/s") == 20e9
     assert parse_rate("1GiB/s") == 2**30
+
+
+@pytest.mark.parametrize("text", ["64Gb", "64Gib", "500gb", "8b"])
+def test_a_size_in_bits_is_refused_naming_bytes(text: str) -> None:
+    with pytest.raises(ValueError, match=r"is in bits \(a lower-case b\): sizes are bytes"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [("100Gb/s", 12.5e9), ("400Gb/s", 50e9), ("8Mb/s", 1e6), ("100GB/s", 100e9)],
+)
+def test_a_rate_in_bits_is_an_eighth_of_the_same_in_bytes(text: str, rate: float) -> None:
+    assert parse_rate(text) == rate
+
+
+def test_a_network_preset_is_the_rate_its_source_gives_in_bits() -> None:
+    assert parse_rate("net100") == parse_rate("100Gb/s")
+    assert parse_rate("net400") == parse_rate("400Gb/s")
 
 
 @pytest.mark.parametrize("text", ["20GB", "fast", "0GB/s", "20GB/min"])
