@@ -45,6 +45,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -66,6 +67,7 @@ __all__ = [
     "kuberay_yaml",
     "network_policy",
     "pod_labels",
+    "quantity_bytes",
     "rayservice_manifest",
 ]
 
@@ -83,9 +85,10 @@ class KubeRayOptions:
     """What Kubernetes needs besides the engine and Ray settings.
 
     `image`: a container image with Ray Serve, vLLM and prefixkit (see the module docstring);
-    `memory_per_replica`: a Kubernetes quantity for each worker pod (default: the CPU KV cache
-    plus 4 GiB for the weights and the engine's processes on CPU, 32Gi on GPU plus the
-    engine's cpu KV tier);
+    `memory_per_replica`: a Kubernetes quantity for each worker pod, e.g. ``96Gi``,
+    ``100G`` or ``1e11`` (not ``96GiB``: Kubernetes refuses it), more than the engine's cpu
+    KV tier (default: the CPU KV cache plus 4 GiB for the weights and the engine's
+    processes on CPU, 32Gi on GPU plus the engine's cpu KV tier);
     `model_claim`: a PersistentVolumeClaim holding the model folder;
     `operator_namespace`: where the KubeRay operator runs (its pods labelled
     ``app.kubernetes.io/name: kuberay-operator``, as its Helm chart labels them)."""
@@ -116,10 +119,13 @@ def rayservice_manifest(
     """The `ray.io/v1` RayService for this deployment, as a dict (see the module docstring).
 
     Raises `DeploymentConfigError` for an empty image, a name Kubernetes refuses, a
-    relative model path (the pods need an absolute one), or a worker memory that does not
-    hold the engine's cpu KV tier."""
-    _check(engine, options)
+    relative model path (the pods need an absolute one), a GPU engine with no GPU per
+    replica (``settings.gpus_per_replica``), a worker memory that is not a Kubernetes
+    quantity (`quantity_bytes`) or does not hold the engine's cpu KV tier, or a tier
+    volume whose path is, holds or lies inside the model folder, the model claim's or the
+    tenants Secret's mount, or another tier's volume."""
     gateway = settings.router != "kv-aware"
+    _check(engine, settings, options, gateway)
     in_pods = RaySettings(
         **{
             **settings.model_dump(),
@@ -264,7 +270,9 @@ def _literal(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
 _LiteralDumper.add_representer(str, _literal)
 
 
-def _check(engine: EngineConfig, options: KubeRayOptions) -> None:
+def _check(
+    engine: EngineConfig, settings: RaySettings, options: KubeRayOptions, gateway: bool
+) -> None:
     problems: list[tuple[str, str]] = []  # (the option at fault, what to change)
     if not options.image.strip():
         problems.append(
@@ -290,23 +298,89 @@ def _check(engine: EngineConfig, options: KubeRayOptions) -> None:
                 "inside the pods (baked into the image or on --model-claim)",
             )
         )
-    cpu_tier = _cpu_tier_bytes(engine)
-    memory = _quantity_bytes(options.memory_per_replica or "")
-    if cpu_tier and memory is not None and memory <= cpu_tier:
+    if engine.device == "gpu" and not settings.gpus_per_replica:
+        tiers = f" and its KV tiers ({', '.join(t.spec for t in engine.kv_tiers)})"
         problems.append(
             (
+                "gpus_per_replica",
+                f"--device gpu{tiers if engine.kv_tiers else ''} need a GPU in every worker "
+                "pod, and no GPU is asked for: give --gpus-per-replica N (GPUs per replica, "
+                f"at least the tensor parallel size, {engine.tensor_parallel_size})",
+            )
+        )
+    problems += _memory_problems(engine, options)
+    problems += _mount_problems(engine, options, gateway)
+    if problems:
+        raise DeploymentConfigError(
+            "; ".join(message for _, message in problems), parts=(problems[0][0],)
+        )
+
+
+def _memory_problems(engine: EngineConfig, options: KubeRayOptions) -> list[tuple[str, str]]:
+    """A --memory-per-replica Kubernetes would refuse, or one that does not hold the cpu
+    KV tier."""
+    if options.memory_per_replica is None:
+        return []
+    text = options.memory_per_replica
+    try:
+        memory = quantity_bytes(text)
+    except ValueError as error:
+        return [("memory_per_replica", f"--memory-per-replica {text}: {error}")]
+    cpu_tier = _cpu_tier_bytes(engine)
+    if memory <= cpu_tier:
+        return [
+            (
                 "memory_per_replica",
-                f"--memory-per-replica {options.memory_per_replica} does not hold the cpu KV "
+                f"--memory-per-replica {text} does not hold the cpu KV "
                 f"tier ({kubernetes_quantity(cpu_tier)} of pinned host RAM) and the replica: "
                 "give the tier plus what the replica needs besides (without "
                 "--memory-per-replica: "
                 f"{kubernetes_quantity(cpu_tier + (32 << 30))}), or give a smaller tier",
             )
-        )
-    if problems:
-        raise DeploymentConfigError(
-            "; ".join(message for _, message in problems), parts=(problems[0][0],)
-        )
+        ]
+    return []
+
+
+def _mount_problems(
+    engine: EngineConfig, options: KubeRayOptions, gateway: bool
+) -> list[tuple[str, str]]:
+    """Tier volumes whose path is, holds or lies inside another mount or the model folder:
+    Kubernetes refuses two mounts at one path, and a volume mounted over a folder hides it."""
+    model = PurePosixPath(engine.model)
+    others: list[tuple[PurePosixPath, str]] = [(model, "the model folder")]
+    if gateway:
+        others.append((TENANTS_DIR, "the mount of the tenants Secret"))
+    if options.model_claim is not None:
+        others.append((model.parent, f"the mount of the model claim {options.model_claim!r}"))
+    problems: list[tuple[str, str]] = []
+    for tier in engine.kv_tiers:
+        if tier.path is None:
+            continue
+        path = PurePosixPath(tier.path)
+        for other, what in others:
+            if _overlap(path, other):
+                problems.append(
+                    (
+                        "kv_tiers",
+                        f"KV tier {tier.spec!r}: its volume at {path} would "
+                        f"{_clash(path, other)} {what} ({other}) in the pods: give the tier "
+                        "a directory of its own, e.g. /mnt/nvme",
+                    )
+                )
+        others.append((path, f"the volume of KV tier {tier.spec!r}"))
+    return problems
+
+
+def _overlap(path: PurePosixPath, other: PurePosixPath) -> bool:
+    return path == other or path in other.parents or other in path.parents
+
+
+def _clash(path: PurePosixPath, other: PurePosixPath) -> str:
+    if path == other:
+        return "be mounted at the same path as"
+    if path in other.parents:
+        return "hide"
+    return "be mounted inside"
 
 
 def _volumes(
@@ -410,29 +484,49 @@ def _cpu_tier_bytes(engine: EngineConfig) -> int:
     return sum(tier.size_bytes or 0 for tier in engine.kv_tiers if tier.kind == "cpu")
 
 
-_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
-_QUANTITY_SCALE = {
-    None: 1,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-    "Pi": 1 << 50,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-}
+# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed decimal
+# number, then a binary suffix, an exponent or a decimal suffix
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[mkMGTPE])?)"
+)
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"m": -3, None: 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_NOT_KUBERNETES = re.compile(r"(?P<number>[0-9.]+)\s*(?P<unit>[KkMmGgTtPpEe][Ii]?[Bb]|[kmgtpe]i)")
 
 
-def _quantity_bytes(text: str) -> int | None:
-    """A Kubernetes memory quantity in bytes (None for a form not read here: Kubernetes
-    itself validates the manifest)."""
-    match = _QUANTITY.fullmatch(text.strip())
+def quantity_bytes(text: str) -> int:
+    """A Kubernetes memory quantity in bytes (``64Gi``, ``100G``, ``5e10``,
+    ``68719476736``), rounded up to a whole byte as Kubernetes does; raises `ValueError`
+    for a form Kubernetes refuses (``64GiB``, ``100GB``) or a size that is not positive,
+    naming the form to use."""
+    match = _QUANTITY.fullmatch(text)
     if match is None:
-        return None
-    return round(float(match[1]) * _QUANTITY_SCALE[match[2]])
+        raise ValueError(
+            f"not a Kubernetes quantity{_suggestion(text)}: give a number with Ki, Mi, Gi, "
+            "Ti (binary) or k, M, G, T (decimal), an exponent (5e10) or plain bytes, "
+            "e.g. 96Gi"
+        )
+    number = Decimal(match["number"])
+    if match["binary"] is not None:
+        size = number * (1 << _BINARY[match["binary"]])
+    else:
+        exponent = match["exponent"]
+        power = int(exponent) if exponent is not None else _DECIMAL[match["decimal"]]
+        size = number.scaleb(power)
+    if size <= 0:
+        raise ValueError("memory must be positive: give e.g. 96Gi")
+    return int(size.to_integral_value(rounding=ROUND_CEILING))
+
+
+def _suggestion(text: str) -> str:
+    """How to write a size in a unit Kubernetes does not take (``64GiB`` -> ``64Gi``)."""
+    match = _NOT_KUBERNETES.fullmatch(text.strip())
+    if match is None:
+        return ""
+    letter, binary = match["unit"][0].upper(), match["unit"][1:2].lower() == "i"
+    unit = letter + "i" if binary else "k" if letter == "K" else letter
+    return f" (Kubernetes has no {match['unit']!r}: write {match['number']}{unit})"
 
 
 def _quantity(value: float) -> str:

@@ -152,3 +152,82 @@ def test_a_worker_memory_above_the_cpu_tier_is_taken_as_given(
     text = emitted(capsys, "--memory-per-replica", "80Gi")
     (container,) = worker(next(yaml.safe_load_all(text)))["spec"]["containers"]
     assert container["resources"]["limits"]["memory"] == "80Gi"
+
+
+def test_a_gpu_engine_with_tiers_and_no_gpu_per_replica_is_refused_naming_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*EMIT, *GPU, *TIERS, "--replicas", "2"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--device gpu and its KV tiers (cpu:64GiB, disk:/mnt/nvme:500GiB) need a GPU" in err
+    assert "give --gpus-per-replica N" in err
+
+
+@pytest.mark.parametrize(
+    ("memory", "fix"), [("32GiB", "write 32Gi"), ("100GB", "write 100G"), ("96 Gi", "e.g. 96Gi")]
+)
+def test_a_worker_memory_kubernetes_would_refuse_is_refused_with_the_form_to_use(
+    memory: str, fix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*EMIT, *GPU, *TIERS, *RAY, "--memory-per-replica", memory]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--memory-per-replica {memory}: not a Kubernetes quantity" in err
+    assert fix in err
+
+
+@pytest.mark.parametrize("memory", ["5e10", "6.8e10", "0.0625Ti"])
+def test_a_worker_memory_in_any_kubernetes_form_is_checked_against_the_cpu_tier(
+    memory: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*EMIT, *GPU, *TIERS, *RAY, "--memory-per-replica", memory]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--memory-per-replica {memory} does not hold the cpu KV tier (64Gi" in err
+
+
+@pytest.mark.parametrize("memory", ["1e11", "100G", "0.1Ti", "102400Mi"])
+def test_a_worker_memory_in_any_kubernetes_form_above_the_cpu_tier_is_taken_as_given(
+    memory: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = emitted(capsys, "--memory-per-replica", memory)
+    (container,) = worker(next(yaml.safe_load_all(text)))["spec"]["containers"]
+    assert container["resources"]["limits"]["memory"] == memory
+
+
+@pytest.mark.parametrize(
+    ("tier", "extra", "clash"),
+    [
+        (
+            "disk:/etc/prefixkit/tenants:5GiB",
+            [],
+            "be mounted at the same path as the mount of the tenants Secret (/etc/prefixkit/tenants)",
+        ),
+        ("disk:/etc/prefixkit:5GiB", [], "hide the mount of the tenants Secret"),
+        (
+            "disk:/models:5GiB",
+            ["--model-claim", "models"],
+            "be mounted at the same path as the mount of the model claim 'models' (/models)",
+        ),
+        ("disk:/models/Qwen3-8B:5GiB", [], "be mounted at the same path as the model folder"),
+        ("disk:/models:5GiB", [], "hide the model folder (/models/Qwen3-8B)"),
+        ("disk:/models/Qwen3-8B/kv:5GiB", [], "be mounted inside the model folder"),
+    ],
+    ids=["tenants", "tenants parent", "model claim", "model folder", "model parent", "in model"],
+)
+def test_a_disk_tier_on_another_mount_or_the_model_folder_is_refused_with_the_reason(
+    tier: str, extra: list[str], clash: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiers = ["--kv-tier", "cpu:64GiB", "--kv-tier", tier]
+    assert main([*EMIT, *GPU, *tiers, *RAY, *extra]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"KV tier {tier!r}: its volume at" in err
+    assert clash in err
+    assert "give the tier a directory of its own" in err
+
+
+def test_two_tier_volumes_one_inside_the_other_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    more = ["--kv-tier", "lmcache-disk:/mnt/nvme/lmcache:100GiB", "--single-tenant"]
+    assert main([*EMIT, *GPU, *TIERS, *RAY, *more]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "be mounted inside the volume of KV tier 'disk:/mnt/nvme:500GiB' (/mnt/nvme)" in err

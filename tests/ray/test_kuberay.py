@@ -18,7 +18,10 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from prefixkit.engine_adapter import DeploymentConfigError, EngineConfig, Limits, RaySettings
+from prefixkit.engine_adapter.engine.kv_tiers import kubernetes_quantity
 from prefixkit.engine_adapter.ray.kuberay import (
     DASHBOARD_PORT,
     TENANTS_DIR,
@@ -27,6 +30,7 @@ from prefixkit.engine_adapter.ray.kuberay import (
     kuberay_yaml,
     network_policy,
     pod_labels,
+    quantity_bytes,
     rayservice_manifest,
 )
 from prefixkit.engine_adapter.ray.launch import KV_AWARE_ENV
@@ -368,3 +372,48 @@ def test_serve_emit_kuberay_refuses_what_it_cannot_describe(
 
     assert main(["serve", *arguments]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_gpu_engine_without_a_gpu_per_replica_is_refused_naming_the_setting() -> None:
+    engine = ENGINE.derive(device="gpu", kv_cache_space_gib=None, tensor_parallel_size=2)
+    with pytest.raises(DeploymentConfigError, match="give --gpus-per-replica N") as caught:
+        rayservice_manifest(engine, RaySettings(), OPTIONS)
+    assert caught.value.parts == ("gpus_per_replica",)
+    assert "at least the tensor parallel size, 2" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("68719476736", 64 << 30),
+        ("64Gi", 64 << 30),
+        ("1.5Ki", 1536),
+        (".5Mi", 1 << 19),
+        ("100G", 10**11),
+        ("2k", 2000),
+        ("5e10", 5 * 10**10),
+        ("5E+3", 5000),
+        ("1500m", 2),
+        ("+3M", 3 * 10**6),
+        ("1E", 10**18),
+    ],
+)
+def test_a_memory_quantity_is_read_in_every_form_kubernetes_takes(text: str, size: int) -> None:
+    assert quantity_bytes(text) == size
+
+
+@pytest.mark.parametrize("text", ["32GiB", "100GB", "64 Gi", "1e", "Gi", "", "1.2.3", "64gi"])
+def test_a_memory_quantity_kubernetes_refuses_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        quantity_bytes(text)
+
+
+@pytest.mark.parametrize("text", ["0", "-1Gi", "0e5"])
+def test_a_memory_that_is_not_positive_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="memory must be positive"):
+        quantity_bytes(text)
+
+
+@given(st.integers(min_value=1, max_value=1 << 50))
+def test_a_size_written_as_a_quantity_reads_back_rounded_up_to_a_mebibyte(size: int) -> None:
+    assert size <= quantity_bytes(kubernetes_quantity(size)) < size + (1 << 20)
