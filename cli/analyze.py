@@ -30,6 +30,10 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prefixkit.engine_adapter import Trace
 
 __all__ = ["configure", "run"]
 
@@ -253,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     require_extra("analyze", "prefixkit analyze", "rich")
     if args.plot is not None:  # checked now, not after the replay
         require_extra("analyze", "prefixkit analyze --plot", "matplotlib")
-    from prefixkit.engine_adapter import LoadParams, analyze, load_trace
+    from prefixkit.engine_adapter import LoadParams, analyze
     from prefixkit.engine_adapter.replay.policies import POLICY_NAMES
     from prefixkit.sdk import UsageError
     from rich.console import Console
@@ -271,9 +275,7 @@ def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.plot is not None:
         _check_plot(Path(args.plot))
-    trace = load_trace(
-        args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
-    )
+    trace = _salted_trace(args)
     load = LoadParams(
         prefill_s_per_block=trace.block_size / args.prefill_tokens_per_s,
         decode_s_per_token=1.0 / args.decode_tokens_per_s,
@@ -346,6 +348,20 @@ _TIER_ONLY_OPTIONS: tuple[tuple[str, str, object], ...] = (
     ("--kv-cache-dtype", "kv_cache_dtype", "auto"),
     ("--min-gain", "min_gain", 0.005),
 )
+
+
+def _salted_trace(args: argparse.Namespace) -> Trace:
+    """The trace, its blocks kept apart per request salt (``cache_salt``, else ``tenant``,
+    in any format): requests of different salts share no block, in the plain replay as in
+    the tiered one."""
+    from prefixkit.engine_adapter import load_trace
+    from prefixkit.engine_adapter.tiers.simulate import read_salts, salted
+
+    trace = load_trace(
+        args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
+    )
+    salts = read_salts(args.trace, args.limit)
+    return trace if salts is None else salted(trace, salts)
 
 
 def _check_tier_options_need_tiers(args: argparse.Namespace) -> None:
@@ -540,14 +556,13 @@ def _binary(size: float) -> str:
 def _run_tiers(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from prefixkit.engine_adapter import LoadParams, load_trace
+    from prefixkit.engine_adapter import LoadParams
     from prefixkit.engine_adapter.tiers.kv_layout import KvLayoutError
     from prefixkit.engine_adapter.tiers.simulate import (
         TIERED_POLICY_NAMES,
         TieredResult,
         TierSetup,
         read_salts,
-        salted,
         simulate_tiers,
     )
     from prefixkit.engine_adapter.tiers.sweep import stops_paying, sweep_tier
@@ -581,12 +596,8 @@ def _run_tiers(args: argparse.Namespace) -> int:
             value=args.sweep,
         )
     scales = _router_scales(args.router_bandwidth_scale)
-    trace = load_trace(
-        args.trace, block_size=args.block_size, tokenizer=args.tokenizer, limit=args.limit
-    )
+    trace = _salted_trace(args)
     salts = read_salts(args.trace, args.limit)
-    if salts is not None:
-        trace = salted(trace, salts)
     mean_prompt = trace.total_input_tokens // max(len(trace), 1)
     try:
         setup, inputs = _tier_setup(args, trace.block_size, mean_prompt)

@@ -289,3 +289,50 @@ def test_a_link_rate_in_gigabits_is_an_eighth_of_the_same_in_gigabytes(
 def test_a_tier_size_in_bits_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(tier_args(small_trace(tmp_path), "--kv-tier", "cpu:64Gb")) == 2
     assert "is in bits" in capsys.readouterr().err
+
+
+def tenant_trace(tmp_path: Path) -> Path:
+    """Six requests of one prompt (3 blocks) from two tenants, alternating (Mooncake)."""
+    path = tmp_path / "tenants.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "timestamp": index * 10_000,
+                    "input_length": 1536,
+                    "output_length": 1,
+                    "hash_ids": [1, 2, 3],
+                    "tenant": f"t{index % 2}",
+                }
+            )
+            for index in range(6)
+        )
+    )
+    return path
+
+
+def test_plain_analyze_keeps_tenants_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["analyze", str(tenant_trace(tmp_path)), "--replicas", "1", "--policies", "round_robin"]
+    assert main([*args, "--format", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    # each tenant computes the prompt once: 4 of 6 requests hit, not 5
+    assert result["prefill_tokens_saved"] == 4 * 1536
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "consistent_hash", "smg_like", "precise"])
+def test_the_gpu_only_run_of_a_salted_trace_is_plain_analyze(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str
+) -> None:
+    trace = str(tenant_trace(tmp_path))
+    common = ["--replicas", "2", "--policies", policy, "--capacity", "2", "--format", "json"]
+    assert main(["analyze", trace, *common]) == 0
+    (plain,) = json.loads(capsys.readouterr().out)
+    tiers = ["--tiers", "--kv-bytes-per-token", "1000", "--sweep", "none"]
+    assert main(["analyze", trace, *common, *tiers]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["inputs"]["salted"] is True
+    (gpu_only,) = report["results"]
+    assert gpu_only["hit_rate"] == plain["hit_rate"]
+    assert gpu_only["prefill_tokens_saved"] == plain["prefill_tokens_saved"]
