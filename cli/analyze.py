@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from prefixkit.engine_adapter import Trace
+    from rich.table import Table
 
 __all__ = ["configure", "run"]
 
@@ -553,6 +554,29 @@ def _binary(size: float) -> str:
     return f"{size:.0f} B"
 
 
+def _run_table(
+    title: str,
+    columns: Sequence[str],
+    keys: Sequence[tuple[str, str]],
+    cells: Sequence[Sequence[str]],
+    *,
+    narrow: bool = False,
+) -> Table:
+    """One row per run: its policy and run label, then `cells` under `columns` (`narrow`:
+    no vertical rules)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD) if narrow else Table(title=title)
+    table.add_column("policy", no_wrap=True)
+    table.add_column("run", no_wrap=True)
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True)
+    for (policy, label), row in zip(keys, cells, strict=True):
+        table.add_row(policy, label, *row)
+    return table
+
+
 def _run_tiers(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -746,29 +770,35 @@ def _run_tiers(args: argparse.Namespace) -> int:
             "changes nothing"
         )
     )
-    table = Table(
-        title="capacity per replica: "
-        + ", ".join(
-            f"{t.name} {_binary(t.capacity_bytes)}" for t in setup.tiers if t.capacity_bytes
-        )
+    title = "capacity per replica: " + ", ".join(
+        f"{t.name} {_binary(t.capacity_bytes)}" for t in setup.tiers if t.capacity_bytes
     )
-    for column in ("policy", "run", *names, "hit", "tokens saved", "saved", "p50", "p90"):
-        if column in ("policy", "run"):
-            table.add_column(column, no_wrap=True)
-        else:
-            table.add_column(column, justify="right")
-    for label, r in rows:
-        table.add_row(
-            r.policy,
-            label,
-            *(f"{rate:.3f}" for rate in r.hit_rates),
-            f"{r.hit_rate:.3f}",
+    hit_cells = [(*(f"{rate:.3f}" for rate in r.hit_rates), f"{r.hit_rate:.3f}") for _, r in rows]
+    time_cells = [
+        (
             f"{r.prefill_tokens_saved:,}",
             f"{r.prefill_saved_share:.3f}",
             f"{r.ttft_quantile(0.5):.2f}s",
             f"{r.ttft_quantile(0.9):.2f}s",
         )
-    out.print(table)
+        for _, r in rows
+    ]
+    hit_columns = (*names, "hit")
+    time_columns = ("tokens saved", "saved", "p50", "p90")
+    keys = [(r.policy, label) for label, r in rows]
+    table = _run_table(
+        title,
+        hit_columns + time_columns,
+        keys,
+        [h + t for h, t in zip(hit_cells, time_cells, strict=True)],
+    )
+    if out.measure(table, options=out.options.update_width(1_000)).maximum <= out.width:
+        out.print(table)
+    else:
+        # too wide for the console (a narrow terminal; 80 columns when piped): the hits
+        # and the time saved in two tables, so that no number is cut
+        out.print(_run_table(title + " (hits)", hit_columns, keys, hit_cells, narrow=True))
+        out.print(_run_table("time saved", time_columns, keys, time_cells, narrow=True))
     out.print(
         "run: GPU only (no lower tier), load all (vLLM's and LMCache's rule: every hit in a "
         "lower tier is loaded), if faster (a block is loaded only if that beats computing "

@@ -336,3 +336,37 @@ def test_the_gpu_only_run_of_a_salted_trace_is_plain_analyze(
     (gpu_only,) = report["results"]
     assert gpu_only["hit_rate"] == plain["hit_rate"]
     assert gpu_only["prefill_tokens_saved"] == plain["prefill_tokens_saved"]
+
+
+def test_the_table_printed_to_80_columns_cuts_no_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # what rich uses when the output is not a terminal
+    args = tier_args(
+        small_trace(tmp_path),
+        "--kv-tier",
+        "cpu:3072000B",
+        "--kv-tier",
+        "disk:6144000B",
+        "--sweep",
+        "none",
+        "--router-bandwidth-scale",
+        "0.5",
+    )
+    assert main([*args, "--format", "json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    lines = out.splitlines()
+    for result in results:
+        hits = (result["run"], *(f"{t['hit_rate']:.3f}" for t in result["tiers"].values()))
+        times = (
+            result["run"],
+            f"{result['prefill_tokens_saved']:,}",
+            f"{result['ttft_p50_s']:.2f}s",
+            f"{result['ttft_p90_s']:.2f}s",
+        )
+        assert any(all(cell in line for cell in hits) for line in lines)
+        assert any(all(cell in line for cell in times) for line in lines)
