@@ -446,11 +446,26 @@ def _bytes_per_token(args: argparse.Namespace, prefix_tokens: int) -> tuple[floa
     from prefixkit.engine_adapter.tiers.kv_layout import kv_layout, load_model_config
     from prefixkit.sdk import UsageError
 
-    if (args.model_config is None) == (args.kv_bytes_per_token is None):
+    if args.model_config is None and args.kv_bytes_per_token is None:
         raise UsageError(
             "--tiers needs the KV size of a token: give --model-config (the served model's "
-            "config.json or folder) or --kv-bytes-per-token N, one of them",
+            "config.json or folder) or --kv-bytes-per-token N",
             argument="--model-config",
+        )
+    if args.model_config is not None and args.kv_bytes_per_token is not None:
+        raise UsageError(
+            "--model-config and --kv-bytes-per-token both give the KV size of a token: "
+            "give one of them",
+            argument="--kv-bytes-per-token",
+            value=args.kv_bytes_per_token,
+        )
+    if args.kv_bytes_per_token is not None and args.kv_cache_dtype != "auto":
+        raise UsageError(
+            f"--kv-cache-dtype {args.kv_cache_dtype} does not apply to --kv-bytes-per-token "
+            "(the KV bytes of a token, as given): drop it, or give --model-config to size "
+            f"the KV cache in {args.kv_cache_dtype}",
+            argument="--kv-cache-dtype",
+            value=args.kv_cache_dtype,
         )
     if args.kv_bytes_per_token is not None:
         if not 0 < args.kv_bytes_per_token < float("inf"):
@@ -487,11 +502,16 @@ def _tier_setup(
     bytes_per_token, source = _bytes_per_token(args, mean_prompt)
     sizes = _tier_sizes(args, bytes_per_token, block_size)
     if sizes["gpu"] > gpu.hbm_bytes:
+        given = (
+            f"--capacity {args.capacity} blocks"
+            if args.capacity is not None
+            else "--kv-tier gpu:SIZE"
+        )
         raise UsageError(
             f"the GPU tier ({sizes['gpu'] / 1e9:g} GB) is more than the {gpu.name}'s "
             f"{gpu.hbm_bytes / 1e9:g} GB of memory: give the KV cache's share of it "
-            "(--kv-tier gpu:SIZE) or another --gpu",
-            argument="--kv-tier",
+            f"({given}) or another --gpu",
+            argument=given.partition(" ")[0],
             value=sizes["gpu"],
         )
     cpu_link = args.cpu_read or ("pcie5" if gpu.name == "h100" else "pcie4")
@@ -626,6 +646,12 @@ def _run_tiers(args: argparse.Namespace) -> int:
     try:
         setup, inputs = _tier_setup(args, trace.block_size, mean_prompt)
     except KvLayoutError as exc:
+        if exc.field == "kv_cache_dtype":
+            raise UsageError(
+                f"--kv-cache-dtype {args.kv_cache_dtype}: {exc}",
+                argument="--kv-cache-dtype",
+                value=args.kv_cache_dtype,
+            ) from exc
         raise UsageError(
             f"--model-config {args.model_config}: {exc}", argument="--model-config"
         ) from exc

@@ -45,6 +45,16 @@ DTYPE_BYTES: Mapping[str, int] = {
     "float8_e5m2": 1,
 }
 
+# vLLM's --kv-cache-dtype values besides auto (`CacheDType`), in bytes per value;
+# fp8_ds_mla (DeepSeek's packed MLA cache) is not modelled
+KV_CACHE_DTYPE_BYTES: Mapping[str, int] = {
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+}
+
 _FULL = "full_attention"
 _SLIDING = "sliding_attention"
 
@@ -126,6 +136,17 @@ def _positive_int(config: Mapping[str, Any], name: str, model_type: str | None) 
 def _dtype_bytes(
     config: Mapping[str, Any], kv_cache_dtype: str | None, model_type: str | None
 ) -> int:
+    if kv_cache_dtype not in (None, "auto"):
+        bytes_per_value = KV_CACHE_DTYPE_BYTES.get(str(kv_cache_dtype))
+        if bytes_per_value is None:
+            raise KvLayoutError(
+                f"KV cache dtype {kv_cache_dtype!r} is unknown: give one of auto, "
+                f"{', '.join(KV_CACHE_DTYPE_BYTES)} (vLLM's --kv-cache-dtype values "
+                "modelled here)",
+                field="kv_cache_dtype",
+                model_type=model_type,
+            )
+        return bytes_per_value
     name = kv_cache_dtype
     if name is None or name == "auto":
         name = config.get("torch_dtype") or config.get("dtype") or "bfloat16"

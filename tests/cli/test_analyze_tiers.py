@@ -370,3 +370,63 @@ def test_the_table_printed_to_80_columns_cuts_no_number(
         )
         assert any(all(cell in line for cell in hits) for line in lines)
         assert any(all(cell in line for cell in times) for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--kv-cache-dtype", "fp8"],
+            "--kv-cache-dtype fp8 does not apply to --kv-bytes-per-token",
+        ),
+        (
+            ["--model-config", str(CONFIGS / "llama-3.1-8b.json")],
+            "--model-config and --kv-bytes-per-token both give the KV size of a token",
+        ),
+    ],
+)
+def test_options_that_contradict_the_given_kv_size_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(tier_args(small_trace(tmp_path), *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("dtype", "refused"), [("fp8_inc", False), ("float32", True)])
+def test_the_kv_cache_dtype_is_one_of_vllm_s_and_blamed_when_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dtype: str, refused: bool
+) -> None:
+    args = [
+        "analyze",
+        str(small_trace(tmp_path)),
+        "--tiers",
+        "--replicas",
+        "1",
+        "--model-config",
+        str(CONFIGS / "llama-3.1-8b.json"),
+        "--kv-tier",
+        "gpu:1GiB",
+        "--sweep",
+        "none",
+        "--kv-cache-dtype",
+        dtype,
+        "--format",
+        "json",
+    ]
+    assert main(args) == (2 if refused else 0)
+    captured = capsys.readouterr()
+    if refused:
+        assert "error: --kv-cache-dtype float32: KV cache dtype" in captured.err
+    else:
+        # one byte per value: half the bf16 size of Llama-3.1-8B's 131,072 bytes
+        assert json.loads(captured.out)["inputs"]["kv_bytes_per_token"] == 65536
+
+
+def test_a_gpu_tier_given_in_blocks_that_cannot_fit_names_capacity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["analyze", str(small_trace(tmp_path)), "--tiers", "--kv-bytes-per-token", "1e6"]
+    assert main([*args, "--capacity", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "(--capacity 1000 blocks) or another --gpu" in err
+    assert "--kv-tier" not in err
