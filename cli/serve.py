@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 
 from .serve_local import serve_local
@@ -295,8 +296,42 @@ def run(args: argparse.Namespace) -> int:
         from prefixkit.sdk import UsageError
 
         raise UsageError("--emit kuberay describes a Ray deployment: add --backend ray")
-    if args.emit == "kuberay":
-        return emit_kuberay(args)
-    if args.backend == "ray":
-        return serve_ray(args, run_dir, Console(stderr=True))
-    return serve_local(args, run_dir, Console(stderr=True))
+    try:
+        if args.emit == "kuberay":
+            return emit_kuberay(args)
+        if args.backend == "ray":
+            return serve_ray(args, run_dir, Console(stderr=True))
+        return serve_local(args, run_dir, Console(stderr=True))
+    except ValueError as error:
+        raise _with_option_names(error) from None
+
+
+# `EngineConfig` fields as `prefixkit serve` spells them (fields with no option keep their name)
+_OPTIONS = {
+    "device": "--device",
+    "block_size": "--block-size",
+    "kv_tiers": "--kv-tier",
+    "kv_cache_space_gib": "--kv-cache-gib",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "kv_offloading_size": "--kv-offloading-size",
+    "kv_offloading_backend": "--kv-offloading-backend",
+    "max_model_len": "--max-model-len",
+    "served_model_name": "--served-model-name",
+}
+_FIELD = re.compile(r"\b(" + "|".join(_OPTIONS) + r")(?:=('?)([^'\s,;)]+)\2|\b)")
+
+
+def _with_option_names(error: ValueError) -> ValueError:
+    """An engine config error as the command line says it: ``device='gpu'`` becomes
+    ``--device gpu``, ``kv_tiers`` ``--kv-tier`` (the same error, its message rewritten)."""
+    from prefixkit.engine_adapter import EngineConfigError
+
+    if not isinstance(error, EngineConfigError):
+        return error
+
+    def option(match: re.Match[str]) -> str:
+        name = _OPTIONS[match[1]]
+        return name if match[3] is None else f"{name} {match[3]}"
+
+    return EngineConfigError(_FIELD.sub(option, str(error)), field=error.field, value=error.value)

@@ -231,3 +231,21 @@ def test_two_tier_volumes_one_inside_the_other_are_refused(
     assert main([*EMIT, *GPU, *TIERS, *RAY, *more]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "be mounted inside the volume of KV tier 'disk:/mnt/nvme:500GiB' (/mnt/nvme)" in err
+
+
+def test_a_tier_on_the_cpu_engine_is_refused_in_the_command_lines_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*EMIT, "--model", "/models/m", "--kv-tier", "cpu:64GiB"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "drop --kv-tier or use --device gpu" in err
+    assert "device='gpu'" not in err
+
+
+def test_a_cpu_block_size_is_refused_with_the_option_to_give(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*EMIT, "--model", "/models/m", "--block-size", "48"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--block-size 48 is not supported on CPU" in err
+    assert "use --block-size 64" in err

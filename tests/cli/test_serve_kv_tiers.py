@@ -69,8 +69,9 @@ def test_a_tier_on_the_cpu_engine_is_refused_with_the_reason(
     code = main(["serve", *model_and_tenants, "--kv-tier", "cpu:8GiB", "--run-dir", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2
-    assert "kv_tiers (cpu:8GiB) are GPU-only" in err
-    assert "use device='gpu'" in err
+    assert "--kv-tier (cpu:8GiB) are GPU-only" in err
+    assert "drop --kv-tier or use --device gpu" in err
+    assert "device='gpu'" not in err
 
 
 def test_lmcaches_in_process_disk_without_single_tenant_is_refused(
