@@ -1,8 +1,8 @@
 """Serve vLLM with prefix caching: replicas, a router for N > 1, and the tenant gateway.
 
     prefixkit serve --embedded                      # CPU engine + SmolLM2, installed if missing
-    prefixkit serve --model DIR --device gpu --replicas 4 --tenants tenants.toml
-    prefixkit serve --model DIR --device gpu --kv-tier cpu:64GiB --kv-tier disk:/mnt/nvme:500GiB
+    prefixkit serve --model DIR --device gpu --python VLLM/bin/python --replicas 4 --tenants t.toml
+    prefixkit serve --model DIR --device gpu --python VLLM/bin/python --kv-tier cpu:64GiB
     prefixkit serve status                          # health, KV use, hit rate per replica and tenant
     prefixkit serve --embedded --backend ray --replicas 2 --ray-nodes 2   # on Ray Serve LLM
     prefixkit serve --backend ray --emit kuberay --model /models/m --image IMG > rayservice.yaml
@@ -128,7 +128,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     engine.add_argument("--model", type=Path, help="local model directory (not with --embedded)")
     engine.add_argument("--served-model-name", help="name clients send as `model`")
-    engine.add_argument("--python", type=Path, help="the engine's interpreter (a vLLM venv)")
+    engine.add_argument(
+        "--python",
+        type=Path,
+        help="the engine's interpreter (a vLLM venv; default: the embedded CPU engine's); "
+        "--device gpu needs a GPU build's",
+    )
     engine.add_argument("--device", choices=["cpu", "gpu"], default=None)
     engine.add_argument("--block-size", type=int, default=None)
     engine.add_argument(
@@ -247,7 +252,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     ray.add_argument("--min-replicas", type=int, default=None, help="autoscaling lower bound")
     ray.add_argument("--max-replicas", type=int, default=None, help="autoscaling upper bound")
     ray.add_argument("--cpus-per-replica", type=float, default=1.0)
-    ray.add_argument("--gpus-per-replica", type=float, default=0.0)
+    ray.add_argument(
+        "--gpus-per-replica",
+        type=float,
+        default=0.0,
+        help="GPUs of each replica's bundle (--emit kuberay with --device gpu: at least 1)",
+    )
     ray.add_argument(
         "--placement-strategy",
         choices=["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"],
@@ -274,7 +284,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     kubernetes.add_argument("--model-claim", help="PersistentVolumeClaim holding the model")
     kubernetes.add_argument(
-        "--memory-per-replica", help="worker pod memory, e.g. 16Gi (default from the KV cache)"
+        "--memory-per-replica",
+        help="worker pod memory, a Kubernetes quantity, e.g. 96Gi or 100G (not 96GiB); "
+        "default from the KV cache and the cpu tier",
     )
 
 
