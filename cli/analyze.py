@@ -416,6 +416,13 @@ def _tier_sizes(
                 argument="--kv-tier",
                 value=item,
             )
+        if ":" in size:
+            raise UsageError(
+                f"--kv-tier {item}: analyze simulates a tier's size only: give {name}:SIZE, "
+                f"e.g. {name}:500GiB (the TIER:PATH:SIZE form is `prefixkit serve`'s)",
+                argument="--kv-tier",
+                value=item,
+            )
         try:
             sizes[name] = _size("--kv-tier", size)
         except UsageError as exc:
@@ -514,6 +521,13 @@ def _tier_setup(
             argument=given.partition(" ")[0],
             value=sizes["gpu"],
         )
+    if sizes.get("disk", 0) and sizes.get("cpu", 0) < block_size * bytes_per_token:
+        raise UsageError(
+            "a disk tier needs a cpu tier: vLLM reads and writes its disk tier through host "
+            "RAM (TieringOffloadingSpec), so `prefixkit serve` refuses a disk tier without "
+            "one; add --kv-tier cpu:SIZE (at least one block)",
+            argument="--kv-tier",
+        )
     cpu_link = args.cpu_read or ("pcie5" if gpu.name == "h100" else "pcie4")
     cpu_rate = _rate("--cpu-read", cpu_link)
     disk_rate = _rate("--disk-read", args.disk_read)
@@ -538,12 +552,77 @@ def _tier_setup(
     return setup, inputs
 
 
-def _sweep_sizes(args: argparse.Namespace, tier: str, size: int) -> list[int]:
+def _sweep_sizes(args: argparse.Namespace, sweep: str, setup: object, block_size: int) -> list[int]:
+    """The distinct sizes of the swept tier, smallest first: --sweep-sizes, or 0 and 1/8 to
+    4x its given size; sizes the tier cannot take are refused (given) or left out
+    (default), and a sweep of fewer than two sizes is refused (it compares nothing)."""
+    from prefixkit.engine_adapter.tiers.hardware import GPUS
+    from prefixkit.engine_adapter.tiers.simulate import TierSetup
     from prefixkit.engine_adapter.tiers.sweep import default_sizes
+    from prefixkit.sdk import UsageError
 
-    if args.sweep_sizes is None:
-        return default_sizes(size)
-    return [_size("--sweep-sizes", text) for text in args.sweep_sizes.split(",") if text.strip()]
+    assert isinstance(setup, TierSetup)
+    given = setup.tiers[_TIER_NAMES.index(sweep)].capacity_bytes
+    block_bytes = block_size * setup.bytes_per_token
+    explicit = args.sweep_sizes is not None
+    if explicit:
+        sizes = [
+            _size("--sweep-sizes", text) for text in args.sweep_sizes.split(",") if text.strip()
+        ]
+    elif sweep != "gpu" and not given:
+        raise UsageError(
+            f"--sweep {sweep}: there is no {sweep} tier to sweep around: give --kv-tier "
+            f"{sweep}:SIZE or the sizes to sweep (--sweep-sizes)",
+            argument="--sweep",
+            value=sweep,
+        )
+    else:
+        sizes = default_sizes(given)
+    # (size, why the tier cannot take it)
+    cannot: list[tuple[int, str]] = []
+    if sweep == "gpu":
+        hbm = GPUS[args.gpu.strip().lower()].hbm_bytes
+        cannot += [(s, f"holds no block of {block_size} tokens") for s in sizes if s < block_bytes]
+        cannot += [
+            (s, f"is more than the {args.gpu.strip().lower()}'s {hbm / 1e9:g} GB of memory")
+            for s in sizes
+            if s > hbm
+        ]
+    elif sweep == "cpu" and setup.tiers[2].capacity_bytes:
+        cannot += [
+            (s, "holds no block, and vLLM reads and writes the disk tier through host RAM")
+            for s in sizes
+            if s < block_bytes
+        ]
+    elif sweep == "disk" and setup.tiers[1].capacity_bytes < block_bytes:
+        cannot += [
+            (s, "needs a cpu tier: vLLM reads and writes the disk tier through host RAM")
+            for s in sizes
+            if s >= block_bytes
+        ]
+    if cannot and explicit:
+        size, why = cannot[0]
+        raise UsageError(
+            f"--sweep-sizes {args.sweep_sizes}: a {sweep} tier of {_binary(size)} {why}",
+            argument="--sweep-sizes",
+            value=args.sweep_sizes,
+        )
+    left_out = {s for s, _ in cannot}
+    distinct = sorted({s for s in sizes if s not in left_out})
+    if len(distinct) < 2:
+        raise UsageError(
+            f"--sweep {sweep}: a sweep compares two sizes or more, and "
+            + (f"only {_binary(distinct[0])} is left" if distinct else "no size is left")
+            + (
+                f" of --sweep-sizes {args.sweep_sizes}"
+                if explicit
+                else f" around the {sweep} tier's {_binary(given)}"
+            )
+            + ": give two sizes or more (--sweep-sizes), or --sweep none",
+            argument="--sweep-sizes" if explicit else "--sweep",
+            value=args.sweep_sizes if explicit else sweep,
+        )
+    return distinct
 
 
 def _router_scales(text: str | None) -> list[float]:
@@ -664,6 +743,13 @@ def _run_tiers(args: argparse.Namespace) -> int:
             "give a larger --kv-tier gpu:SIZE",
             argument="--kv-tier",
         )
+    if not sweep:
+        sweep = next(
+            (n for n in ("cpu", "disk") if setup.tiers[_TIER_NAMES.index(n)].capacity_bytes),
+            "gpu",
+        )
+    # checked before any replay
+    sizes = [] if sweep == "none" else _sweep_sizes(args, sweep, setup, trace.block_size)
     load = LoadParams(
         prefill_s_per_block=trace.block_size / args.prefill_tokens_per_s,
         decode_s_per_token=1.0 / args.decode_tokens_per_s,
@@ -676,6 +762,18 @@ def _run_tiers(args: argparse.Namespace) -> int:
         setup.prefill_tokens_per_s,
     )
     has_lower = any(t.capacity_bytes for t in setup.tiers[1:])
+    if scales and ("precise_tiered" not in policies or not has_lower):
+        raise UsageError(
+            f"--router-bandwidth-scale {args.router_bandwidth_scale}: it replays "
+            "precise_tiered with a lower tier, and "
+            + (
+                "--policies has no precise_tiered: add it"
+                if "precise_tiered" not in policies
+                else "there is no lower tier: give --kv-tier cpu:SIZE"
+            ),
+            argument="--router-bandwidth-scale",
+            value=args.router_bandwidth_scale,
+        )
     # the fetch-only-when-faster rule differs from vLLM's only where a tier is slower
     # than recompute
     rules_differ = any(s < 0 for s in setup.savings(trace.block_size))
@@ -713,18 +811,10 @@ def _run_tiers(args: argparse.Namespace) -> int:
                     router_setup=believed,
                 )
                 rows.append((f"load all, bw x{factor:g}", result))
-    if not sweep:
-        sweep = next(
-            (n for n in ("cpu", "disk") if setup.tiers[_TIER_NAMES.index(n)].capacity_bytes),
-            "gpu",
-        )
     swept: list[object] = []
     knee: int | None = None
     if sweep != "none":
         tier = setup.tiers[_TIER_NAMES.index(sweep)]
-        sizes = _sweep_sizes(args, sweep, tier.capacity_bytes)
-        if sweep == "gpu":
-            sizes = [s for s in sizes if s >= trace.block_size * setup.bytes_per_token]
         points = sweep_tier(
             trace,
             setup,

@@ -86,6 +86,8 @@ class KvLayout:
 
     def bytes_for_prefix(self, tokens: int) -> int:
         """The KV bytes a cached prefix of `tokens` tokens holds."""
+        if tokens < 0:
+            raise ValueError(f"tokens must be 0 or more, got {tokens}")
         windowed = tokens if self.window_tokens is None else min(tokens, self.window_tokens)
         return self.full_bytes_per_token * tokens + self.window_bytes_per_token * windowed
 

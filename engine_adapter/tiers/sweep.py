@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..replay.replay import LoadParams
 from ..replay.trace import Trace
+from .fetch import TierConfigError
 from .simulate import TieredResult, TierSetup, simulate_tiers
 
 __all__ = ["SweepPoint", "default_sizes", "stops_paying", "sweep_tier"]
@@ -46,7 +47,13 @@ def sweep_tier(
     max_tree_blocks: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[SweepPoint]:
-    """One replay per size of `tier` (bytes per replica), smallest first."""
+    """One replay per size of `tier` (bytes per replica), smallest first; a negative
+    size is refused."""
+    negative = [size for size in sizes if size < 0]
+    if negative:
+        raise TierConfigError(
+            f"sweep sizes {negative}: a tier's size is 0 bytes or more", field="sizes"
+        )
     return [
         SweepPoint(
             size,
@@ -68,10 +75,18 @@ def stops_paying(points: Sequence[SweepPoint], min_gain: float) -> int | None:
     """The size (bytes) past which the tier stops paying: the end of the last step of the
     sweep that saves at least `min_gain` more of the prefill time per doubling of the
     size (a step from 0: in all); the smallest size when no step does; None when the
-    last step still does (sweep further)."""
-    ordered = sorted(points, key=lambda p: p.capacity_bytes)
-    if not ordered:
-        return None
+    last step still does (sweep further). Of points of one size the first counts; fewer
+    than two sizes compare nothing and are refused."""
+    by_size: dict[int, SweepPoint] = {}
+    for point in points:
+        by_size.setdefault(point.capacity_bytes, point)
+    ordered = [by_size[size] for size in sorted(by_size)]
+    if len(ordered) < 2:
+        raise TierConfigError(
+            f"a sweep of {len(ordered)} size{'' if len(ordered) == 1 else 's'} compares "
+            "nothing: give points of two sizes or more",
+            field="points",
+        )
     knee = ordered[0].capacity_bytes
     for smaller, larger in itertools.pairwise(ordered):
         gain = larger.result.prefill_saved_share - smaller.result.prefill_saved_share
@@ -79,4 +94,4 @@ def stops_paying(points: Sequence[SweepPoint], min_gain: float) -> int | None:
             gain /= math.log2(larger.capacity_bytes / smaller.capacity_bytes)
         if gain >= min_gain:
             knee = larger.capacity_bytes
-    return None if knee == ordered[-1].capacity_bytes and len(ordered) > 1 else knee
+    return None if knee == ordered[-1].capacity_bytes else knee

@@ -430,3 +430,93 @@ def test_a_gpu_tier_given_in_blocks_that_cannot_fit_names_capacity(
     err = capsys.readouterr().err
     assert "(--capacity 1000 blocks) or another --gpu" in err
     assert "--kv-tier" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--sweep", "cpu"], "--sweep cpu: there is no cpu tier to sweep around"),
+        (
+            ["--kv-tier", "cpu:3MB", "--sweep-sizes", "3MB"],
+            "a sweep compares two sizes or more, and only 2.86 MiB is left of --sweep-sizes 3MB",
+        ),
+        (
+            ["--kv-tier", "cpu:3MB", "--sweep-sizes", "3MB,3MB"],
+            "a sweep compares two sizes or more",
+        ),
+        (
+            ["--kv-tier", "cpu:3MB", "--sweep-sizes", ","],
+            "a sweep compares two sizes or more, and no size is left",
+        ),
+        (
+            ["--sweep", "gpu", "--sweep-sizes", "100kB,1GiB"],
+            "--sweep-sizes 100kB,1GiB: a gpu tier of 97.7 KiB holds no block of 512 tokens",
+        ),
+        (
+            ["--sweep", "gpu", "--sweep-sizes", "16GiB,200GiB"],
+            "a gpu tier of 200 GiB is more than the h100's 80 GB of memory",
+        ),
+        (
+            ["--kv-tier", "cpu:3MB", "--kv-tier", "disk:1GB", "--sweep-sizes", "0B,3MB"],
+            "a cpu tier of 0 B holds no block, and vLLM reads and writes the disk tier",
+        ),
+        (["--kv-tier", "disk:1GB"], "a disk tier needs a cpu tier"),
+        (["--kv-tier", "cpu:0B", "--kv-tier", "disk:1GB"], "a disk tier needs a cpu tier"),
+    ],
+)
+def test_a_sweep_that_cannot_conclude_or_cannot_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(tier_args(small_trace(tmp_path), *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_default_cpu_sweep_with_a_disk_tier_starts_at_a_cpu_tier_vllm_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = tier_args(
+        small_trace(tmp_path), "--kv-tier", "cpu:4MB", "--kv-tier", "disk:1GB", "--format", "json"
+    )
+    assert main(args) == 0
+    sweep = json.loads(capsys.readouterr().out)["sweep"]
+    assert sweep["tier"] == "CPU"
+    assert [p["capacity_bytes"] for p in sweep["points"]] == [
+        int(4e6 * f) for f in (0.125, 0.25, 0.5, 1, 2, 4) if 4e6 * f >= 512_000
+    ]
+
+
+def test_the_default_gpu_sweep_leaves_out_sizes_the_gpu_cannot_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = tier_args(small_trace(tmp_path), "--format", "json", gpu="40GB")
+    assert main(args) == 0
+    sweep = json.loads(capsys.readouterr().out)["sweep"]
+    assert sweep["tier"] == "GPU"
+    assert [p["capacity_bytes"] for p in sweep["points"]] == [
+        int(40e9 * f) for f in (0.125, 0.25, 0.5, 1, 2)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--kv-tier", "cpu:3MB", "--policies", "precise", "--router-bandwidth-scale", "2"],
+            "--router-bandwidth-scale 2: it replays precise_tiered with a lower tier, and "
+            "--policies has no precise_tiered: add it",
+        ),
+        (
+            ["--router-bandwidth-scale", "2"],
+            "there is no lower tier: give --kv-tier cpu:SIZE",
+        ),
+        (
+            ["--kv-tier", "disk:/mnt/nvme:500GiB"],
+            "--kv-tier disk:/mnt/nvme:500GiB: analyze simulates a tier's size only: give disk:SIZE",
+        ),
+    ],
+)
+def test_options_that_would_do_nothing_or_belong_to_serve_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(tier_args(small_trace(tmp_path), "--sweep", "none", *extra)) == 2
+    assert message in capsys.readouterr().err

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.tiers.fetch import Tier, fetch_seconds, tier_savings
+from prefixkit.engine_adapter.tiers.fetch import Tier, TierConfigError, fetch_seconds, tier_savings
 
 GPU = Tier("GPU", 10)
 CPU = Tier("CPU", 10, (8.0,))  # 8 bytes/s
@@ -59,3 +61,22 @@ def test_when_faster_saves_at_least_what_always_loading_saves_and_at_most_the_bl
     faster = tier_savings(tiers, rule="when_faster", **args)  # type: ignore[arg-type]
     assert always[0] == faster[0] == 1.0
     assert always[1] <= faster[1] <= 1.0 and faster[1] >= 0.0
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: Tier("CPU", 100, (0.0,)), "read_bytes_per_s"),
+        (lambda: Tier("CPU", 100, (-1.0,)), "read_bytes_per_s"),
+        (lambda: Tier("CPU", 100, (float("nan"),)), "read_bytes_per_s"),
+        (lambda: Tier("GPU", -100), "capacity_bytes"),
+        (lambda: Tier("GPU", float("nan")), "capacity_bytes"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_tier_that_cannot_be_timed_is_refused_naming_the_field(
+    make: Callable[[], Tier], field: str
+) -> None:
+    with pytest.raises(TierConfigError, match=field) as info:
+        make()
+    assert info.value.field == field
+    assert isinstance(info.value, ValueError)

@@ -158,3 +158,8 @@ def test_a_windowed_prefix_never_takes_more_than_every_layer_keeping_every_token
     layout = KvLayout(100, 300, window)
     assert layout.bytes_for_prefix(tokens) <= 400 * tokens
     assert layout.bytes_per_token(tokens) <= layout.bytes_per_token()
+
+
+def test_a_negative_prefix_is_refused() -> None:
+    with pytest.raises(ValueError, match="tokens must be 0 or more, got -3"):
+        KvLayout(100, 10, 5).bytes_for_prefix(-3)

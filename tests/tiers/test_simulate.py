@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.engine_adapter.replay.replay import LoadParams, replay
 from prefixkit.engine_adapter.replay.trace import Trace, load_trace
-from prefixkit.engine_adapter.tiers.fetch import FetchRule, Tier
+from prefixkit.engine_adapter.tiers.fetch import FetchRule, Tier, TierConfigError
 from prefixkit.engine_adapter.tiers.simulate import (
     TierSetup,
     read_salts,
@@ -306,3 +306,34 @@ def test_a_router_misestimating_the_bandwidths_weighs_blocks_by_what_it_believes
     assert hopeful.hit_tokens[2] > 2 * knows.hit_tokens[2]
     # what the hits saved is timed with the true bandwidths
     assert hopeful.savings == knows.savings
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"bytes_per_token": float("nan")}, "bytes_per_token"),
+        ({"bytes_per_token": -1.0}, "bytes_per_token"),
+        ({"prefill_tokens_per_s": float("inf")}, "prefill_tokens_per_s"),
+        ({"prefill_tokens_per_s": 0.0}, "prefill_tokens_per_s"),
+        ({"rule": "sometimes"}, "rule"),
+    ],
+)
+def test_a_setup_that_cannot_be_timed_is_refused_naming_the_field(
+    change: dict[str, object], field: str
+) -> None:
+    args: dict[str, object] = {
+        "tiers": setup(1).tiers,
+        "bytes_per_token": 1.0,
+        "prefill_tokens_per_s": 4.0,
+        **change,
+    }
+    with pytest.raises(TierConfigError, match=field) as info:
+        TierSetup(**args)  # type: ignore[arg-type]
+    assert info.value.field == field
+
+
+def test_lower_tiers_not_fastest_first_are_refused() -> None:
+    gpu, cpu, disk = setup(1, 1, 1).tiers
+    with pytest.raises(TierConfigError, match="give the tiers fastest first") as info:
+        TierSetup((gpu, disk, cpu), bytes_per_token=1.0, prefill_tokens_per_s=4.0)
+    assert (info.value.field, info.value.tier) == ("tiers", "CPU")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from prefixkit.engine_adapter.replay.replay import LoadParams
 from prefixkit.engine_adapter.replay.trace import Trace
-from prefixkit.engine_adapter.tiers.fetch import Tier
+from prefixkit.engine_adapter.tiers.fetch import Tier, TierConfigError
 from prefixkit.engine_adapter.tiers.simulate import TieredResult, TierSetup
 from prefixkit.engine_adapter.tiers.sweep import SweepPoint, default_sizes, stops_paying, sweep_tier
 
@@ -61,3 +62,24 @@ def test_a_sweep_replays_each_size_once_smallest_first() -> None:
     assert [p.capacity_bytes for p in points] == [0, 12, 24]
     # the GPU holds one request's 3 blocks; a CPU of 6 blocks holds both requests
     assert [p.result.hit_tokens[1] for p in points] == [0, 0, 4 * 12]
+
+
+def test_points_of_one_size_count_once() -> None:
+    assert stops_paying([point(10, 0.1), point(10, 0.2), point(20, 0.3)], 0.005) is None
+    assert stops_paying([point(10, 0.3), point(10, 0.1), point(20, 0.3)], 0.005) == 10
+
+
+def test_a_sweep_of_fewer_than_two_sizes_compares_nothing_and_is_refused() -> None:
+    for points in ([], [point(10, 0.1)], [point(10, 0.1), point(10, 0.2)]):
+        with pytest.raises(TierConfigError, match="compares nothing") as info:
+            stops_paying(points, 0.005)
+        assert info.value.field == "points"
+
+
+def test_a_negative_size_is_refused() -> None:
+    setup = TierSetup(
+        (Tier("GPU", 12), Tier("CPU", 0, (1e9,))), bytes_per_token=1.0, prefill_tokens_per_s=4.0
+    )
+    with pytest.raises(TierConfigError, match=r"sweep sizes \[-10\]") as info:
+        sweep_tier(Trace(4), setup, 1, LoadParams(1.0, 0.0), "CPU", [-10, 10])
+    assert info.value.field == "sizes"
