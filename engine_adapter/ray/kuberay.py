@@ -299,11 +299,12 @@ def _check(
             )
         )
     if engine.device == "gpu" and not settings.gpus_per_replica:
-        tiers = f" and its KV tiers ({', '.join(t.spec for t in engine.kv_tiers)})"
+        specs = ", ".join(tier.spec for tier in engine.kv_tiers)
+        what = f"--device gpu and its KV tiers ({specs}) need" if specs else "--device gpu needs"
         problems.append(
             (
                 "gpus_per_replica",
-                f"--device gpu{tiers if engine.kv_tiers else ''} need a GPU in every worker "
+                f"{what} a GPU in every worker "
                 "pod, and no GPU is asked for: give --gpus-per-replica N (GPUs per replica, "
                 f"at least the tensor parallel size, {engine.tensor_parallel_size})",
             )
