@@ -33,27 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from prefixkit.sdk import PrefixkitError
+from prefixkit.sdk import UsageError
 
-__all__ = ["FetchRule", "Tier", "TierConfigError", "fetch_seconds", "tier_savings"]
+__all__ = ["FetchRule", "Tier", "fetch_seconds", "tier_savings"]
 
 FetchRule = Literal["always_load", "when_faster"]
 FETCH_RULES: tuple[FetchRule, ...] = ("always_load", "when_faster")
-
-
-class TierConfigError(PrefixkitError, ValueError):
-    """A tier or tier setup that cannot be timed: a capacity that is negative or not a
-    number, a read rate of 0 or below, KV bytes per token or a prefill rate that are not
-    positive, tiers not fastest first, sweep points that compare nothing.
-
-    `field`: the field at fault (``capacity_bytes``, ``read_bytes_per_s``,
-    ``bytes_per_token``, ``prefill_tokens_per_s``, ``rule``, ``tiers``, ``sizes``,
-    ``points``); `tier`: the tier's name, when one tier is at fault."""
-
-    def __init__(self, message: str, *, field: str, tier: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.tier = tier
 
 
 def _finite_positive(value: float) -> bool:
@@ -72,18 +57,18 @@ class Tier:
 
     def __post_init__(self) -> None:
         if not 0 <= self.capacity_bytes < math.inf:
-            raise TierConfigError(
+            raise UsageError(
                 f"tier {self.name}: capacity_bytes {self.capacity_bytes!r}: give 0 bytes or more",
-                field="capacity_bytes",
-                tier=self.name,
+                argument="capacity_bytes",
+                value=self.capacity_bytes,
             )
         bad = [rate for rate in self.read_bytes_per_s if not _finite_positive(rate)]
         if bad:
-            raise TierConfigError(
+            raise UsageError(
                 f"tier {self.name}: read_bytes_per_s {self.read_bytes_per_s!r}: every link's "
                 "read rate is a positive number of bytes per second",
-                field="read_bytes_per_s",
-                tier=self.name,
+                argument="read_bytes_per_s",
+                value=self.read_bytes_per_s,
             )
 
     def capacity_blocks(self, block_bytes: float) -> int:
@@ -107,8 +92,10 @@ def tier_savings(
     """Per tier, fastest first: the fraction of a block's prefill time a hit there saves
     (1.0 on the GPU; see the module doc for the two rules)."""
     if rule not in FETCH_RULES:
-        raise TierConfigError(
-            f"unknown fetch rule {rule!r}: choose from {', '.join(FETCH_RULES)}", field="rule"
+        raise UsageError(
+            f"unknown fetch rule {rule!r}: choose from {', '.join(FETCH_RULES)}",
+            argument="rule",
+            value=rule,
         )
     compute = block_tokens / prefill_tokens_per_s
     savings = []

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from prefixkit.sdk import UsageError
+
 from ..replay.cache_sim import ReplicaCaches
 from ..replay.policies import make_policy
 from ..replay.replay import LoadParams
@@ -46,7 +48,7 @@ from ..replay.trace import Trace
 from ..routing.policy import PreciseParams, WorkShares, cached_runs, choose_replica
 from ..routing.reuse import ReuseModel, ReuseSettings
 from ..routing.tiered import tiered_runs
-from .fetch import FETCH_RULES, FetchRule, Tier, TierConfigError, fetch_seconds, tier_savings
+from .fetch import FETCH_RULES, FetchRule, Tier, fetch_seconds, tier_savings
 
 __all__ = [
     "TIERED_POLICY_NAMES",
@@ -75,28 +77,31 @@ class TierSetup:
 
     def __post_init__(self) -> None:
         if not self.tiers or self.tiers[0].read_bytes_per_s:
-            raise TierConfigError(
-                "the first tier is the GPU: give it and no read links", field="tiers"
+            raise UsageError(
+                "the first tier is the GPU: give it and no read links", argument="tiers"
             )
         for name in ("bytes_per_token", "prefill_tokens_per_s"):
             value = getattr(self, name)
             if not 0 < value < math.inf:
-                raise TierConfigError(f"{name} {value!r}: give a positive number", field=name)
+                raise UsageError(
+                    f"{name} {value!r}: give a positive number", argument=name, value=value
+                )
         if self.rule not in FETCH_RULES:
-            raise TierConfigError(
+            raise UsageError(
                 f"unknown fetch rule {self.rule!r}: choose from {', '.join(FETCH_RULES)}",
-                field="rule",
+                argument="rule",
+                value=self.rule,
             )
         per_byte = [sum(1 / rate for rate in t.read_bytes_per_s) for t in self.tiers]
         for faster, slower, a, b in zip(
             self.tiers, self.tiers[1:], per_byte, per_byte[1:], strict=False
         ):
             if b < a:
-                raise TierConfigError(
+                raise UsageError(
                     f"tier {slower.name} is read faster than tier {faster.name} above it: "
                     "give the tiers fastest first (GPU, CPU, DISK)",
-                    field="tiers",
-                    tier=slower.name,
+                    argument="tiers",
+                    value=slower.name,
                 )
 
     def savings(self, block_tokens: int) -> tuple[float, ...]:

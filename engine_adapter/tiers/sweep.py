@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from prefixkit.sdk import UsageError
+
 from ..replay.replay import LoadParams
 from ..replay.trace import Trace
-from .fetch import TierConfigError
 from .simulate import TieredResult, TierSetup, simulate_tiers
 
 __all__ = ["SweepPoint", "default_sizes", "stops_paying", "sweep_tier"]
@@ -51,8 +52,10 @@ def sweep_tier(
     size is refused."""
     negative = [size for size in sizes if size < 0]
     if negative:
-        raise TierConfigError(
-            f"sweep sizes {negative}: a tier's size is 0 bytes or more", field="sizes"
+        raise UsageError(
+            f"sweep sizes {negative}: a tier's size is 0 bytes or more",
+            argument="sizes",
+            value=list(sizes),
         )
     return [
         SweepPoint(
@@ -82,10 +85,10 @@ def stops_paying(points: Sequence[SweepPoint], min_gain: float) -> int | None:
         by_size.setdefault(point.capacity_bytes, point)
     ordered = [by_size[size] for size in sorted(by_size)]
     if len(ordered) < 2:
-        raise TierConfigError(
+        raise UsageError(
             f"a sweep of {len(ordered)} size{'' if len(ordered) == 1 else 's'} compares "
             "nothing: give points of two sizes or more",
-            field="points",
+            argument="points",
         )
     knee = ordered[0].capacity_bytes
     for smaller, larger in itertools.pairwise(ordered):

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.tiers.fetch import Tier, TierConfigError, fetch_seconds, tier_savings
+from prefixkit.engine_adapter.tiers.fetch import Tier, fetch_seconds, tier_savings
+from prefixkit.sdk import UsageError
 
 GPU = Tier("GPU", 10)
 CPU = Tier("CPU", 10, (8.0,))  # 8 bytes/s
@@ -76,7 +77,7 @@ def test_when_faster_saves_at_least_what_always_loading_saves_and_at_most_the_bl
 def test_a_tier_that_cannot_be_timed_is_refused_naming_the_field(
     make: Callable[[], Tier], field: str
 ) -> None:
-    with pytest.raises(TierConfigError, match=field) as info:
+    with pytest.raises(UsageError, match=field) as info:
         make()
-    assert info.value.field == field
+    assert info.value.argument == field
     assert isinstance(info.value, ValueError)

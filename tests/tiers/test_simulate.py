@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.engine_adapter.replay.replay import LoadParams, replay
 from prefixkit.engine_adapter.replay.trace import Trace, load_trace
-from prefixkit.engine_adapter.tiers.fetch import FetchRule, Tier, TierConfigError
+from prefixkit.engine_adapter.tiers.fetch import FetchRule, Tier
 from prefixkit.engine_adapter.tiers.simulate import (
     TierSetup,
     read_salts,
     salted,
     simulate_tiers,
 )
+from prefixkit.sdk import UsageError
 
 from tests.conftest import MOONCAKE_TRACE
 
@@ -327,13 +328,13 @@ def test_a_setup_that_cannot_be_timed_is_refused_naming_the_field(
         "prefill_tokens_per_s": 4.0,
         **change,
     }
-    with pytest.raises(TierConfigError, match=field) as info:
+    with pytest.raises(UsageError, match=field) as info:
         TierSetup(**args)  # type: ignore[arg-type]
-    assert info.value.field == field
+    assert info.value.argument == field
 
 
 def test_lower_tiers_not_fastest_first_are_refused() -> None:
     gpu, cpu, disk = setup(1, 1, 1).tiers
-    with pytest.raises(TierConfigError, match="give the tiers fastest first") as info:
+    with pytest.raises(UsageError, match="give the tiers fastest first") as info:
         TierSetup((gpu, disk, cpu), bytes_per_token=1.0, prefill_tokens_per_s=4.0)
-    assert (info.value.field, info.value.tier) == ("tiers", "CPU")
+    assert (info.value.argument, info.value.value) == ("tiers", "CPU")

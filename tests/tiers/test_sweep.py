@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from prefixkit.engine_adapter.replay.replay import LoadParams
 from prefixkit.engine_adapter.replay.trace import Trace
-from prefixkit.engine_adapter.tiers.fetch import Tier, TierConfigError
+from prefixkit.engine_adapter.tiers.fetch import Tier
 from prefixkit.engine_adapter.tiers.simulate import TieredResult, TierSetup
 from prefixkit.engine_adapter.tiers.sweep import SweepPoint, default_sizes, stops_paying, sweep_tier
+from prefixkit.sdk import UsageError
 
 
 def point(size: int, saved_share: float) -> SweepPoint:
@@ -71,15 +72,15 @@ def test_points_of_one_size_count_once() -> None:
 
 def test_a_sweep_of_fewer_than_two_sizes_compares_nothing_and_is_refused() -> None:
     for points in ([], [point(10, 0.1)], [point(10, 0.1), point(10, 0.2)]):
-        with pytest.raises(TierConfigError, match="compares nothing") as info:
+        with pytest.raises(UsageError, match="compares nothing") as info:
             stops_paying(points, 0.005)
-        assert info.value.field == "points"
+        assert info.value.argument == "points"
 
 
 def test_a_negative_size_is_refused() -> None:
     setup = TierSetup(
         (Tier("GPU", 12), Tier("CPU", 0, (1e9,))), bytes_per_token=1.0, prefill_tokens_per_s=4.0
     )
-    with pytest.raises(TierConfigError, match=r"sweep sizes \[-10\]") as info:
+    with pytest.raises(UsageError, match=r"sweep sizes \[-10\]") as info:
         sweep_tier(Trace(4), setup, 1, LoadParams(1.0, 0.0), "CPU", [-10, 10])
-    assert info.value.field == "sizes"
+    assert info.value.argument == "sizes"
