@@ -12,7 +12,8 @@ line's modules are independent of each other):
     call_sites  sets  shapes                      calls of a function; sets; what a value is built from
     bindings                                      what names and calls refer to; parameters bound
     module_index                                  one pass recording what the others look up
-    module_slice  syntax                          the part of a module a name needs; one node's meaning
+    module_slice                                  the part of a module a name needs
+    syntax                                        one node's meaning; a read-only traversal
 
 Below all of them, and never importing them: `prefixkit.linter.catalog`
 (what is known of the SDKs and frameworks) and `prefixkit.linter.dependencies`
@@ -25,7 +26,8 @@ from __future__ import annotations
 __all__ = ["LAYERS"]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("module_slice", "syntax"),
+    ("syntax",),
+    ("module_slice",),
     ("module_index",),
     ("bindings",),
     ("call_sites", "sets", "shapes"),

@@ -25,7 +25,7 @@ import libcst as cst
 from ..catalog import is_message_class
 from .bindings import Env
 from .shapes import ValueShapes
-from .syntax import string_value
+from .syntax import string_value, walk
 
 __all__ = ["history_tail"]
 
@@ -100,7 +100,7 @@ class _TailFinder:
                     self._mark_message(value, depth + 1)
             return
         if _is_message(node, self.analysis):
-            node.visit(_Marker(self.tail))
+            walk(node, _Marker(self.tail))
 
     def _is_history(self, node: cst.BaseExpression, depth: int) -> bool:
         """Whether `node` is a list that exists before this code adds to it."""

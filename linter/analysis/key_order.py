@@ -43,7 +43,7 @@ import libcst as cst
 
 from .bindings import Env
 from .call_sites import CallSites
-from .syntax import spellings, string_value
+from .syntax import spellings, string_value, walk
 from .taint import TaintAnalysis
 
 __all__ = ["KeyOrder"]
@@ -107,7 +107,7 @@ class KeyOrder:
     @functools.cached_property
     def _uses(self) -> _Uses:
         uses = _Uses()
-        self.module.visit(uses)
+        walk(self.module, uses)
         return uses
 
     def unstable(self, node: cst.BaseExpression, env: Env, *, merges: bool = True) -> str | None:

@@ -26,7 +26,7 @@ from ..catalog import (
     TOOL_FIELDS,
     is_system_role,
 )
-from .syntax import FunctionNode, dotted_parts, string_value
+from .syntax import FunctionNode, dotted_parts, string_value, walk
 
 __all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource", "role_spelling"]
 
@@ -158,7 +158,7 @@ class ModuleIndex:
         """
         index = cls()
         indexer = _Indexer(index, cached_keywords, call_tails)
-        module.visit(indexer)
+        walk(module, indexer)
         # calls of the module's own classes whose fields give them a system role
         for call, function in indexer.class_calls:
             if isinstance(call.func, cst.Name) and call.func.value in indexer.role_classes:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .syntax import walk
+
 __all__ = ["Import", "TopLevel", "Uses"]
 
 # An imported module: the number of leading dots and the dotted parts.
@@ -107,7 +109,7 @@ def _uses(reads: list[_Reads]) -> Uses:
 
 def _read(statement: cst.CSTNode) -> _Reads:
     collector = _Reads()
-    statement.visit(collector)
+    walk(statement, collector)
     return collector
 
 
@@ -157,18 +159,18 @@ class _Reads(cst.CSTVisitor):
         dotted = _dotted(node)
         if dotted and not dotted.startswith(".") and "" not in dotted.split("."):
             self.chains.add(dotted)
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
 
 def _bound(statement: cst.CSTNode) -> set[str]:
     """Names a top-level statement binds (in `if`, `try`, `with` and loops too)."""
     collector = _Binders()
-    statement.visit(collector)
+    walk(statement, collector)
     return collector.names
 
 

@@ -6,11 +6,102 @@ functions of one libcst node, shared by every analysis of the package.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 import libcst as cst
 
-__all__ = ["FunctionNode", "all_params", "dotted_parts", "spellings", "string_value"]
+__all__ = [
+    "FunctionNode",
+    "all_params",
+    "children",
+    "dotted_parts",
+    "spellings",
+    "string_value",
+    "walk",
+]
 
 FunctionNode = cst.FunctionDef | cst.Lambda
+
+
+def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """`node.visit(visitor)` for a visitor that only reads (no `visit_<Node>_<field>`
+    hooks): the same callbacks in the same order, without rebuilding every node the
+    way libcst's own traversal does (which costs about half of an index pass)."""
+    if visitor.on_visit(node):
+        for child in children(node):
+            walk(child, visitor)
+    visitor.on_leave(node)
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`node.children` (its child nodes in source order), read from its fields."""
+    kind = type(node)
+    order = _FIELD_ORDER.get(kind, _UNKNOWN)
+    if order is _UNKNOWN:
+        order = _FIELD_ORDER[kind] = _visited_fields(kind)
+    if order is None:
+        return list(node.children)
+    found: list[cst.CSTNode] = []
+    for name in order:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found += [item for item in value if isinstance(item, cst.CSTNode)]
+    return found
+
+
+_UNKNOWN: tuple[str, ...] = ("?",)
+_FIELD_ORDER: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
+
+
+def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
+    """The fields libcst visits for a node type, in its order: read from its
+    `_visit_and_replace_children`, which rebuilds the node with one keyword per field
+    (`Name(lpar=visit_sequence(self, "lpar", self.lpar, visitor), value=self.value,
+    ...)`, evaluated left to right); None when it has another shape (then the node's
+    own `children` is used)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(kind._visit_and_replace_children))
+        function = ast.parse(source).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    if not isinstance(function, ast.FunctionDef):
+        return None
+    body = [
+        s
+        for s in function.body
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    call = body[0].value
+    if not isinstance(call, ast.Call) or call.args:
+        return None
+    order: list[str] = []
+    for keyword in call.keywords:
+        value = keyword.value
+        if keyword.arg is None:
+            return None
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id.startswith("visit_")
+            and len(value.args) >= 3
+            and isinstance(value.args[1], ast.Constant)
+            and value.args[1].value == keyword.arg
+        ):
+            order.append(keyword.arg)
+        elif not (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "self"
+            and value.attr == keyword.arg
+        ):
+            return None
+    return tuple(order)
 
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
