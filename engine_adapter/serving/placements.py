@@ -10,8 +10,9 @@ into memory (``run_dir/router-workers.placements``):
 * the fleet's request counter (cell 0): every request gets a number no other worker used,
   in the order they were placed, taken under a file lock (`next_request`);
 * per worker, a ring of 64-bit cells that only its worker writes, and a header: the
-  ring's epoch (raised by the parent when the worker is restarted) and how many cells were
-  ever written. A record is ``[tag, replica, request, run, hashes...]`` for a placement
+  ring's epoch (raised by the parent when the worker is restarted: odd while it resets the
+  ring, even again once done, so that a reader never takes a half-reset ring) and how many
+  cells were ever written. A record is ``[tag, replica, request, run, hashes...]`` for a placement
   (tag = blocks << 2 | ROUTED or PINNED) and ``[ENDED, replica, request]`` for its end.
 
 `PlacementReader` follows the other workers' rings: `news` returns what each wrote since
@@ -104,6 +105,7 @@ class PlacementLog:
         """`worker` died and is started again: its ring starts over in a new epoch (the
         others end the placements they knew of it)."""
         at = self.header(worker)
+        self.cells[at] += 1  # odd: being reset
         self.cells[at + 1] = 0
         self.cells[at] += 1
 
@@ -173,7 +175,10 @@ class PlacementReader:
     def _ring_news(self, worker: int, ring: _Ring) -> list[PeerPlaced | PeerEnded]:
         cells = self.log.cells
         at = self.log.header(worker)
-        epoch, written = cells[at], cells[at + 1]
+        epoch = cells[at]
+        written = cells[at + 1]
+        if epoch & 1 or cells[at] != epoch:
+            return []  # its ring is being reset: read it next time
         if epoch != ring.epoch:
             lost = self._forget(ring)
             ring.epoch, ring.read = epoch, 0

@@ -76,6 +76,21 @@ def test_a_restarted_workers_placements_end_on_the_others(fleet: _Fleet) -> None
     assert second.index.runs([21, 22])[placed.replica] == 0
 
 
+def test_a_ring_caught_while_it_is_reset_is_read_once_the_reset_is_done(fleet: _Fleet) -> None:
+    first, second = fleet.states
+    placed = first.route([51, 52])
+    at = fleet.log.header(0)
+    fleet.log.cells[at] += 1  # the parent's reset, caught half-way: odd epoch, cells left
+    _catch_up(second)
+    assert second.index.runs([51, 52])[placed.replica] == 0
+    fleet.log.cells[at + 1] = 0
+    fleet.log.cells[at] += 1
+    again = first.route([53])  # the restarted worker's first placement
+    _catch_up(second)
+    assert second.index.runs([53])[again.replica] == 1
+    assert second.index.runs([51, 52])[placed.replica] == 0
+
+
 def test_a_reader_a_whole_ring_behind_ends_what_it_knew_and_goes_on(fleet: _Fleet) -> None:
     first, second = fleet.states
     kept = first.route([31, 32])
