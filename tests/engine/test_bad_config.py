@@ -62,7 +62,7 @@ def test_odd_block_size_on_the_command_line_exits_with_the_fix(
     engine: EmbeddedEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["serve", "--embedded", "--block-size", "48", "--run-dir", str(tmp_path)]) == 2
-    assert "use block_size=64" in capsys.readouterr().err.replace("\n", " ")
+    assert "use --block-size 64" in capsys.readouterr().err.replace("\n", " ")
 
 
 def test_engine_that_exits_during_start_up_shows_its_last_log_lines(
