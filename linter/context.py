@@ -22,7 +22,6 @@ from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
     PositionProvider,
-    ScopeProvider,
 )
 
 from .analysis.bindings import Env
@@ -36,7 +35,7 @@ from .analysis.project_imports import (
     may_import_prompt_code,
     project_boundary,
 )
-from .analysis.syntax import FunctionNode
+from .analysis.syntax import FunctionNode, scopes
 from .analysis.taint import PERIODS, Taint, TaintAnalysis
 from .catalog import CACHED_KEYWORDS, segment_call_tails
 from .config import LintConfig
@@ -78,9 +77,11 @@ class LintContext:
     @functools.cached_property
     def analysis(self) -> TaintAnalysis:
         """Taint analysis over the module's scope and qualified-name metadata."""
-        scopes = self.wrapper.resolve(ScopeProvider)
         return TaintAnalysis(
-            self.index, scopes, self.config.extra_volatile_callables, self.project_imports
+            self.index,
+            scopes(self.module),
+            self.config.extra_volatile_callables,
+            self.project_imports,
         )
 
     @functools.cached_property

@@ -53,7 +53,6 @@ from libcst.metadata import (
     PositionProvider,
     QualifiedNameSource,
     Scope,
-    ScopeProvider,
 )
 
 from ..catalog import (
@@ -77,7 +76,7 @@ from .call_sites import CallSites
 from .history_tail import history_tail
 from .module_index import ModuleIndex, role_spelling
 from .module_slice import TopLevel, Uses
-from .syntax import FunctionNode, all_params, dotted_parts
+from .syntax import FunctionNode, all_params, dotted_parts, scopes
 from .taint import Taint, TaintAnalysis, Via
 
 __all__ = [
@@ -202,9 +201,8 @@ class _Parsed:
         found = self._scoped.get(attributes)
         if found is None:
             module = self.slice(attributes)
-            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             index = self.index(attributes)
-            found = self._scoped[attributes] = _Slice(module, index, wrapper.resolve(ScopeProvider))
+            found = self._scoped[attributes] = _Slice(module, index, scopes(module))
         return found
 
     def line_of(self, node: cst.CSTNode) -> int:
@@ -225,9 +223,8 @@ class _Parsed:
         found = self._class_sinks.get(key)
         if found is None:
             module = cst.Module(body=[owner])
-            scopes = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
             index = ModuleIndex.build(module, CACHED_KEYWORDS, _CALL_TAILS)
-            analysis = TaintAnalysis(index, scopes, project.extra_volatile, None)
+            analysis = TaintAnalysis(index, scopes(module), project.extra_volatile, None)
             sites = CallSites(module, analysis)
             tail = history_tail(module, analysis)
             extra = project.extra_cached_callables

@@ -9,14 +9,22 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Mapping
+from typing import cast
 
 import libcst as cst
+from libcst.metadata import ExpressionContextProvider, Scope, ScopeProvider
+from libcst.metadata.expression_context_provider import (
+    ExpressionContext,
+    ExpressionContextVisitor,
+)
 
 __all__ = [
     "FunctionNode",
     "all_params",
     "children",
     "dotted_parts",
+    "scopes",
     "spellings",
     "string_value",
     "walk",
@@ -33,6 +41,20 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
         for child in children(node):
             walk(child, visitor)
     visitor.on_leave(node)
+
+
+def scopes(module: cst.Module) -> Mapping[cst.CSTNode, Scope | None]:
+    """libcst's `ScopeProvider` metadata of `module` (whose nodes are taken as they are,
+    as `MetadataWrapper(module, unsafe_skip_copy=True)` takes them), computed by the
+    two traversals that compute it: the expression contexts, then the scopes. Resolved
+    through a `MetadataWrapper`, each provider's traversal runs inside one more
+    traversal of the whole module that finds nothing else to do (about as costly)."""
+    contexts = ExpressionContextProvider()
+    module.visit(ExpressionContextVisitor(contexts, ExpressionContext.LOAD))
+    provider = ScopeProvider()
+    provider.metadata = {ExpressionContextProvider: contexts._computed}
+    provider.visit_Module(module)
+    return cast(Mapping[cst.CSTNode, Scope | None], provider._computed)
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
