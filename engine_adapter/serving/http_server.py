@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, ClassVar
 
@@ -227,6 +228,8 @@ class _LingeringClose:
         self._transport = transport
         self._protocol = protocol
         self._closing = False
+        # called for every piece of every answer: the transport's own, not `__getattr__`
+        self.write: Callable[[bytes], None] = transport.write
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

@@ -64,8 +64,9 @@ def served(
     """A uvicorn server for `app` on `host`:`port` as prefixkit runs its HTTP hops:
     idle client connections kept `SERVED_IDLE_S`; each request head given
     `header_timeout_s` to arrive (else 408) and `max_head_bytes` at most (else 431);
-    warnings and errors logged. `.run()` it, or run it in a thread and set `should_exit`
-    to stop it."""
+    warnings and errors logged, no access log, ``X-Forwarded-*`` headers not applied to
+    the request's client address and scheme. `.run()` it, or run it in a thread and set
+    `should_exit` to stop it."""
     import uvicorn
 
     from .http_server import bounded_protocol
@@ -78,6 +79,10 @@ def served(
             http=bounded_protocol(header_timeout_s, max_head_bytes),
             log_level="warning",
             timeout_keep_alive=SERVED_IDLE_S,
+            # nothing reads the client's address or scheme, and the access log is off
+            # at this level: per request, one ASGI layer and one logging call less
+            proxy_headers=False,
+            access_log=False,
         )
     )
 
