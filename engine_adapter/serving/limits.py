@@ -13,12 +13,12 @@ bodies (`bodies.BodyWorkers`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import anyio
 from starlette.types import Receive
 
 from ..errors import DeploymentConfigError
@@ -60,7 +60,7 @@ async def read_body(receive: Receive, headers: Mapping[str, str], limits: Limits
     chunks: list[bytes] = []
     size = 0
     try:
-        with anyio.fail_after(limits.body_timeout_s + TIMER_RESOLUTION_S):
+        async with asyncio.timeout(limits.body_timeout_s + TIMER_RESOLUTION_S):
             more = True
             while more:
                 message = await receive()
