@@ -10,6 +10,15 @@ Each new piece is tokenized on its own (`encode`, not `encode_batch`): a batch r
 tokenizer's thread pool, whose idle threads spin between a server's requests and cost
 more CPU than the few short pieces of a request take.
 
+Inside a new piece of ASCII text, a byte-level BPE tokenizer (GPT-2's pre-tokenizer, as
+SmolLM2, Llama 3 or Qwen define it with no normalizer) cuts the text into words by a
+regular expression and runs BPE on each word on its own; the tokenizer's own call spends
+most of its time in that regular expression and in building its `Encoding`.
+`SegmentEncoder` then cuts the piece itself (the same expression, restricted to ASCII,
+where it means the same) and runs BPE only on the words it has not seen (a second bounded
+memo): `build` checks that this gives the tokenizer's ids on probes, else tokenizes each
+new piece whole.
+
 That equality holds when the pieces really are independent, which `SegmentEncoder.build`
 checks on the tokenizer's definition and on probes (else it gives None and the caller
 tokenizes whole texts): every added token matched verbatim (not normalized, no stripped
@@ -29,6 +38,19 @@ __all__ = ["SegmentEncoder"]
 
 _PER_PIECE_NORMALIZERS = (None, "NFC", "NFKC")
 _PER_PIECE_PRE_TOKENIZERS = ("ByteLevel", "Split", "Digits", "Punctuation")
+# GPT-2's pre-tokenizer expression (the tokenizers library's ByteLevel, use_regex), on
+# ASCII text: there \p{L} is [A-Za-z], \p{N} is [0-9] and \s the six ASCII spaces
+_ASCII_WORDS = re.compile(
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII
+)
+_WORD_PROBES = (
+    "Hello, world!  It's 2024... don't\t\ttabs\n\n  spaces   end ",
+    "IT'S we're I'll you'd 'd '' ''s x'sy 123456789 3.14 -1e+10 a_b a-b @#$%^&*()[]{}<>",
+    "\r\n\x0b\x0c \x00\x01\x1f\x7f~`|\\/?;: \n \t\n  x\n\n\n y  \t z",
+    "  leading and trailing  ",
+    " ",
+    "\n",
+)
 _PROBES = (
     "<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\n  Hi  there <|im_end|>\n",
     " leading space\tand\ttabs\n\n<|endoftext|>x<s></s>  trailing  ",
@@ -46,8 +68,13 @@ class SegmentEncoder:
         added: dict[str, int],
         special_tokens_add_nothing: bool,
         limit: int = 1 << 12,
+        word_limit: int = 1 << 16,
     ) -> None:
         self._backend = backend
+        # ASCII words -> ids (`_by_words`), when `build` found the words independent
+        self._words: dict[str, list[int]] | None = None
+        self._word_limit = word_limit
+        self._byte_chars = _byte_level_chars()
         self._added = added
         self._split = re.compile(
             "(" + "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")"
@@ -86,7 +113,39 @@ class SegmentEncoder:
             if encoder.encode(probe, False) != backend.encode(probe, add_special_tokens=False).ids:
                 return None
         encoder._memo.clear()
+        if _byte_level_words(definition):
+            encoder._words = {}
+            for probe in _WORD_PROBES + _PROBES:
+                for piece in encoder._split(probe)[::2]:
+                    if piece.isascii() and encoder._by_words(piece) != encoder._whole(piece):
+                        encoder._words = None
+                        return encoder
+            encoder._words.clear()
         return encoder
+
+    def _whole(self, piece: str) -> list[int]:
+        return list(self._backend.encode(piece, add_special_tokens=False).ids)
+
+    def _by_words(self, piece: str) -> list[int]:
+        """The ids of an ASCII `piece`, word by word (module docstring)."""
+        words = self._words
+        assert words is not None
+        ids: list[int] = []
+        for word in _ASCII_WORDS.findall(piece):
+            cached = words.get(word)
+            if cached is None:
+                if len(words) >= self._word_limit:
+                    words.clear()
+                tokens = self._backend.model.tokenize(word.translate(self._byte_chars))
+                cached = words[word] = [token.id for token in tokens]
+            ids += cached
+        return ids
+
+    def _piece(self, piece: str) -> list[int]:
+        """The ids of a piece between added tokens."""
+        if self._words is not None and piece.isascii():
+            return self._by_words(piece)
+        return self._whole(piece)
 
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         if add_special_tokens and not self._special_tokens_add_nothing:
@@ -95,9 +154,8 @@ class SegmentEncoder:
         memo = self._memo
         missing = [p for p in pieces[::2] if p and p not in memo]
         if missing:
-            encode = self._backend.encode
             for piece in dict.fromkeys(missing):
-                memo[piece] = list(encode(piece, add_special_tokens=False).ids)
+                memo[piece] = self._piece(piece)
             while len(memo) > self.limit:
                 memo.popitem(last=False)
         ids: list[int] = []
@@ -108,7 +166,7 @@ class SegmentEncoder:
             elif piece:
                 cached = memo.get(piece)
                 if cached is None:  # forgotten while this prompt was being read
-                    cached = list(self._backend.encode(piece, add_special_tokens=False).ids)
+                    cached = self._piece(piece)
                 else:
                     memo.move_to_end(piece)
                 ids.extend(cached)
@@ -116,3 +174,35 @@ class SegmentEncoder:
 
     def __len__(self) -> int:
         return len(self._memo)
+
+
+def _byte_level_words(definition: dict[str, Any]) -> bool:
+    """Whether a tokenizer's definition runs BPE on the words of GPT-2's pre-tokenizer
+    expression alone (no normalizer, no other pre-tokenizer, no dropout)."""
+    pre = definition.get("pre_tokenizer") or {}
+    model = definition.get("model") or {}
+    return (
+        definition.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True) is True
+        and pre.get("add_prefix_space") is False
+        and model.get("type") == "BPE"
+        and model.get("dropout") is None
+    )
+
+
+def _byte_level_chars() -> dict[int, str]:
+    """GPT-2's byte-level alphabet as a `str.translate` table for ASCII text: each byte
+    as the character its vocabulary spells it with (printable ones as themselves)."""
+    printable = set(range(ord("!"), ord("~") + 1))
+    table: dict[int, str] = {}
+    shifted = 0
+    for byte in range(256):
+        if byte in printable or 0xA1 <= byte <= 0xAC or 0xAE <= byte <= 0xFF:
+            char = chr(byte)
+        else:
+            char = chr(256 + shifted)
+            shifted += 1
+        if byte < 128:
+            table[byte] = char
+    return table
