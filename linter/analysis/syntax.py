@@ -65,13 +65,16 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         order = _FIELD_ORDER[kind] = _visited_fields(kind)
     if order is None:
         return list(node.children)
+    # a visited field holds a node, a sequence of nodes, None or a `MaybeSentinel`
+    # (told apart by type: `isinstance` on libcst's abstract node class costs more)
     found: list[cst.CSTNode] = []
     for name in order:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found += value
+        elif value is not None and kind is not cst.MaybeSentinel:
             found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found += [item for item in value if isinstance(item, cst.CSTNode)]
     return found
 
 
