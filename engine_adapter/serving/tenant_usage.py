@@ -177,8 +177,13 @@ def without_usage_chunk(send: Send) -> Send:
             else:
                 end = len(pending)
             events, pending = pending[:end], pending[end:]
-            kept = b"".join(event for event in _events(events) if not _usage_chunk(event))
-            if kept or not more:
+            if _USAGE_OBJECT.search(events) is None:  # most pieces: no event to leave out
+                kept = events
+            else:
+                kept = b"".join(event for event in _events(events) if not _usage_chunk(event))
+            if kept and kept == message.get("body"):
+                pass  # the piece as it came: its message as it is
+            elif kept or not more:
                 message = {**message, "body": kept}
             else:
                 return
