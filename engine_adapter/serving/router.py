@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -501,11 +500,15 @@ class PreciseRoute:
         return self._placed(placement, {"server-timing": timing})
 
     def _placed(self, placement: Placement, headers: dict[str, str]) -> Target:
-        return dataclasses.replace(
-            self._replica_target(placement.replica),
-            headers={**headers, "x-prefixkit-replica": str(placement.replica)},
-            started=lambda: self.router.started(placement),
-            ended=lambda: self.router.finished(placement),
+        replica = placement.replica
+        router = self.router
+        return Target(
+            self.replica_urls[replica],
+            f"replica {replica}",
+            replica,
+            headers={**headers, "x-prefixkit-replica": str(replica)},
+            started=lambda: router.started(placement),
+            ended=lambda: router.finished(placement),
             placement=placement,
         )
 
