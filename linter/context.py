@@ -1,13 +1,13 @@
 """What rules see: one `LintContext` per Python module, one `PromptContext` per prompt file.
 
-A `LintContext` wraps the parsed module in a single `MetadataWrapper` (no
-copy) and computes, lazily and once, everything the rules share: the module
-index, the taint analysis (`ScopeProvider`; qualified names on demand; imports
-of other modules of the project followed, see `analysis.project_imports`), the
-cached segments with the taints that reach them, and the provider requests
+A `LintContext` computes, lazily and once, everything the rules share: the
+module index, the taint analysis (libcst's scopes, see `analysis.syntax.scopes`;
+qualified names on demand; imports of other modules of the project followed, see
+`analysis.project_imports`), the cached segments with the taints that reach them, and the provider requests
 laid out as blocks. A module whose index holds no cached-segment candidate
-never resolves metadata at all; positions (`PositionProvider`) are resolved
-only when something is reported.
+never resolves metadata at all; positions (`PositionProvider`, through one
+`MetadataWrapper` that does not copy the module) are resolved only when
+something is reported.
 """
 
 from __future__ import annotations

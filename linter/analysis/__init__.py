@@ -13,7 +13,7 @@ line's modules are independent of each other):
     bindings                                      what names and calls refer to; parameters bound
     module_index                                  one pass recording what the others look up
     module_slice                                  the part of a module a name needs
-    syntax                                        one node's meaning; a read-only traversal
+    syntax                                        one node's meaning; a read-only traversal; scopes
 
 Below all of them, and never importing them: `prefixkit.linter.catalog`
 (what is known of the SDKs and frameworks) and `prefixkit.linter.dependencies`
