@@ -10,14 +10,15 @@ Each new piece is tokenized on its own (`encode`, not `encode_batch`): a batch r
 tokenizer's thread pool, whose idle threads spin between a server's requests and cost
 more CPU than the few short pieces of a request take.
 
-Inside a new piece of ASCII text, a byte-level BPE tokenizer (GPT-2's pre-tokenizer, as
-SmolLM2, Llama 3 or Qwen define it with no normalizer) cuts the text into words by a
-regular expression and runs BPE on each word on its own; the tokenizer's own call spends
-most of its time in that regular expression and in building its `Encoding`.
-`SegmentEncoder` then cuts the piece itself (the same expression, restricted to ASCII,
-where it means the same) and runs BPE only on the words it has not seen (a second bounded
-memo): `build` checks that this gives the tokenizer's ids on probes, else tokenizes each
-new piece whole.
+Inside a new piece of ASCII text, a byte-level BPE tokenizer whose pre-tokenizer is the
+``ByteLevel`` one with its own expression (GPT-2's, as SmolLM2 defines it), and with no
+normalizer, cuts the text into words by that regular expression and runs BPE on each
+word on its own; the tokenizer's own call spends most of its time in the expression and
+in building its `Encoding`. `SegmentEncoder` then cuts the piece itself (the same
+expression, restricted to ASCII, where it means the same) and runs BPE only on the words
+it has not seen (a second bounded memo): `build` checks that this gives the tokenizer's
+ids on probes, else tokenizes each new piece whole. Tokenizers that split with an
+expression of their own first (Llama 3's, Qwen's ``Split``) tokenize new pieces whole.
 
 That equality holds when the pieces really are independent, which `SegmentEncoder.build`
 checks on the tokenizer's definition and on probes (else it gives None and the caller
