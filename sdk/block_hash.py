@@ -348,7 +348,8 @@ class PrefixHashMemo:
         self.vllm: VllmVersion = vllm
         self._hash = _block_hash_function(algo)
         self._none = none_hash(algo, none_hash_seed() if seed is None else seed)
-        self._memo: OrderedDict[tuple[bytes, tuple[int, ...], object], bytes] = OrderedDict()
+        # (parent hash, the block's ids, extra keys) -> (the hash, its KV-event int)
+        self._memo: OrderedDict[tuple[bytes, tuple[int, ...], object], _Remembered] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._memo)
@@ -356,18 +357,27 @@ class PrefixHashMemo:
     def hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[int]:
         """The KV-event hashes of every full block of `token_ids` (see `block_hashes`)."""
         salt_keys = salt_extra_keys(cache_salt, self.vllm)
-        chain = _chain(token_ids, self.block_size, self._none, salt_keys, self._remembered)
-        return [event_block_hash(digest) for digest in chain]
-
-    def _remembered(self, parent: bytes, token_ids: Sequence[int], extra: object) -> bytes:
+        size = self.block_size
+        # one tuple of the ids: a block's key is then one slice of it
+        ids = tuple(token_ids)
         memo = self._memo
-        key = (parent, tuple(token_ids), extra)
-        digest = memo.get(key)
-        if digest is None:
-            digest = self._hash(parent, key[1], extra)
-            memo[key] = digest
-            if len(memo) > self.limit:
-                memo.popitem(last=False)
-        else:
-            memo.move_to_end(key)
-        return digest
+        parent = self._none
+        extra: object = salt_keys
+        result: list[int] = []
+        for start in range(0, len(ids) - size + 1, size):
+            key = (parent, ids[start : start + size], extra)
+            known = memo.get(key)
+            if known is None:
+                digest = self._hash(parent, key[1], extra)
+                known = memo[key] = (digest, event_block_hash(digest))
+                if len(memo) > self.limit:
+                    memo.popitem(last=False)
+            else:
+                memo.move_to_end(key)
+            parent = known[0]
+            result.append(known[1])
+            extra = None
+        return result
+
+
+_Remembered = tuple[bytes, int]  # a block's hash and its KV-event int

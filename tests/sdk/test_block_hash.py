@@ -218,6 +218,37 @@ def test_prefix_memo_gives_the_hashes_of_every_prompt(
         assert len(memo) <= limit
 
 
+# any CBOR integer (what both hash functions take), prompts that share prefixes
+_any_ids = st.lists(st.integers(min_value=-(2**64), max_value=2**64 - 1), max_size=24)
+
+
+@given(
+    _any_ids,
+    st.lists(st.tuples(st.integers(0, 24), _any_ids, st.sampled_from([None, "", "a", "b"]))),
+    st.integers(1, 9),
+    st.sampled_from(["sha256", "sha256_cbor"]),
+    st.sampled_from(["0.29", "0.32"]),
+    st.integers(1, 8),
+)
+def test_prefix_memo_equals_hashing_without_it_for_any_ids_salts_and_block_sizes(
+    shared: list[int],
+    prompts: list[tuple[int, list[int], str | None]],
+    block_size: int,
+    algo: HashAlgo,
+    vllm: VllmVersion,
+    limit: int,
+) -> None:
+    # each prompt: a prefix of the shared ids and ids of its own, through one memo
+    memo = PrefixHashMemo(block_size, algo=algo, seed="s", vllm=vllm, limit=limit)
+    for kept, own, salt in prompts:
+        prompt = shared[:kept] + own
+        expected = event_block_hashes(
+            prompt, block_size, algo=algo, cache_salt=salt, seed="s", vllm=vllm
+        )
+        assert memo.hashes(prompt, salt) == expected
+        assert memo.hashes(tuple(prompt), salt) == expected  # any sequence of ids
+
+
 def test_prefix_memo_hashes_only_the_blocks_a_next_turn_adds() -> None:
     memo = PrefixHashMemo(4, algo="sha256_cbor")
     first_turn = list(range(40))  # 10 blocks
