@@ -59,3 +59,36 @@ def test_an_added_token_that_strips_spaces_means_no_segment_encoder(backend: Tok
     tokenizer = Tokenizer.from_str(backend.to_str())
     tokenizer.add_special_tokens([AddedToken("<mask>", lstrip=True)])
     assert SegmentEncoder.build(tokenizer) is None
+
+
+# ASCII text of every kind the word expression tells apart: letters, digits, other
+# printable characters, contractions, runs of spaces, tabs, newlines and control bytes
+ascii_texts = st.lists(
+    st.one_of(
+        st.sampled_from(["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'", " ", "  ", "\n", "\t"]),
+        st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=12),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def word_encoder(backend: Tokenizer) -> SegmentEncoder:
+    encoder = SegmentEncoder.build(backend)
+    assert encoder is not None
+    return encoder
+
+
+def test_the_tests_byte_level_tokenizer_is_tokenized_word_by_word(
+    word_encoder: SegmentEncoder,
+) -> None:
+    assert word_encoder._words is not None  # the probes found its words independent
+
+
+@given(ascii_texts)
+def test_ascii_text_word_by_word_gives_the_tokenizers_ids(
+    backend: Tokenizer, word_encoder: SegmentEncoder, text: str
+) -> None:
+    # the encoder remembers pieces and words across examples, as a router does
+    ids = word_encoder.encode(text, False)
+    assert ids == backend.encode(text, add_special_tokens=False).ids
