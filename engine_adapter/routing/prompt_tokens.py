@@ -2,9 +2,13 @@
 
 `PromptTokenizer.load(model_dir)` builds, once, what the engine builds from the same
 model folder: the fast tokenizer and the chat template (through ``transformers``, which
-vLLM calls for both). Texts are tokenized piece by piece between special tokens, pieces
-seen before taken from a memo (`token_segments`), so a conversation's next turn costs
-its new messages, not the whole prompt. `PromptTokenizer.tokens(path, body)` then mirrors vLLM 0.32's
+vLLM calls for both). The template is rendered in the Jinja environment transformers
+compiles it in, called directly rather than through ``apply_chat_template`` where a probe
+conversation renders the same both ways, the sandbox's checks skipped only for a loop's
+own attributes (``loop.first``, which the sandbox allows anyway). Texts are tokenized
+piece by piece between special tokens, pieces seen before taken from a memo
+(`token_segments`), so a conversation's next turn costs its new messages, not the whole
+prompt. `PromptTokenizer.tokens(path, body)` then mirrors vLLM 0.32's
 OpenAI and Anthropic front ends (``vllm/renderers/chat_utils.py``, ``renderers/hf.py``,
 ``renderers/online_renderer.py``, ``renderers/params.py``, the ``protocol.py`` of each
 route, ``entrypoints/openai/responses/utils.py``, ``entrypoints/anthropic/serving.py``):
@@ -46,6 +50,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MethodType
 from typing import Any
 
 import jinja2
@@ -53,6 +58,7 @@ import jinja2.ext
 import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
+import jinja2.runtime
 import jinja2.sandbox
 
 from .template_content import ContentFormat, content_format, developer_role_supported
@@ -150,6 +156,8 @@ class PromptTokenizer:
         self._formats: dict[bool, tuple[str, ContentFormat]] = {}
         self._accepted_kwargs: dict[str, frozenset[str]] = {}
         self._merge_inline_system: bool | None = None
+        self._direct: dict[str, jinja2.Template | None] = {}
+        self._named = frozenset(_named_parameters(tokenizer.apply_chat_template))
 
     @classmethod
     def load(cls, model_dir: str | Path) -> PromptTokenizer | Cannot:
@@ -331,14 +339,68 @@ class PromptTokenizer:
         tool_dicts = kwargs.pop("tools", None)
         accepted = self._accepted(template)
         resolved = {k: v for k, v in kwargs.items() if k in accepted}
-        text = self._tokenizer.apply_chat_template(
-            conversation=conversation,
-            tools=tool_dicts,
-            chat_template=template,
-            tokenize=False,
-            **resolved,
-        )
+        direct = self._direct_template(template)
+        if direct is not None and _direct_applies(conversation, tool_dicts, resolved, self._named):
+            # what apply_chat_template renders for these arguments (`_direct_template`)
+            documents = resolved.pop("documents", None)
+            generation = resolved.pop("add_generation_prompt", False)
+            resolved.pop("continue_final_message", None)
+            resolved.pop("return_dict", None)
+            text = direct.render(
+                messages=conversation,
+                tools=tool_dicts,
+                documents=documents,
+                add_generation_prompt=generation,
+                **{**self._tokenizer.special_tokens_map, **resolved},
+            )
+        else:
+            text = self._tokenizer.apply_chat_template(
+                conversation=conversation,
+                tools=tool_dicts,
+                chat_template=template,
+                tokenize=False,
+                **resolved,
+            )
         return self._encode(text, add_special_tokens)
+
+    def _direct_template(self, template: str) -> jinja2.Template | None:
+        """The chat template compiled in transformers' own environment for it, with the
+        sandbox's checks skipped only for a loop's public attributes (``loop.first``,
+        which the sandbox allows anyway: its checks took about a third of a render), or None
+        when rendering it directly does not give what ``apply_chat_template`` gives on
+        a probe conversation (then every request goes through transformers)."""
+        if template in self._direct:
+            return self._direct[template]
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        environment = _compile_jinja_template(template).environment.overlay()
+        environment.getattr = MethodType(_loop_attributes_first, environment)
+        compiled = environment.from_string(template)
+        direct: jinja2.Template | None = compiled
+        for generation in (True, False):
+            try:
+                expected = self._tokenizer.apply_chat_template(
+                    conversation=_DIRECT_PROBE,
+                    chat_template=template,
+                    tokenize=False,
+                    add_generation_prompt=generation,
+                )
+                rendered = compiled.render(
+                    messages=_DIRECT_PROBE,
+                    tools=None,
+                    documents=None,
+                    add_generation_prompt=generation,
+                    **self._tokenizer.special_tokens_map,
+                )
+            except (LookupError, TypeError, ValueError, AttributeError, jinja2.TemplateError):
+                # a template that refuses the probe: no direct path
+                direct = None
+                break
+            if rendered != expected:
+                direct = None
+                break
+        self._direct[template] = direct
+        return direct
 
     def _accepted(self, template: str) -> frozenset[str]:
         """vLLM's ``resolve_chat_template_kwargs``: the kwargs `apply_chat_template`
@@ -436,6 +498,66 @@ def _kwargs_environment() -> jinja2.Environment:
     """The environment vLLM finds a template's variables with."""
     return jinja2.sandbox.ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+    )
+
+
+# a loop's public attributes, which the sandbox allows (none starts with "_", a loop is
+# not a function, type, frame or known mutable container)
+_LOOP_ATTRIBUTES = frozenset(
+    {
+        "first",
+        "last",
+        "index",
+        "index0",
+        "length",
+        "revindex",
+        "revindex0",
+        "previtem",
+        "nextitem",
+        "depth",
+        "depth0",
+        "cycle",
+        "changed",
+    }
+)
+# apply_chat_template's own arguments that the direct render reproduces; with any other
+# (padding, return_assistant_tokens_mask, ...) the request goes through transformers
+_DIRECT_ARGUMENTS = frozenset(
+    {"add_generation_prompt", "continue_final_message", "documents", "return_dict"}
+)
+_DIRECT_PROBE = [
+    {"role": "system", "content": "Be kind."},
+    {"role": "user", "content": "Hi <there>"},
+    {"role": "assistant", "content": "Hello & welcome."},
+    {"role": "user", "content": "Thanks"},
+]
+
+
+def _loop_attributes_first(
+    environment: jinja2.sandbox.SandboxedEnvironment, obj: Any, attribute: str
+) -> Any:
+    """The sandbox's ``getattr``, answering a loop's public attributes directly."""
+    if type(obj) is jinja2.runtime.LoopContext and attribute in _LOOP_ATTRIBUTES:
+        return getattr(obj, attribute)
+    return type(environment).getattr(environment, obj, attribute)
+
+
+def _direct_applies(
+    conversation: list[_Message],
+    tools: list[dict[str, Any]] | None,
+    resolved: Mapping[str, Any],
+    named: frozenset[str],
+) -> bool:
+    """Whether ``apply_chat_template`` would render these arguments as one plain
+    ``render`` call (no final message continued, no batch, no tool given as a function,
+    no other argument of its own)."""
+    documents = resolved.get("documents")
+    return (
+        bool(conversation)
+        and not resolved.get("continue_final_message")
+        and (tools is None or all(isinstance(tool, dict) for tool in tools))
+        and (documents is None or all(isinstance(d, dict) for d in documents))
+        and not (named & resolved.keys()) - _DIRECT_ARGUMENTS
     )
 
 

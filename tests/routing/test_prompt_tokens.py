@@ -207,6 +207,80 @@ def test_developer_messages_become_system_ones_where_the_template_lacks_the_role
     )
 
 
+# a template that reads every attribute of its loop, its tools and a kwarg of its own
+LOOP_TEMPLATE = (
+    "{% if tools %}{{ tools | tojson }}\n{% endif %}{% for message in messages %}"
+    "{% if loop.first %}[{{ loop.length }} messages]{% endif %}"
+    "{{ loop.index }}/{{ loop.index0 }}/{{ loop.revindex }}/{{ loop.revindex0 }}/{{ loop.depth }}"
+    " {{ loop.cycle('odd', 'even') }}{% if loop.changed(message['role']) %}*{% endif %}"
+    "{% if loop.previtem %}<{{ loop.previtem['role'] }}{% endif %}"
+    "{% if loop.nextitem %}>{{ loop.nextitem['role'] }}{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>"
+    "{% if loop.last %}.{% endif %}\n{% endfor %}"
+    "{% if style %}style: {{ style }}\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def loop_folder(hf_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _with_template(hf_tokenizer_dir, tmp_path_factory.mktemp("loop") / "m", LOOP_TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def loop_tokenizer(loop_folder: Path) -> PromptTokenizer:
+    loaded = PromptTokenizer.load(loop_folder)
+    assert isinstance(loaded, PromptTokenizer), loaded
+    return loaded
+
+
+def test_a_template_is_rendered_directly_when_a_probe_renders_as_through_transformers(
+    chatml: PromptTokenizer, loop_tokenizer: PromptTokenizer
+) -> None:
+    for tokenizer in (chatml, loop_tokenizer):
+        template = tokenizer._tokenizer.get_chat_template(None, tools=None)
+        assert tokenizer._direct_template(template) is not None
+
+
+@given(
+    conversations,
+    st.booleans(),
+    st.sampled_from([None, "terse", "<b>&"]),
+    st.lists(st.sampled_from(["weather", "time", "café"]), max_size=2),
+)
+def test_the_direct_render_gives_the_tokens_of_transformers_render(
+    loop_tokenizer: PromptTokenizer,
+    loop_folder: Path,
+    turns: list[tuple[str, str]],
+    prompt: bool,
+    style: str | None,
+    names: list[str],
+) -> None:
+    messages = [{"role": role, "content": text} for role, text in turns]
+    tools = [
+        {"type": "function", "function": {"name": n, "description": None, "parameters": None}}
+        for n in names
+    ]
+    body: dict[str, Any] = {"messages": messages, "add_generation_prompt": prompt}
+    kwargs: dict[str, Any] = {"add_generation_prompt": prompt}
+    if tools:
+        body["tools"] = kwargs["tools"] = tools
+    if style is not None:
+        body["chat_template_kwargs"] = {"style": style}
+        kwargs["style"] = style
+    expected = _transformers_chat(loop_folder, messages, **kwargs)
+    assert _ids(loop_tokenizer.tokens("/v1/chat/completions", body)) == expected
+
+
+def test_a_continued_final_message_is_rendered_as_transformers_renders_it(
+    chatml: PromptTokenizer, hf_tokenizer_dir: Path
+) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]
+    body = {"messages": messages, "add_generation_prompt": False, "continue_final_message": True}
+    expected = _transformers_chat(hf_tokenizer_dir, messages, continue_final_message=True)
+    assert _ids(chatml.tokens("/v1/chat/completions", body)) == expected
+
+
 def test_a_completion_of_token_ids_is_those_ids(chatml: PromptTokenizer) -> None:
     assert _ids(chatml.tokens("/v1/completions", {"prompt": [5, 0, 9]})) == [5, 0, 9]
 
