@@ -368,11 +368,19 @@ class PromptTokenizer:
         sandbox's checks skipped only for a loop's public attributes (``loop.first``,
         which the sandbox allows anyway: its checks took about a third of a render), or None
         when rendering it directly does not give what ``apply_chat_template`` gives on
-        a probe conversation (then every request goes through transformers)."""
+        a probe conversation or the tokenizer renders in a way of its own (then every
+        request goes through transformers)."""
         if template in self._direct:
             return self._direct[template]
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
+        if (
+            type(self._tokenizer).apply_chat_template
+            is not PreTrainedTokenizerBase.apply_chat_template
+        ):
+            self._direct[template] = None  # a tokenizer with a render of its own
+            return None
         environment = _compile_jinja_template(template).environment.overlay()
         environment.getattr = MethodType(_loop_attributes_first, environment)
         compiled = environment.from_string(template)

@@ -272,6 +272,23 @@ def test_the_direct_render_gives_the_tokens_of_transformers_render(
     assert _ids(loop_tokenizer.tokens("/v1/chat/completions", body)) == expected
 
 
+def test_a_tokenizer_with_a_render_of_its_own_is_not_rendered_directly(
+    chatml: PromptTokenizer, hf_tokenizer_dir: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_tokenizer_dir))
+
+    class OwnRender(type(tokenizer)):  # type: ignore[misc]
+        def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+            return "marked " + super().apply_chat_template(*args, **kwargs)
+
+    tokenizer.__class__ = OwnRender
+    own = PromptTokenizer(tokenizer, hf_tokenizer_dir)
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    marked = _ids(own.tokens("/v1/chat/completions", body))
+    assert marked[: len(tokenizer("marked ")["input_ids"])] == tokenizer("marked ")["input_ids"]
+    assert marked != _ids(chatml.tokens("/v1/chat/completions", body))
+
+
 def test_a_continued_final_message_is_rendered_as_transformers_renders_it(
     chatml: PromptTokenizer, hf_tokenizer_dir: Path
 ) -> None:
