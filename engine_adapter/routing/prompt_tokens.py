@@ -617,10 +617,18 @@ def _parsed_message(message: Any, form: ContentFormat) -> _Message:
         parts = content
     else:
         raise _Refused("message content is neither text nor a list of parts")
-    if role == "system":
-        parts = _without_billing_header(parts)
-    texts = [text for part in parts if (text := _part_text(part, form)) is not None]
-    parsed: _Message = {"role": role, "content": texts if form == "openai" else "\n".join(texts)}
+    parsed: _Message = {"role": role}
+    if (
+        form == "string"
+        and isinstance(content, str)
+        and not (role == "system" and content.startswith(_BILLING_HEADER))
+    ):
+        parsed["content"] = content  # what one text part joins to (empty or not)
+    else:
+        if role == "system":
+            parts = _without_billing_header(parts)
+        texts = [text for part in parts if (text := _part_text(part, form)) is not None]
+        parsed["content"] = texts if form == "openai" else "\n".join(texts)
     if role == "assistant":
         if message.get("tool_calls") is not None:
             parsed["tool_calls"] = [_tool_call(call) for call in message["tool_calls"]]

@@ -117,6 +117,18 @@ def test_text_parts_are_joined_with_newlines_and_empty_ones_dropped(
     ) == _ids(joined)
 
 
+def test_a_system_texts_billing_header_line_is_dropped(chatml: PromptTokenizer) -> None:
+    def chat(system: str) -> dict[str, Any]:
+        return {
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+        }
+
+    with_header = chat("x-anthropic-billing-header: cch=1\nBe kind.")
+    assert _ids(chatml.tokens("/v1/chat/completions", with_header)) == _ids(
+        chatml.tokens("/v1/chat/completions", chat("Be kind."))
+    )
+
+
 def test_an_openai_format_template_gets_the_parts(variant: Any) -> None:
     tokenizer = variant(OPENAI_TEMPLATE)
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, "b"]}]}
