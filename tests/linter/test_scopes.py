@@ -13,19 +13,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 from prefixkit.linter.analysis.syntax import children, scopes
 
-
-def _parsed(path: Path) -> cst.Module | None:
-    try:
-        return cst.parse_module(path.read_text(encoding="utf-8"))
-    except cst.ParserSyntaxError:
-        return None  # a PFX000 fixture: code that does not parse
-
-
-FIXTURES = [
-    path
-    for path in sorted((Path(__file__).parent / "fixtures").rglob("*.py"))
-    if _parsed(path) is not None
-]
+from tests.linter.fixture_modules import FIXTURE_MODULES, parsed
 
 
 def _nodes(module: cst.Module) -> list[cst.CSTNode]:
@@ -78,12 +66,12 @@ def _layout(nodes: list[cst.CSTNode], resolved: Mapping[cst.CSTNode, Scope | Non
 
 
 def test_there_are_fixtures() -> None:
-    assert len(FIXTURES) > 100
+    assert len(FIXTURE_MODULES) > 100
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(p.parents[1])))
+@pytest.mark.parametrize("path", FIXTURE_MODULES, ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_scopes_are_the_wrappers(path: Path) -> None:
-    module = _parsed(path)
+    module = parsed(path)
     assert module is not None
     nodes = _nodes(module)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)

@@ -9,19 +9,7 @@ import libcst as cst
 import pytest
 from prefixkit.linter.analysis.syntax import children, walk
 
-
-def _parsed(path: Path) -> cst.Module | None:
-    try:
-        return cst.parse_module(path.read_text(encoding="utf-8"))
-    except cst.ParserSyntaxError:
-        return None  # a PFX000 fixture: code that does not parse
-
-
-FIXTURES = [
-    path
-    for path in sorted((Path(__file__).parent / "fixtures").rglob("*.py"))
-    if _parsed(path) is not None
-]
+from tests.linter.fixture_modules import FIXTURE_MODULES, parsed
 
 
 class _Trace(cst.CSTVisitor):
@@ -39,16 +27,16 @@ class _Trace(cst.CSTVisitor):
 
 
 def _module(path: Path) -> cst.Module:
-    module = _parsed(path)
+    module = parsed(path)
     assert module is not None
     return module
 
 
 def test_there_are_fixtures() -> None:
-    assert len(FIXTURES) > 100
+    assert len(FIXTURE_MODULES) > 100
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(p.parents[1])))
+@pytest.mark.parametrize("path", FIXTURE_MODULES, ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_walk_makes_the_callbacks_visit_makes(path: Path) -> None:
     module = _module(path)
     expected, walked = _Trace(), _Trace()
@@ -57,7 +45,9 @@ def test_walk_makes_the_callbacks_visit_makes(path: Path) -> None:
     assert walked.events == expected.events
 
 
-@pytest.mark.parametrize("path", FIXTURES[:40], ids=lambda p: str(p.relative_to(p.parents[1])))
+@pytest.mark.parametrize(
+    "path", FIXTURE_MODULES[:40], ids=lambda p: str(p.relative_to(p.parents[1]))
+)
 def test_children_are_the_nodes_children(path: Path) -> None:
     pending: list[cst.CSTNode] = [_module(path)]
     while pending:
