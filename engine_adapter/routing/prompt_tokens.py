@@ -346,12 +346,8 @@ class PromptTokenizer:
             generation = resolved.pop("add_generation_prompt", False)
             resolved.pop("continue_final_message", None)
             resolved.pop("return_dict", None)
-            text = direct.render(
-                messages=conversation,
-                tools=tool_dicts,
-                documents=documents,
-                add_generation_prompt=generation,
-                **{**self._tokenizer.special_tokens_map, **resolved},
+            text = self._render_direct(
+                direct, conversation, tool_dicts, documents, generation, resolved
             )
         else:
             text = self._tokenizer.apply_chat_template(
@@ -373,7 +369,6 @@ class PromptTokenizer:
         if template in self._direct:
             return self._direct[template]
         from transformers.tokenization_utils_base import PreTrainedTokenizerBase
-        from transformers.utils.chat_template_utils import _compile_jinja_template
 
         if (
             type(self._tokenizer).apply_chat_template
@@ -381,7 +376,7 @@ class PromptTokenizer:
         ):
             self._direct[template] = None  # a tokenizer with a render of its own
             return None
-        environment = _compile_jinja_template(template).environment.overlay()
+        environment = _jinja_environment(template).overlay()
         environment.getattr = MethodType(_loop_attributes_first, environment)
         compiled = environment.from_string(template)
         direct: jinja2.Template | None = compiled
@@ -393,13 +388,7 @@ class PromptTokenizer:
                     tokenize=False,
                     add_generation_prompt=generation,
                 )
-                rendered = compiled.render(
-                    messages=_DIRECT_PROBE,
-                    tools=None,
-                    documents=None,
-                    add_generation_prompt=generation,
-                    **self._tokenizer.special_tokens_map,
-                )
+                rendered = self._render_direct(compiled, _DIRECT_PROBE, None, None, generation, {})
             except (LookupError, TypeError, ValueError, AttributeError, jinja2.TemplateError):
                 # a template that refuses the probe: no direct path
                 direct = None
@@ -409,6 +398,24 @@ class PromptTokenizer:
                 break
         self._direct[template] = direct
         return direct
+
+    def _render_direct(
+        self,
+        compiled: jinja2.Template,
+        messages: Sequence[Any],
+        tools: list[dict[str, Any]] | None,
+        documents: Any,
+        generation: bool,
+        kwargs: Mapping[str, Any],
+    ) -> str:
+        """What ``apply_chat_template`` renders for these arguments, by `compiled`."""
+        return compiled.render(
+            messages=messages,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=generation,
+            **{**self._tokenizer.special_tokens_map, **kwargs},
+        )
 
     def _accepted(self, template: str) -> frozenset[str]:
         """vLLM's ``resolve_chat_template_kwargs``: the kwargs `apply_chat_template`
