@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -124,6 +125,11 @@ class ServingApp:
             async with anyio.create_task_group():
                 pass  # anyio imports its asyncio backend on first use: here, not on a request
             await self.routing.start(self.upstreams, self.polls)
+            # what startup made (modules, the tokenizer, the template) lives as long as the
+            # app: out of the collector's sight, a full collection scans only what requests
+            # made, not hundreds of thousands of objects
+            gc.collect()
+            gc.freeze()
         except Exception as error:
             await send({"type": "lifespan.startup.failed", "message": repr(error)})
             return
@@ -136,6 +142,7 @@ class ServingApp:
             await self.upstreams.aclose()
             await asyncio.to_thread(self.bodies.close)
         finally:
+            gc.unfreeze()  # the process may go on (an app deployed from Python, a test)
             await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
