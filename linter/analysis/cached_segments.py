@@ -26,6 +26,9 @@ Recognised (a value reaching one of these is part of the cached prefix):
   `ChatCompletionSystemMessageParam(...)` / `...DeveloperMessageParam(...)`,
   and the template text of `PromptTemplate(...)` / `.from_template(...)`
   (LangChain, LlamaIndex);
+- a call rendering a LangChain chat template that holds a system message, or
+  binding its values (`prompt.invoke(inputs)`, `.format_prompt(**inputs)`,
+  `.partial(time=...)`): what it gives the placeholders reaches that message;
 - the text of Haystack's `ChatMessage.from_system(...)` and Semantic Kernel's
   `add_system_message(...)`;
 - values assigned to a `system_prompt` / `system_message` / `system_instruction`
@@ -105,6 +108,7 @@ _BLOCK_META_KEYS = CACHE_MARKER_KEYS | {"type"}
 _MAX_CALLER_DEPTH = 64
 _FALSE_LITERALS = frozenset({"False", "None"})
 _TOOLS_LABEL = "`tools=`"
+_CHAT_LABEL = "the system message of the chat template rendered here"
 # How many variables and attributes a role is followed through.
 _MAX_ROLE_DEPTH = 4
 # Roles of a turn that follows the cached part without being reused by a later request.
@@ -642,8 +646,25 @@ def cached_segments(
         for call, result in imported.values()
         for argument, label in result.segments
     ]
+    found += _chat_renders(index, analysis)
     found = [segment for segment in found if id(segment.node) not in tail]
     return found + _through_callers(found, analysis, sites)
+
+
+def _chat_renders(index: ModuleIndex, analysis: TaintAnalysis) -> list[CachedSegment]:
+    """Calls rendering a chat template that holds a system message, or binding its values
+    (`prompt.invoke(inputs)`, `.format_prompt(**inputs)`, `(prompt | llm).invoke(...)`,
+    `.partial(time=...)`): what they give its placeholders is put into that message."""
+    if not any(
+        parts[-1] == "from_messages" or parts[-1].endswith("ChatPromptTemplate")
+        for parts in index.dotted_calls
+    ):
+        return []
+    return [
+        CachedSegment(call, _CHAT_LABEL, function)
+        for call, function in index.calls
+        if analysis.renders_chat(call, Env(function))
+    ]
 
 
 def _imported_calls(

@@ -124,4 +124,9 @@ def sent_once_at_end(
 ) -> bool:
     """Whether a value that `following` places at the end of the segment's text ends a
     prompt sent once with only the user turn after it (`cached_segments.one_shot`)."""
-    return following is not None and following.at_end and one_shot(segment, parents, analysis)
+    if following is None or not following.at_end:
+        return False
+    # a chat template is the whole conversation it renders: only user turns follow its text
+    node = segment.node
+    chat = isinstance(node, cst.Call) and analysis.renders_chat(node, Env(segment.function))
+    return chat or one_shot(segment, parents, analysis)

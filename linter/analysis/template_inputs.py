@@ -21,9 +21,14 @@ A render call (`TemplateInputs.rendering`): `TEXT.format(...)` /
 `.safe_substitute(...)`, `jinja2.Template(TEXT).render(...)` (and an
 environment's `from_string(TEXT)`), LangChain's `PromptTemplate(TEXT)` /
 `.from_template(TEXT)` rendered with `.format(...)`, `.invoke({...})`,
-`.format_messages(...)` or bound first with `.partial(...)`. The text is
+`.format_messages(...)` or bound first with `.partial(...)` (a lambda bound
+there is called at each render: its body is the value), and a chain whose
+first step is the template (`(prompt | llm).invoke(...)`). A LangChain chat
+template (`ChatPromptTemplate.from_messages([...])`) holding a system message
+is read as its messages up to the closing user turns (`Template.chat`); a
+call rendering it is a prompt of its own (`renders_chat`). The text is
 known when the template resolves to one string constant (in place, through
-names, module constants). The values are bound to placeholders by keyword,
+names, module constants, joined with `+`). The values are bound to placeholders by keyword,
 by position (`{}`, `{0}`), through `**mapping` and mapping arguments whose
 keys the module shows (dict literals and `dict(...)`, `d["key"] = value`,
 `d.update(...)`). Where both are known, only the values the text reads are
@@ -36,9 +41,9 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import libcst as cst
 
@@ -308,6 +313,20 @@ _MAX_DEPTH = 6
 _MAX_FILE_BYTES = 256_000  # a prompt file larger than this is not read
 _MAX_PARENTS = 4  # folders above the module a relative prompt path is looked up in
 _READ_METHODS = frozenset({"read_text", "read"})
+_CHAT_TEMPLATE = "ChatPromptTemplate"
+# A chat template's message roles: its system messages are cached, a closing user turn
+# is not reused, assistant turns and a history placeholder are reused.
+_CHAT_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "human": "user",
+    "user": "user",
+    "ai": "reused",
+    "assistant": "reused",
+    "placeholder": "reused",
+}
+_CHAT_RENDER_METHODS = frozenset({"format", "partial"}) | _TEMPLATE_METHODS
+_MESSAGE_CLASS_ROLES = (("System", "system"), ("Human", "user"), ("AI", "reused"))
 # A placeholder the call binds no value to (rendered empty, or bound elsewhere).
 UNBOUND = cst.Name("__unbound__")
 
@@ -317,11 +336,17 @@ PiecePart = str | cst.BaseExpression
 @dataclass(frozen=True)
 class Template:
     """A template whose text is known: its `dialect`, and the values a `.partial(...)`
-    bound before it is rendered."""
+    bound before it is rendered.
+
+    `chat`: a chat template holding a system message (LangChain's
+    `ChatPromptTemplate.from_messages`); `text` is its messages up to the closing user
+    turns (system and assistant texts, a history placeholder as `{messages}`), the part
+    a later request can reuse. The template is the whole conversation it renders."""
 
     text: str
     dialect: Dialect
     bound: tuple[tuple[str, cst.BaseExpression], ...] = ()
+    chat: bool = False
 
 
 @dataclass(frozen=True)
@@ -439,7 +464,8 @@ class TemplateInputs(ValueShapes):
             elif arg.star == "*":
                 is_open = True
             elif arg.keyword is not None:
-                inputs[arg.keyword.value] = arg.value
+                value = arg.value
+                inputs[arg.keyword.value] = _partial_value(value) if method == _PARTIAL else value
             elif method in _MAPPING_FIRST and position == 0:
                 is_open |= not self._mapping(arg.value, env, inputs)
                 position += 1
@@ -447,6 +473,15 @@ class TemplateInputs(ValueShapes):
                 inputs[str(position)] = arg.value
                 position += 1
         return Rendering(call, template, inputs, is_open)
+
+    def renders_chat(self, call: cst.Call, env: Env) -> bool:
+        """Whether `call` renders a chat template holding a system message, or binds its
+        values (`.partial(...)`): what it is given reaches that system message."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _CHAT_RENDER_METHODS:
+            return False
+        found = self.rendering(call, env)
+        return found is not None and found.template is not None and found.template.chat
 
     def rendered_values(
         self, call: cst.Call, env: Env
@@ -468,8 +503,12 @@ class TemplateInputs(ValueShapes):
         found = self.rendering(call, env)
         if found is None or found.template is None or found.open:
             return None
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == _PARTIAL:
-            return None  # a template, not text
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == _PARTIAL
+            and not found.template.chat
+        ):
+            return None  # a template, not text (a chat template's values are laid out)
         layout = _layout(found.template)
         if layout is None:
             return None
@@ -492,6 +531,9 @@ class TemplateInputs(ValueShapes):
                     found.append(Template(read, "format"))
                 else:
                     found.append(self._constructed(value, value_env, depth))
+            elif isinstance(value, cst.BinaryOperation) and _piped(value):
+                # `prompt | llm`: the chain's input is the template's
+                found.append(self.template_of(value.left, value_env, depth + 1))
             elif isinstance(value, cst.Attribute) and self.attribute_values(value):
                 # `self.template`: what the class assigns it
                 for assigned in self.attribute_values(value):
@@ -517,10 +559,16 @@ class TemplateInputs(ValueShapes):
             for arg in call.args:
                 if arg.keyword is None:
                     return None
-                bound[arg.keyword.value] = arg.value
-            return Template(inner.text, inner.dialect, tuple(bound.items()))
+                bound[arg.keyword.value] = _partial_value(arg.value)
+            return replace(inner, bound=tuple(bound.items()))
         if isinstance(func, cst.Attribute) and func.attr.value == "get_template":
             return self._loaded(call, env)
+        if any(name.endswith(_CHAT_TEMPLATE) for name in last) or (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "from_messages"
+            and (dotted_parts(func.value) or [""])[-1].endswith(_CHAT_TEMPLATE)
+        ):
+            return self._chat(call, env)
         text_arg = self._argument(call, "template", 0)
         if text_arg is None:
             return None
@@ -541,6 +589,74 @@ class TemplateInputs(ValueShapes):
             return None
         text = self._text(text_arg, env)
         return Template(text, dialect) if text is not None else None
+
+    def _chat(self, call: cst.Call, env: Env) -> Template | None:
+        """`ChatPromptTemplate.from_messages([...])` / `ChatPromptTemplate([...])`: the
+        messages before the closing user turns, when one is a system message and every
+        message's text is known."""
+        messages = self._argument(call, "messages", 0)
+        listings = self.resolve(messages, env) if messages is not None else []
+        if len(listings) != 1:
+            return None
+        listing, listing_env = listings[0]
+        if not isinstance(listing, (cst.List, cst.Tuple)):
+            return None
+        dialect = _langchain_dialect(call)
+        kept: list[str] = []
+        user_turns: list[str] = []  # kept only when a reused message follows them
+        has_system = False
+        for element in listing.elements:
+            if isinstance(element, cst.StarredElement):
+                return None
+            message = self._chat_message(element.value, listing_env, dialect)
+            if message is None:
+                return None
+            role, text = message
+            if role == "user":
+                user_turns.append(text)
+                continue
+            kept += [*user_turns, text]
+            user_turns = []
+            has_system |= role == "system"
+        if not has_system:
+            return None
+        return Template("\n".join(kept), dialect, chat=True)
+
+    def _chat_message(
+        self, node: cst.BaseExpression, env: Env, dialect: Dialect
+    ) -> tuple[str, str] | None:
+        """A chat template's message as (role: system, user or reused, its template text):
+        a `(role, text)` tuple, a bare string (a user turn), `MessagesPlaceholder(name)`,
+        `SystemMessagePromptTemplate.from_template(text)` and its human and AI kin, a
+        `SystemMessage(content=text)` (fixed text); None when not known."""
+        if isinstance(node, cst.Tuple) and len(node.elements) == 2:
+            role = _CHAT_ROLES.get(string_value(node.elements[0].value) or "")
+            text = self._text(node.elements[1].value, env)
+            return (role, text) if role is not None and text is not None else None
+        text = string_value(node)
+        if text is not None:
+            return "user", text
+        if not isinstance(node, cst.Call):
+            return None
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "from_template":
+            kind = (dotted_parts(func.value) or [""])[-1]
+            argument = self._argument(node, "template", 0)
+            text = self._text(argument, env) if argument is not None else None
+        else:
+            kind = (dotted_parts(func) or [""])[-1]
+            if kind == "MessagesPlaceholder":
+                name = self._argument(node, "variable_name", 0)
+                variable = string_value(name) if name is not None else None
+                return ("reused", f"{{{variable}}}") if variable is not None else None
+            argument = self._argument(node, "content", 0)
+            text = self._text(argument, env) if argument is not None else None
+            if text is not None and dialect == "format":
+                text = text.replace("{", "{{").replace("}", "}}")  # a message, not a template
+            elif not kind.endswith("PromptTemplate"):
+                text = None
+        role = next((r for prefix, r in _MESSAGE_CLASS_ROLES if kind.startswith(prefix)), None)
+        return (role, text) if role is not None and text is not None else None
 
     def _loaded(self, call: cst.Call, env: Env) -> Template | None:
         """`environment.get_template("system.j2")`, the environment's loader a
@@ -568,16 +684,29 @@ class TemplateInputs(ValueShapes):
         return Template(text, "jinja") if text is not None else None
 
     def _object_template(self, node: cst.BaseExpression, env: Env) -> bool:
-        """Whether `node` evaluates to a template object (not a plain string)."""
-        return all(isinstance(value, cst.Call) for value, _ in self.resolve(node, env))
-
-    def _text(self, node: cst.BaseExpression, env: Env) -> str | None:
-        texts = {
-            string_value(value)
-            if not isinstance(value, cst.Call)
-            else self._file_text(value, value_env)
+        """Whether `node` evaluates to a template object (not a plain string), or to a
+        chain whose first step is one (`prompt | llm`)."""
+        return all(
+            isinstance(value, cst.Call)
+            or (_piped(value) and self._object_template(value.left, value_env))
             for value, value_env in self.resolve(node, env)
-        }
+        )
+
+    def _text(self, node: cst.BaseExpression, env: Env, depth: int = 0) -> str | None:
+        """The text `node` evaluates to: string constants (through names, joined by `+`)
+        and prompt files the code names."""
+        if depth > _MAX_DEPTH:
+            return None
+        texts: set[str | None] = set()
+        for value, value_env in self.resolve(node, env):
+            if isinstance(value, cst.Call):
+                texts.add(self._file_text(value, value_env))
+            elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+                left = self._text(value.left, value_env, depth + 1)
+                right = self._text(value.right, value_env, depth + 1)
+                texts.add(left + right if left is not None and right is not None else None)
+            else:
+                texts.add(string_value(value))
         return texts.pop() if len(texts) == 1 else None
 
     # prompt files -------------------------------------------------------------------
@@ -767,6 +896,17 @@ class TemplateInputs(ValueShapes):
                         elif not self._mapping(arg.value, env, into, depth + 1):
                             return False
         return known
+
+
+def _partial_value(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a `.partial(...)` value renders: a lambda is called each time the template is
+    rendered (its body), anything else is the value itself."""
+    return value.body if isinstance(value, cst.Lambda) else value
+
+
+def _piped(node: cst.BaseExpression) -> TypeGuard[cst.BinaryOperation]:
+    """Whether `node` chains runnables with `|` (LangChain's `prompt | llm`)."""
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr)
 
 
 def _langchain_dialect(call: cst.Call) -> Dialect:

@@ -308,6 +308,109 @@ def test_a_prompt_store_given_only_fixed_inputs_is_clean(tmp_path: Path) -> None
     assert rows(source, tmp_path) == []
 
 
+# --- a chat template holding a system message: its render call is the prompt -------------
+
+
+def chat(messages: str, body: str) -> str:
+    return f"""\
+from datetime import datetime
+
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+PROMPT = ChatPromptTemplate.from_messages({messages})
+
+
+def answer(llm, question, history):
+{body}
+"""
+
+
+SYSTEM_FIRST = f'[("system", "Current time: {{now}}. {RULES}"), ("user", "{{question}}")]'
+
+
+def test_a_clock_given_to_a_chat_template_with_format_prompt_is_reported(
+    tmp_path: Path,
+) -> None:
+    source = chat(
+        SYSTEM_FIRST,
+        '    inputs = {"now": datetime.now().isoformat(), "question": question}\n'
+        "    return llm.invoke(PROMPT.format_prompt(**inputs))",
+    )
+    found = findings(source, tmp_path)
+    assert [(code, row) for code, row, _ in found] == [("PFX001", line_of(source, "now()"))]
+    assert "system message of the chat template" in found[0][2]
+    assert "tokens of fixed text follow it" in found[0][2]
+
+
+def test_a_chain_invoked_with_inputs_built_by_keys_renders_its_template(tmp_path: Path) -> None:
+    source = chat(
+        SYSTEM_FIRST,
+        '    inputs = {}\n    inputs["now"] = datetime.now().isoformat()\n'
+        '    inputs["question"] = question\n    return (PROMPT | llm).invoke(inputs)',
+    )
+    assert rows(source, tmp_path) == [("PFX001", line_of(source, "now()"))]
+
+
+def test_a_callable_bound_with_partial_is_volatile_on_every_request(tmp_path: Path) -> None:
+    source = chat(
+        f'[("system", "Current time: {{now}}. {RULES}"), MessagesPlaceholder("history")]',
+        "    bound = PROMPT.partial(now=lambda: str(datetime.now()))\n"
+        '    return (bound | llm).invoke({"history": history})',
+    )
+    found = findings(source, tmp_path)
+    assert [(code, row) for code, row, _ in found] == [("PFX001", line_of(source, "now()"))]
+    assert "changes on every request" in found[0][2]
+
+
+def test_a_stable_input_and_the_question_are_not_reported(tmp_path: Path) -> None:
+    source = chat(
+        SYSTEM_FIRST, '    return PROMPT.invoke({"now": "the opening day", "question": question})'
+    )
+    assert rows(source, tmp_path) == []
+
+
+def test_a_clock_ending_the_system_message_before_only_the_question_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    messages = f'[("system", "{RULES} Now: {{now}}"), ("human", "{{question}}")]'
+    source = chat(
+        messages, "    return PROMPT.invoke({'now': datetime.now(), 'question': question})"
+    )
+    assert rows(source, tmp_path) == []
+
+
+def test_a_clock_ending_the_system_message_before_a_history_is_reported(tmp_path: Path) -> None:
+    messages = f'[("system", "{RULES} Now: {{now}}"), ("placeholder", "{{history}}")]'
+    source = chat(messages, "    return PROMPT.invoke({'now': datetime.now(), 'history': history})")
+    assert rows(source, tmp_path) == [("PFX001", line_of(source, "now()"))]
+
+
+def test_a_chat_template_of_user_turns_only_is_not_a_cached_position(tmp_path: Path) -> None:
+    messages = '[("human", "At {now}: {question}")]'
+    source = chat(
+        messages, "    return PROMPT.invoke({'now': datetime.now(), 'question': question})"
+    )
+    assert rows(source, tmp_path) == []
+
+
+def test_a_template_text_joined_with_plus_is_known(tmp_path: Path) -> None:
+    source = f"""\
+from datetime import datetime
+
+from langchain_core.messages import SystemMessage
+from langchain_core.prompts import PromptTemplate
+
+RULES = "{RULES}"
+TEMPLATE = PromptTemplate.from_template("The time is {{now}}. " + RULES)
+
+
+def answer(llm, history):
+    text = TEMPLATE.invoke({{"now": datetime.now()}}).to_string()
+    return llm.invoke([SystemMessage(content=text), *history])
+"""
+    assert rows(source, tmp_path) == [("PFX001", line_of(source, "now()"))]
+
+
 # --- invariants --------------------------------------------------------------------------
 
 DIALECTS = {
@@ -320,6 +423,11 @@ DIALECTS = {
     "jinja": (
         'jinja2.Template("{opening}{{{{ {name} }}}}{tail}")',
         "SYSTEM.render({name}={value})",
+    ),
+    "chat": (
+        'ChatPromptTemplate.from_messages([("system", "{opening}{{{name}}}{tail}"), '
+        '("placeholder", "{{history}}")])',
+        "SYSTEM.invoke({{'{name}': {value}}}).to_string()",
     ),
 }
 
