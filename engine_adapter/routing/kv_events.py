@@ -19,13 +19,24 @@ the replica's ROUTER replay socket for the batches it missed (``[b"", start_seq]
 answered batch by batch and closed by seq -1). A sequence number that goes
 backwards means the engine restarted: the replica's blocks are dropped and the
 stream is followed from there.
+
+The follower also ends requests in the index (`KvEventFollower.ended`). An engine
+publishes a request's stored blocks before its answer ends, but the router may see the
+answer's end before it has read those events: ending the request at once would leave
+its blocks neither coming nor held there for that moment, and a request sent then with
+the same prefix could go elsewhere. So a request ends in the index once the replica's
+events waiting at its end are applied: at once when none are waiting (or the replica is
+not followed), else when the follower has read what was waiting, or after
+`ENDING_GRACE_S` while the replica publishes without a pause.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,18 +50,23 @@ require_extra("serve", "prefixkit.engine_adapter.routing.kv_events", "zmq", "msg
 import msgpack  # noqa: E402 - after the check, so that a missing extra is named
 
 __all__ = [
+    "ENDING_GRACE_S",
     "AllCleared",
     "KvEvent",
     "KvEventFollower",
     "Removed",
     "Stored",
     "decode_batch",
+    "due_endings",
     "medium_of",
 ]
 
 log = logging.getLogger(__name__)
 
 _END_SEQ = -1
+# longest a request's end waits for its replica's events (a replica that publishes
+# without a pause is never settled): far longer than an event takes to arrive
+ENDING_GRACE_S = 0.1
 
 
 # vLLM's medium names (upper-cased) -> `MEDIA`
@@ -137,6 +153,14 @@ def decode_batch(payload: bytes) -> list[KvEvent]:
     return events
 
 
+def due_endings(ended_at: Sequence[float], settled: bool, now: float) -> int:
+    """How many of the requests that ended at `ended_at` (oldest first) end in the index
+    now: all once their replica is `settled`, else those that waited `ENDING_GRACE_S`."""
+    if settled:
+        return len(ended_at)
+    return bisect.bisect_right(ended_at, now - ENDING_GRACE_S)
+
+
 def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> None:
     """Apply decoded events of `replica` to `index`."""
     for event in events:
@@ -169,6 +193,38 @@ class KvEventFollower:
         self.before_batch: Callable[[], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._context: Any = None
+        self._sockets: dict[int, Any] = {}  # a followed replica's SUB socket
+        self._replaying: set[int] = set()
+        # per replica: requests ended while its events were waiting (when, their hashes)
+        self._ending: list[list[tuple[float, Sequence[int]]]] = [[] for _ in self.endpoints]
+
+    def ended(self, replica: int, hashes: Sequence[int]) -> None:
+        """A request sent to `replica` with `hashes` ended: it ends in the index once the
+        replica's events waiting now are applied (the module docstring says when)."""
+        if self._settled(replica):
+            self.index.finished(replica, hashes)
+        else:
+            self._ending[replica].append((time.monotonic(), hashes))
+
+    def _settled(self, replica: int) -> bool:
+        """No event of `replica` is waiting to be applied (or it is not followed)."""
+        socket = self._sockets.get(replica)
+        if socket is None:
+            return True
+        import zmq
+
+        return replica not in self._replaying and not socket.get(zmq.EVENTS) & zmq.POLLIN
+
+    def _end_waiting(self, replica: int) -> None:
+        """End in the index the requests of `replica` whose events are applied now: all
+        of them once it is settled, else those that waited `ENDING_GRACE_S`."""
+        ending = self._ending[replica]
+        if not ending:
+            return
+        due = due_endings([at for at, _ in ending], self._settled(replica), time.monotonic())
+        for _, hashes in ending[:due]:
+            self.index.finished(replica, hashes)
+        del ending[:due]
 
     async def start(self) -> None:
         import zmq.asyncio
@@ -190,9 +246,13 @@ class KvEventFollower:
             self._context.destroy(linger=0)
 
     def forget(self, replica: int) -> None:
-        """The replica went away or restarted: drop its blocks and replay from scratch."""
+        """The replica went away or restarted: drop its blocks and replay from scratch
+        (the requests that ended there end in the index now)."""
         self.index.drop_replica(replica)
         self.last_seq[replica] = None
+        for _, hashes in self._ending[replica]:
+            self.index.finished(replica, hashes)
+        self._ending[replica].clear()
 
     def _accept(self, replica: int, seq: int, payload: bytes) -> bool:
         """Apply one batch; False when it reveals a gap (a replay is needed)."""
@@ -221,6 +281,7 @@ class KvEventFollower:
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(endpoint)
+        self._replaying.add(replica)
         try:
             last = self.last_seq[replica]
             start = 0 if last is None else last + 1
@@ -236,6 +297,7 @@ class KvEventFollower:
                     return
                 self._accept(replica, seq, payload)
         finally:
+            self._replaying.discard(replica)
             socket.close(linger=0)
 
     async def _follow(self, replica: int, endpoint: str) -> None:
@@ -245,6 +307,7 @@ class KvEventFollower:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SUBSCRIBE, self.topic)
         socket.connect(endpoint)
+        self._sockets[replica] = socket
         try:
             await self._replay(replica)
             while True:
@@ -256,5 +319,8 @@ class KvEventFollower:
                     if last is None or seq > last + 1:
                         self.last_seq[replica] = seq - 1  # the publisher no longer buffers the gap
                     self._accept(replica, seq, payload)
+                self._end_waiting(replica)
         finally:
+            del self._sockets[replica]
+            self._end_waiting(replica)  # no longer followed: settled
             socket.close(linger=0)

@@ -6,8 +6,9 @@ events, and per replica its requests in flight, queued prefill blocks, health an
 routed count. Per request (its block hashes, `hashes` computes them with the engines'
 own block hash, salt-aware and memoised per conversation), `route` reads each healthy
 replica's cached run, continued over the blocks of requests in flight to it (an engine
-reports a block stored only once its prefill computed it; until the request finishes
-its blocks count as coming, so a burst on a new prefix is not scattered), what the
+reports a block stored only once its prefill computed it; until the request finishes,
+and the replica's events then waiting are applied (`KvEventFollower.ended`), its blocks
+count as coming, so a burst on a new prefix is not scattered), what the
 request would evict there (valued by a `ReuseModel` learned from the routed requests,
 when the replicas' capacity is known), its queued prefill (uncached blocks of the
 requests it was sent that have not produced a first byte yet), its running requests
@@ -239,15 +240,16 @@ class RouterState:
             self._publish(placement.replica)
 
     def finished(self, placement: Placement) -> None:
-        """It ended (or failed): from now on only the engine's events tell which
-        of its blocks the replica holds. Once per placement; later calls do nothing."""
+        """It ended (or failed): once the replica's events waiting now are applied,
+        only the engine's events tell which of its blocks the replica holds. Once per
+        placement; later calls do nothing."""
         if placement.ended:
             return
         placement.ended = True
         self.started(placement)
         self.inflight[placement.replica] -= 1
         self._publish(placement.replica)
-        self.index.finished(placement.replica, placement.hashes)
+        self.follower.ended(placement.replica, placement.hashes)
         if self.peers is not None:
             self.peers.ended(placement)
 
@@ -265,7 +267,7 @@ class RouterState:
 
     def peer_ended(self, replica: int, hashes: Sequence[int]) -> None:
         """A placement of another worker ended."""
-        self.index.finished(replica, hashes)
+        self.follower.ended(replica, hashes)
 
     def _next_request(self) -> int:
         """The next request's number (across the workers, with `peers`), after applying

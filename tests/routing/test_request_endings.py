@@ -1,0 +1,128 @@
+"""A request ends in the block index once its replica's KV events waiting at its end are
+applied: a block the engine stored is, at every moment, coming or held there.
+
+A real ZMQ publisher stands for the engine and the follower runs on the test's event
+loop. While the test holds the loop (no await), the follower cannot apply what arrives,
+as when the router reads an answer's end before the events published ahead of it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from hypothesis import given
+from hypothesis import strategies as st
+from prefixkit.engine_adapter.routing.block_index import BlockIndex
+from prefixkit.engine_adapter.routing.kv_events import (
+    ENDING_GRACE_S,
+    KvEventFollower,
+    due_endings,
+)
+
+PROMPT = [11, 12, 13]
+OTHER = [21, 22]
+
+
+class Engine:
+    """An engine's KV-event publisher: batch `seq` stores some blocks."""
+
+    def __init__(self, socket: zmq.Socket[bytes]) -> None:
+        self.socket = socket
+        self.seq = 0
+
+    def stores(self, hashes: list[int]) -> None:
+        event = {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": None}
+        payload = msgpack.packb([time.time(), [event], None])
+        self.socket.send_multipart([b"kv", self.seq.to_bytes(8, "big"), payload])
+        self.seq += 1
+
+
+@pytest.fixture
+async def followed(tmp_path: Path) -> AsyncIterator[tuple[BlockIndex, KvEventFollower, Engine]]:
+    endpoint = f"ipc://{tmp_path}/kv"
+    context = zmq.Context()
+    publisher = context.socket(zmq.PUB)
+    publisher.bind(endpoint)
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, [endpoint], [None])
+    await follower.start()
+    engine = Engine(publisher)
+    try:
+        while not index.held(0):  # until the subscription has joined
+            engine.stores([1])
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the joining batches applied
+        yield index, follower, engine
+    finally:
+        await follower.stop()
+        publisher.close(linger=0)
+        context.term()
+
+
+def arrived_unapplied(seconds: float = 0.1) -> None:
+    """Hold the event loop while what was published reaches the follower's socket."""
+    time.sleep(seconds)
+
+
+async def test_a_request_ending_before_its_stored_blocks_are_applied_keeps_them_coming(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    index.sent(0, PROMPT)
+    engine.stores(PROMPT)
+    arrived_unapplied()
+    follower.ended(0, PROMPT)
+    assert index.runs(PROMPT) == [3]
+    await asyncio.sleep(0.05)
+    assert (index.runs(PROMPT), index.coming[0], index.held(0)) == ([3], {}, 4)
+
+
+async def test_a_request_ending_with_nothing_waiting_ends_at_once(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, _ = followed
+    index.sent(0, PROMPT)
+    follower.ended(0, PROMPT)
+    assert (index.runs(PROMPT), index.coming[0]) == ([0], {})
+
+
+@given(
+    st.lists(st.floats(0, 10, allow_nan=False), max_size=20).map(sorted),
+    st.floats(0, 20, allow_nan=False),
+)
+def test_while_a_replica_publishes_without_pause_only_endings_older_than_the_grace_are_due(
+    ended_at: list[float], now: float
+) -> None:
+    due = due_endings(ended_at, settled=False, now=now)
+    assert all(now - at >= ENDING_GRACE_S for at in ended_at[:due])
+    assert all(now - at < ENDING_GRACE_S for at in ended_at[due:])
+
+
+@given(st.lists(st.floats(0, 10, allow_nan=False), max_size=20).map(sorted))
+def test_once_a_replica_is_settled_every_ending_is_due(ended_at: list[float]) -> None:
+    assert due_endings(ended_at, settled=True, now=0.0) == len(ended_at)
+
+
+async def test_forgetting_a_replica_ends_the_requests_waiting_there(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    index.sent(0, PROMPT)
+    engine.stores(OTHER)
+    arrived_unapplied()
+    follower.ended(0, PROMPT)
+    follower.forget(0)
+    assert (index.coming[0], index.held(0)) == ({}, 0)
+
+
+async def test_a_replica_not_followed_ends_its_requests_at_once() -> None:
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, [None], [None])
+    index.sent(0, PROMPT)
+    follower.ended(0, PROMPT)
+    assert index.coming[0] == {}
