@@ -520,8 +520,11 @@ class TemplateInputs(ValueShapes):
         """The template `node` evaluates to, when it is one and its text is known."""
         if depth > _MAX_DEPTH:
             return None
+        values = self.resolve(node, env)
+        if isinstance(node, cst.Name) and any(_rebinds(value, node) for value, _ in values):
+            return self._rebound(node, values, depth)
         found: list[Template | None] = []
-        for value, value_env in self.resolve(node, env):
+        for value, value_env in values:
             text = string_value(value)
             if text is not None:
                 found.append(Template(text, "format"))
@@ -543,6 +546,27 @@ class TemplateInputs(ValueShapes):
         if len(found) != 1:
             return None
         return found[0]
+
+    def _rebound(
+        self, name: cst.Name, values: list[tuple[cst.BaseExpression, Env]], depth: int
+    ) -> Template | None:
+        """`prompt = prompt.partial(...)`: the template the name held first, with the values
+        each such rebinding binds (the name read as after all of them)."""
+        first = [(value, env) for value, env in values if not _rebinds(value, name)]
+        if len(first) != 1:
+            return None
+        template = self.template_of(first[0][0], first[0][1], depth + 1)
+        if template is None:
+            return None
+        bound = dict(template.bound)
+        for value, _env in values:
+            if not isinstance(value, cst.Call) or not _rebinds(value, name):
+                continue
+            for arg in value.args:
+                if arg.keyword is None:
+                    return None
+                bound[arg.keyword.value] = _partial_value(arg.value)
+        return replace(template, bound=tuple(bound.items()))
 
     def _constructed(self, call: cst.Call, env: Env, depth: int) -> Template | None:
         """The template a call builds: `string.Template(TEXT)`, `jinja2.Template(TEXT)`,
@@ -896,6 +920,17 @@ class TemplateInputs(ValueShapes):
                         elif not self._mapping(arg.value, env, into, depth + 1):
                             return False
         return known
+
+
+def _rebinds(value: cst.BaseExpression, name: cst.Name) -> bool:
+    """Whether `value` is `name.partial(...)` (assigned back to `name`)."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == _PARTIAL
+        and isinstance(value.func.value, cst.Name)
+        and value.func.value.value == name.value
+    )
 
 
 def _partial_value(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -362,6 +362,16 @@ def test_a_callable_bound_with_partial_is_volatile_on_every_request(tmp_path: Pa
     assert "changes on every request" in found[0][2]
 
 
+def test_a_template_name_rebound_with_partial_carries_the_bound_value(tmp_path: Path) -> None:
+    source = chat(
+        f'[("system", "Current time: {{now}}. {RULES}"), MessagesPlaceholder("history")]',
+        "    global PROMPT\n"
+        "    PROMPT = PROMPT.partial(now=datetime.now().isoformat())\n"
+        '    return (PROMPT | llm).invoke({"history": history})',
+    )
+    assert rows(source, tmp_path) == [("PFX001", line_of(source, "now()"))]
+
+
 def test_a_stable_input_and_the_question_are_not_reported(tmp_path: Path) -> None:
     source = chat(
         SYSTEM_FIRST, '    return PROMPT.invoke({"now": "the opening day", "question": question})'
