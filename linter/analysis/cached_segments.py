@@ -496,9 +496,10 @@ def _parameters(
     if function is None:
         return []
     found: dict[int, cst.Param] = {}
-    values = [segment.node, *(value for value, _ in analysis.resolve(segment.node, Env(function)))]
+    env = Env(function)
+    values = [segment.node, *(value for value, _ in analysis.resolve(segment.node, env))]
     for value in values:
-        for name in _names(value):
+        for name in _read_names(value, analysis, env):
             param = sites.parameter(name)
             if (
                 param is not None
@@ -507,6 +508,16 @@ def _parameters(
             ):
                 found[id(param)] = param
     return list(found.values())
+
+
+def _read_names(value: cst.BaseExpression, analysis: TaintAnalysis, env: Env) -> list[cst.Name]:
+    """Names a value reads into its text: of a template rendered where its placeholders are
+    known, only the values they read (an input no placeholder reads is not rendered)."""
+    if isinstance(value, cst.Call):
+        rendered = analysis.rendered_values(value, env)
+        if rendered is not None and rendered[1]:
+            return [name for read in rendered[0] for name in _names(read)]
+    return _names(value)
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:

@@ -379,6 +379,18 @@ def test_a_stable_input_and_the_question_are_not_reported(tmp_path: Path) -> Non
     assert rows(source, tmp_path) == []
 
 
+def test_an_input_only_a_closing_user_turn_reads_is_not_followed_to_the_callers(
+    tmp_path: Path,
+) -> None:
+    source = chat(
+        SYSTEM_FIRST,
+        '    return PROMPT.invoke({"now": "the opening day", "question": question})\n\n\n'
+        "def handle(llm, session_id, history):\n"
+        '    return answer(llm, f"session {session_id}", history)',
+    )
+    assert rows(source, tmp_path) == []
+
+
 def test_a_clock_ending_the_system_message_before_only_the_question_is_not_reported(
     tmp_path: Path,
 ) -> None:
