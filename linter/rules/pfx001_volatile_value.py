@@ -43,9 +43,14 @@ class VolatileValueInCachedSegment(PythonRule):
     options (`random.choice` / `choices` / `sample` over a literal list or
     tuple of constants, a name bound only to one, or `range(len(x))`, an index
     into one collection) is not reported: each variant caches on its own.
-    Neither is a message appended at the end of an existing history
-    (`state["messages"] + [SystemMessage(...)]`, `history.append(msg)`,
-    `[*history, msg]`): it is the new last turn, after everything cached.
+    Neither is a message appended at the end of a conversation log, whatever
+    its role (`state["messages"] + [SystemMessage(...)]`, `history.append(msg)`,
+    `[*history, msg]`, `self.log.record(msg)` where `record` appends its
+    parameter to a log, a notice appended to a list the code built once it
+    holds a user or assistant turn): it is the log's tail, after everything
+    cached, and stays as it is in later requests. A system message that
+    starts a list before any turn, is inserted at 0 or is put before the
+    history is the prefix and is reported.
     Values are followed through f-strings, `.format`, `%`, `+`, `"".join`,
     message factories, variables, back from a parameter to what the module's
     calls pass for it, the functions and methods of the same module, and the
