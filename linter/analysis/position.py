@@ -126,7 +126,8 @@ def sent_once_at_end(
     prompt sent once with only the user turn after it (`cached_segments.one_shot`)."""
     if following is None or not following.at_end:
         return False
-    # a chat template is the whole conversation it renders: only user turns follow its text
+    # a chat template without a history is the whole conversation: only user turns follow
     node = segment.node
-    chat = isinstance(node, cst.Call) and analysis.renders_chat(node, Env(segment.function))
-    return chat or one_shot(segment, parents, analysis)
+    env = Env(segment.function)
+    whole = isinstance(node, cst.Call) and analysis.renders_conversation(node, env)
+    return whole or one_shot(segment, parents, analysis)

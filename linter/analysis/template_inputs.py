@@ -315,7 +315,7 @@ _MAX_PARENTS = 4  # folders above the module a relative prompt path is looked up
 _READ_METHODS = frozenset({"read_text", "read"})
 _CHAT_TEMPLATE = "ChatPromptTemplate"
 # A chat template's message roles: its system messages are cached, a closing user turn
-# is not reused, assistant turns and a history placeholder are reused.
+# is not reused, assistant turns are reused, and a placeholder is the history.
 _CHAT_ROLES = {
     "system": "system",
     "developer": "system",
@@ -323,7 +323,7 @@ _CHAT_ROLES = {
     "user": "user",
     "ai": "reused",
     "assistant": "reused",
-    "placeholder": "reused",
+    "placeholder": "history",
 }
 _CHAT_RENDER_METHODS = frozenset({"format", "partial"}) | _TEMPLATE_METHODS
 _MESSAGE_CLASS_ROLES = (("System", "system"), ("Human", "user"), ("AI", "reused"))
@@ -339,14 +339,16 @@ class Template:
     bound before it is rendered.
 
     `chat`: a chat template holding a system message (LangChain's
-    `ChatPromptTemplate.from_messages`); `text` is its messages up to the closing user
-    turns (system and assistant texts, a history placeholder as `{messages}`), the part
-    a later request can reuse. The template is the whole conversation it renders."""
+    `ChatPromptTemplate.from_messages`); `text` is the system and assistant texts before
+    its closing user turns, the part a later request can reuse. `history`: a
+    conversation history (a placeholder) follows its system text; without one, the
+    template is the whole conversation it renders, sent once."""
 
     text: str
     dialect: Dialect
     bound: tuple[tuple[str, cst.BaseExpression], ...] = ()
     chat: bool = False
+    history: bool = False
 
 
 @dataclass(frozen=True)
@@ -482,6 +484,14 @@ class TemplateInputs(ValueShapes):
             return False
         found = self.rendering(call, env)
         return found is not None and found.template is not None and found.template.chat
+
+    def renders_conversation(self, call: cst.Call, env: Env) -> bool:
+        """Whether `call` renders a chat template that is the whole conversation (no
+        history follows its system text: only the closing user turns)."""
+        if not self.renders_chat(call, env):
+            return False
+        found = self.rendering(call, env)
+        return found is not None and found.template is not None and not found.template.history
 
     def rendered_values(
         self, call: cst.Call, env: Env
@@ -628,7 +638,7 @@ class TemplateInputs(ValueShapes):
         dialect = _langchain_dialect(call)
         kept: list[str] = []
         user_turns: list[str] = []  # kept only when a reused message follows them
-        has_system = False
+        has_system = history = False
         for element in listing.elements:
             if isinstance(element, cst.StarredElement):
                 return None
@@ -639,18 +649,23 @@ class TemplateInputs(ValueShapes):
             if role == "user":
                 user_turns.append(text)
                 continue
-            kept += [*user_turns, text]
+            kept += user_turns
             user_turns = []
+            if role == "history":
+                history |= has_system
+                continue
+            kept.append(text)
             has_system |= role == "system"
         if not has_system:
             return None
-        return Template("\n".join(kept), dialect, chat=True)
+        return Template("\n".join(kept), dialect, chat=True, history=history)
 
     def _chat_message(
         self, node: cst.BaseExpression, env: Env, dialect: Dialect
     ) -> tuple[str, str] | None:
         """A chat template's message as (role: system, user or reused, its template text):
-        a `(role, text)` tuple, a bare string (a user turn), `MessagesPlaceholder(name)`,
+        a `(role, text)` tuple, a bare string (a user turn), `MessagesPlaceholder(name)`
+        (the history),
         `SystemMessagePromptTemplate.from_template(text)` and its human and AI kin, a
         `SystemMessage(content=text)` (fixed text); None when not known."""
         if isinstance(node, cst.Tuple) and len(node.elements) == 2:
@@ -672,7 +687,7 @@ class TemplateInputs(ValueShapes):
             if kind == "MessagesPlaceholder":
                 name = self._argument(node, "variable_name", 0)
                 variable = string_value(name) if name is not None else None
-                return ("reused", f"{{{variable}}}") if variable is not None else None
+                return ("history", variable) if variable is not None else None
             argument = self._argument(node, "content", 0)
             text = self._text(argument, env) if argument is not None else None
             if text is not None and dialect == "format":

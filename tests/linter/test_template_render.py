@@ -401,10 +401,14 @@ def test_a_clock_ending_the_system_message_before_only_the_question_is_not_repor
     assert rows(source, tmp_path) == []
 
 
-def test_a_clock_ending_the_system_message_before_a_history_is_reported(tmp_path: Path) -> None:
+def test_a_clock_ending_the_system_message_before_a_history_is_reported_as_ending_it(
+    tmp_path: Path,
+) -> None:
     messages = f'[("system", "{RULES} Now: {{now}}"), ("placeholder", "{{history}}")]'
     source = chat(messages, "    return PROMPT.invoke({'now': datetime.now(), 'history': history})")
-    assert rows(source, tmp_path) == [("PFX001", line_of(source, "now()"))]
+    found = findings(source, tmp_path)
+    assert [(code, row) for code, row, _ in found] == [("PFX001", line_of(source, "now()"))]
+    assert "ends the system message of the chat template" in found[0][2]
 
 
 def test_a_chat_template_of_user_turns_only_is_not_a_cached_position(tmp_path: Path) -> None:
