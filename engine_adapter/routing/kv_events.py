@@ -158,7 +158,7 @@ def due_endings(ended_at: Sequence[float], settled: bool, now: float) -> int:
     now: all once their replica is `settled`, else those that waited `ENDING_GRACE_S`."""
     if settled:
         return len(ended_at)
-    return bisect.bisect_right(ended_at, now - ENDING_GRACE_S)
+    return bisect.bisect_left(ended_at, True, key=lambda at: now - at < ENDING_GRACE_S)
 
 
 def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> None:
