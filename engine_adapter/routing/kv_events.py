@@ -310,6 +310,7 @@ class KvEventFollower:
         self._sockets[replica] = socket
         try:
             await self._replay(replica)
+            self._end_waiting(replica)  # the requests that ended while it replayed
             while True:
                 _topic, seq_bytes, payload = await socket.recv_multipart()
                 seq = int.from_bytes(seq_bytes, "big", signed=True)

@@ -126,3 +126,32 @@ async def test_a_replica_not_followed_ends_its_requests_at_once() -> None:
     index.sent(0, PROMPT)
     follower.ended(0, PROMPT)
     assert index.coming[0] == {}
+
+
+async def test_a_request_ending_while_its_replica_replays_ends_once_the_replay_is_done(
+    tmp_path: Path,
+) -> None:
+    context = zmq.Context()
+    publisher = context.socket(zmq.PUB)
+    publisher.bind(f"ipc://{tmp_path}/kv")
+    replays = context.socket(zmq.ROUTER)
+    replays.bind(f"ipc://{tmp_path}/replay")
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, [f"ipc://{tmp_path}/kv"], [f"ipc://{tmp_path}/replay"])
+    await follower.start()
+    try:
+        while not replays.poll(0):  # the follower has asked for the batches it missed
+            await asyncio.sleep(0.01)
+        asker, *_ = replays.recv_multipart()
+        index.sent(0, PROMPT)
+        follower.ended(0, PROMPT)
+        assert index.runs(PROMPT) == [3]
+        done = (-1).to_bytes(8, "big", signed=True)
+        replays.send_multipart([asker, b"", b"kv", done, b""])
+        await asyncio.sleep(0.1)
+        assert (index.runs(PROMPT), index.coming[0]) == ([0], {})
+    finally:
+        await follower.stop()
+        publisher.close(linger=0)
+        replays.close(linger=0)
+        context.term()
