@@ -479,19 +479,23 @@ class TemplateInputs(ValueShapes):
     def renders_chat(self, call: cst.Call, env: Env) -> bool:
         """Whether `call` renders a chat template holding a system message, or binds its
         values (`.partial(...)`): what it is given reaches that system message."""
-        func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _CHAT_RENDER_METHODS:
-            return False
-        found = self.rendering(call, env)
-        return found is not None and found.template is not None and found.template.chat
+        return self._rendered_chat(call, env) is not None
 
     def renders_conversation(self, call: cst.Call, env: Env) -> bool:
         """Whether `call` renders a chat template that is the whole conversation (no
         history follows its system text: only the closing user turns)."""
-        if not self.renders_chat(call, env):
-            return False
+        template = self._rendered_chat(call, env)
+        return template is not None and not template.history
+
+    def _rendered_chat(self, call: cst.Call, env: Env) -> Template | None:
+        """The chat template holding a system message that `call` renders or binds."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _CHAT_RENDER_METHODS:
+            return None
         found = self.rendering(call, env)
-        return found is not None and found.template is not None and not found.template.history
+        if found is None or found.template is None or not found.template.chat:
+            return None
+        return found.template
 
     def rendered_values(
         self, call: cst.Call, env: Env
@@ -568,15 +572,12 @@ class TemplateInputs(ValueShapes):
         template = self.template_of(first[0][0], first[0][1], depth + 1)
         if template is None:
             return None
-        bound = dict(template.bound)
         for value, _env in values:
-            if not isinstance(value, cst.Call) or not _rebinds(value, name):
-                continue
-            for arg in value.args:
-                if arg.keyword is None:
+            if isinstance(value, cst.Call) and _rebinds(value, name):
+                template = _partially_bound(template, value)
+                if template is None:
                     return None
-                bound[arg.keyword.value] = _partial_value(arg.value)
-        return replace(template, bound=tuple(bound.items()))
+        return template
 
     def _constructed(self, call: cst.Call, env: Env, depth: int) -> Template | None:
         """The template a call builds: `string.Template(TEXT)`, `jinja2.Template(TEXT)`,
@@ -589,12 +590,7 @@ class TemplateInputs(ValueShapes):
             inner = self.template_of(func.value, env, depth + 1)
             if inner is None or not self._object_template(func.value, env):
                 return None
-            bound: dict[str, cst.BaseExpression] = dict(inner.bound)
-            for arg in call.args:
-                if arg.keyword is None:
-                    return None
-                bound[arg.keyword.value] = _partial_value(arg.value)
-            return replace(inner, bound=tuple(bound.items()))
+            return _partially_bound(inner, call)
         if isinstance(func, cst.Attribute) and func.attr.value == "get_template":
             return self._loaded(call, env)
         if any(name.endswith(_CHAT_TEMPLATE) for name in last) or (
@@ -946,6 +942,16 @@ def _rebinds(value: cst.BaseExpression, name: cst.Name) -> bool:
         and isinstance(value.func.value, cst.Name)
         and value.func.value.value == name.value
     )
+
+
+def _partially_bound(template: Template, partial: cst.Call) -> Template | None:
+    """`template` with the values a `.partial(...)` call binds (None: one is positional)."""
+    bound: dict[str, cst.BaseExpression] = dict(template.bound)
+    for arg in partial.args:
+        if arg.keyword is None:
+            return None
+        bound[arg.keyword.value] = _partial_value(arg.value)
+    return replace(template, bound=tuple(bound.items()))
 
 
 def _partial_value(value: cst.BaseExpression) -> cst.BaseExpression:
