@@ -219,12 +219,16 @@ class KvEventFollower:
         """End in the index the requests of `replica` whose events are applied now: all
         of them once it is settled, else those that waited `ENDING_GRACE_S`."""
         ending = self._ending[replica]
-        if not ending:
-            return
-        due = due_endings([at for at, _ in ending], self._settled(replica), time.monotonic())
-        for _, hashes in ending[:due]:
+        if ending:
+            at = [ended_at for ended_at, _ in ending]
+            self._end_first(replica, due_endings(at, self._settled(replica), time.monotonic()))
+
+    def _end_first(self, replica: int, count: int) -> None:
+        """End in the index the first `count` requests of `replica` waiting to end."""
+        ending = self._ending[replica]
+        for _, hashes in ending[:count]:
             self.index.finished(replica, hashes)
-        del ending[:due]
+        del ending[:count]
 
     async def start(self) -> None:
         import zmq.asyncio
@@ -250,9 +254,7 @@ class KvEventFollower:
         (the requests that ended there end in the index now)."""
         self.index.drop_replica(replica)
         self.last_seq[replica] = None
-        for _, hashes in self._ending[replica]:
-            self.index.finished(replica, hashes)
-        self._ending[replica].clear()
+        self._end_first(replica, len(self._ending[replica]))
 
     def _accept(self, replica: int, seq: int, payload: bytes) -> bool:
         """Apply one batch; False when it reveals a gap (a replay is needed)."""
