@@ -47,6 +47,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..engine.metrics import merge_replica_metrics
 from .bodies import AdmittedBody, BodyWorkers
 from .gateway import Admitted, admit_scope, body_admission
+from .http_server import DIRECT_BODY
 from .limits import Limits, TenantSlots, read_body
 from .metrics import RouterCounters, replica_up
 from .refused import Refused
@@ -57,9 +58,9 @@ from .tenant_usage import (
     PROMETHEUS_TEXT,
     TenantUsage,
     Usage,
+    UsageChunkLeftOut,
     asking_stream_usage,
     usage_of,
-    without_usage_chunk,
 )
 from .tenants import Tenants
 from .upstream import UpstreamPools, relay_answer
@@ -174,11 +175,12 @@ class ServingApp:
             and decision.tenant is not None
         )
         asked = asking_stream_usage(decision.path, admitted.body, admitted.view)
-        if counted and asked is not None:  # the engine says the usage; the client never asked
+        usage_left_out = counted and asked is not None
+        if usage_left_out and asked is not None:  # the engine says it; the client never asked
             admitted = AdmittedBody(asked, admitted.view)
-            send = without_usage_chunk(send)
         answer = await until_disconnected(
-            receive, lambda: self._relay(decision, headers, admitted, scope, send)
+            receive,
+            lambda: self._relay(decision, headers, admitted, scope, send, usage_left_out),
         )
         if counted and decision.tenant is not None:
             self.usage.record(decision.tenant, answer)
@@ -201,8 +203,10 @@ class ServingApp:
         admitted: AdmittedBody,
         scope: Scope,
         send: Send,
+        usage_left_out: bool,
     ) -> Usage | None:
-        """Place the request, send it, stream the answer back; its usage, if it said."""
+        """Place the request, send it, stream the answer back (`usage_left_out`: without
+        the usage chunk the gateway asked for); its usage, if it said."""
         try:
             if decision.use is RouteUse.SALTED:
                 target = await self.routing.place(decision.path, admitted.view, decision.pin)
@@ -239,7 +243,16 @@ class ServingApp:
                     await _send_response(openai_error(502, message, "upstream_error"), scope, send)
                     return None
             added = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in target.headers.items()]
-            ends = await relay_answer(upstream, send, started=target.started, headers=added)
+            ends = await relay_answer(
+                upstream,
+                send,
+                started=target.started,
+                headers=added,
+                kept=UsageChunkLeftOut.of_answer(upstream.headers).piece
+                if usage_left_out
+                else None,
+                client=scope.get("extensions", {}).get(DIRECT_BODY),
+            )
         finally:
             target.ended()  # once per placement, however the relay ended (cancelled too)
         return usage_of(ends) if upstream.status_code == 200 else None

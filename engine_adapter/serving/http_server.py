@@ -29,6 +29,10 @@ OpenAI's shape, as the app's own errors do; the connection then closes after a l
 moment (`LINGER_S`, what the client still sends discarded), so a client that reads its
 answer late gets the answer, not a reset. The same holds whenever uvicorn closes a
 connection (an answer with ``Connection: close``, as every gateway refusal).
+
+Each request's scope carries a `DirectBody` (``scope["extensions"][DIRECT_BODY]``): the
+relay writes a streamed answer's pieces through it straight to the connection, as
+uvicorn would write them, without an ASGI message and a coroutine step per piece.
 """
 
 from __future__ import annotations
@@ -40,18 +44,26 @@ from http import HTTPStatus
 from typing import Any, ClassVar
 
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from .refused import error_body
 
-__all__ = ["LINGER_S", "TIMER_RESOLUTION_S", "BoundedProtocol", "bounded_protocol"]
+__all__ = [
+    "DIRECT_BODY",
+    "LINGER_S",
+    "TIMER_RESOLUTION_S",
+    "BoundedProtocol",
+    "DirectBody",
+    "bounded_protocol",
+]
 
 LINGER_S = 2.0  # how long a refused connection reads and discards before it closes
 # added to every deadline a client is promised: uvloop's timers count whole milliseconds
 # from the loop's cached time and fire up to a millisecond early
 TIMER_RESOLUTION_S = 0.001
 _HEAD_END = b"\r\n\r\n"
+DIRECT_BODY = "prefixkit.direct_body"  # the scope's extension holding its `DirectBody`
 
 
 class BoundedProtocol(HttpToolsProtocol):
@@ -137,6 +149,9 @@ class BoundedProtocol(HttpToolsProtocol):
         # the request target as sent, before its query (uvicorn's parsed path drops the
         # scheme and host of an absolute-form target): what the gateway checks is canonical
         self.scope["raw_path"] = self.root_path.encode("ascii") + self.url.partition(b"?")[0]
+        if self.cycle is not None and self.cycle.scope is self.scope:
+            extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+            extensions[DIRECT_BODY] = DirectBody(self.cycle)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -249,6 +264,39 @@ class _LingeringClose:
             transport.write_eof()
         transport.resume_reading()  # keep draining, whatever flow control paused
         self._protocol.loop.call_later(LINGER_S, transport.close)
+
+
+class DirectBody:
+    """The body of one request's answer written straight to the client's connection (the
+    scope's ``extensions[DIRECT_BODY]``; `upstream.ClientBody`): each piece one chunk, the
+    bytes uvicorn writes for an ``http.response.body`` message, without the message. The
+    answer's head and its end go through uvicorn's ``send``, which keeps its own account
+    of the answer."""
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    def open(self) -> bool:
+        cycle = self._cycle
+        return (
+            cycle.response_started
+            and cycle.chunked_encoding is True
+            and not cycle.response_complete
+            and cycle.scope["method"] != "HEAD"
+        )
+
+    def write(self, piece: bytes) -> bool:
+        cycle = self._cycle
+        if cycle.disconnected:
+            return True  # the relay is cancelled next: nothing to wait for
+        if piece:
+            cycle.transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+        return not cycle.flow.write_paused
+
+    async def drain(self) -> None:
+        cycle = self._cycle
+        if cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
 
 
 def bounded_protocol(header_timeout_s: float, max_head_bytes: int) -> type[BoundedProtocol]:

@@ -10,8 +10,8 @@ shapes.
 A streamed Chat Completions or Completions answer says its usage only in a last chunk the
 client asks for (``stream_options: {"include_usage": true}``): the gateway asks the engine
 for it on every such request (`asking_stream_usage`), and a client that did not ask
-itself gets the stream without that chunk (`without_usage_chunk`), every other byte as it
-came.
+itself gets the stream without that chunk (`UsageChunkLeftOut`; `without_usage_chunk`
+for an ASGI ``send``), every other byte as it came.
 
 The counts are kept in `metrics.Counters` (shared by the router workers with
 `metrics.SharedCounters`).
@@ -34,6 +34,7 @@ __all__ = [
     "STREAM_USAGE_PATHS",
     "TenantUsage",
     "Usage",
+    "UsageChunkLeftOut",
     "asking_stream_usage",
     "usage_of",
     "without_usage_chunk",
@@ -155,38 +156,64 @@ def asking_stream_usage(path: str, body: bytes, view: Mapping[str, Any]) -> byte
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+class UsageChunkLeftOut:
+    """An answer's body, piece by piece, for a request the gateway asked the usage chunk
+    for: in an event stream (`streaming`), the event holding that chunk (``choices``
+    empty, ``usage`` set) is left out; every other byte passes as it came, an event at a
+    time (an event split over two pieces waits for its end). Any other body passes
+    untouched."""
+
+    def __init__(self, streaming: bool) -> None:
+        self.streaming = streaming
+        self._pending = b""
+
+    @classmethod
+    def of_answer(cls, headers: Iterable[tuple[bytes, bytes]]) -> UsageChunkLeftOut:
+        """The filter for an answer with these headers (its ``content-type`` says whether
+        it is an event stream)."""
+        kinds = [v for k, v in headers if k.lower() == b"content-type"]
+        return cls(any(v.startswith(b"text/event-stream") for v in kinds))
+
+    def piece(self, body: bytes, more: bool) -> bytes | None:
+        """What to pass on of `body` (`more`: pieces follow it): `body` itself when it
+        passes whole, None when nothing is to be passed now (a last piece always passes,
+        empty or not)."""
+        if not self.streaming:
+            return body
+        pending = self._pending + body
+        if more:
+            cut = pending.rfind(b"\n\n")
+            end = 0 if cut < 0 else cut + 2
+        else:
+            end = len(pending)
+        events, self._pending = pending[:end], pending[end:]
+        if _USAGE_OBJECT.search(events) is None:  # most pieces: no event to leave out
+            kept = events
+        else:
+            kept = b"".join(event for event in _events(events) if not _usage_chunk(event))
+        if kept and kept == body:
+            return body  # the piece as it came
+        if kept or not more:
+            return kept
+        return None
+
+
 def without_usage_chunk(send: Send) -> Send:
-    """`send` for an answer to a request the gateway asked the usage chunk for: in an event
-    stream, the event holding that chunk (``choices`` empty, ``usage`` set) is left out;
-    every other byte passes as it came, an event at a time (an event split over two reads
-    waits for its end). Any other answer passes untouched."""
-    streaming = False
-    pending = b""
+    """`send` for an answer to a request the gateway asked the usage chunk for: its body
+    through `UsageChunkLeftOut`."""
+    left_out = UsageChunkLeftOut(False)
 
     async def sending(message: Message) -> None:
-        nonlocal streaming, pending
+        nonlocal left_out
         if message["type"] == "http.response.start":
-            kinds = [v for k, v in message.get("headers", ()) if k.lower() == b"content-type"]
-            streaming = any(v.startswith(b"text/event-stream") for v in kinds)
-        elif message["type"] == "http.response.body" and streaming:
-            pending += message.get("body", b"")
-            more = message.get("more_body", False)
-            if more:
-                cut = pending.rfind(b"\n\n")
-                end = 0 if cut < 0 else cut + 2
-            else:
-                end = len(pending)
-            events, pending = pending[:end], pending[end:]
-            if _USAGE_OBJECT.search(events) is None:  # most pieces: no event to leave out
-                kept = events
-            else:
-                kept = b"".join(event for event in _events(events) if not _usage_chunk(event))
-            if kept and kept == message.get("body"):
-                pass  # the piece as it came: its message as it is
-            elif kept or not more:
-                message = {**message, "body": kept}
-            else:
+            left_out = UsageChunkLeftOut.of_answer(message.get("headers", ()))
+        elif message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            kept = left_out.piece(body, message.get("more_body", False))
+            if kept is None:
                 return
+            if kept is not body:
+                message = {**message, "body": kept}
         await send(message)
 
     return sending

@@ -11,7 +11,10 @@ front of them) and its answer streamed back to the client as it comes.
   answer's status and headers with its body still to come; `relay_answer` passes the
   body to the client piece by piece as it arrives (the chunks of a chunked answer that
   arrived together as one piece, each piece passed on as read, never buffered whole,
-  never re-encoded).
+  never re-encoded). A chunked answer (every stream) is piped when the server gives the
+  client's connection (`ClientBody`): each read's chunks are written to the client from
+  the upstream connection's read callback, with no task step, ASGI message or timer per
+  read; a client that takes no more for now pauses the reading.
 * Failures are httpx's exception types, as the rest of the serving app knows them: a
   refused connection is `httpx.ConnectError` (nothing reached the engine: the caller may
   place the request elsewhere), a connection that does not open within the connect
@@ -30,8 +33,8 @@ import asyncio
 import collections
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -40,7 +43,7 @@ from starlette.types import Send
 from .keepalive import UPSTREAM_IDLE_S
 from .relay import HOP_BY_HOP
 
-__all__ = ["UpstreamAnswer", "UpstreamPool", "UpstreamPools", "relay_answer"]
+__all__ = ["ClientBody", "UpstreamAnswer", "UpstreamPool", "UpstreamPools", "relay_answer"]
 
 _HOP_BY_HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers
@@ -112,12 +115,18 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None  # a read: more bytes
         self.drained: asyncio.Future[None] | None = None  # writing paused: resumed
         self.idle_since = 0.0
+        self.taker: Callable[[], None] | None = None  # while piping: called on each read
+        self.read_at = 0.0  # the loop's time at the last read, while piping
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream's, on any event loop
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        if self.taker is not None:
+            self.read_at = self.loop.time()
+            self.taker()
+            return
         if len(self.buffer) > _HIGH_WATER and self.transport is not None:
             self.transport.pause_reading()
             self.paused = True
@@ -192,6 +201,57 @@ class _Connection(asyncio.Protocol):
         while self.drained is not None and not self.closed:
             await self._wait(self.drained, writing=True)
 
+    async def piped(self, take: Callable[[bytes], bool]) -> None:
+        """Pass a chunked body's complete chunks to `take` from `data_received`, as each
+        read brings them (no task step per read), until the last chunk's size line has
+        come, `take` returns False (the client takes no more for now), the buffer holds
+        more than `_HIGH_WATER` bytes of one chunk, the framing is malformed or the
+        upstream closes; returns then, the rest left in the buffer. Raises
+        `httpx.ReadTimeout` when no byte comes for the read timeout."""
+        waiter = self.loop.create_future()
+        buffer = self.buffer
+        timer: asyncio.TimerHandle
+
+        def taken() -> None:
+            try:
+                data, last = _complete_chunks(buffer)
+                if (data and not take(data)) or last >= 0 or len(buffer) > _HIGH_WATER:
+                    stop()
+            except httpx.RemoteProtocolError:
+                stop()  # the caller reads the same framing again, and raises
+            except Exception as error:  # `take`'s: raised by `piped`, not the event loop
+                self.taker = None
+                if not waiter.done():
+                    waiter.set_exception(error)
+
+        def stop() -> None:
+            self.taker = None
+            self._wake()
+
+        def overdue() -> None:
+            nonlocal timer
+            idle = self.loop.time() - self.read_at
+            if idle < self.pool.read_timeout:
+                timer = self.loop.call_later(self.pool.read_timeout - idle, overdue)
+            else:
+                self._expire(waiter, writing=False)
+
+        if self.closed:
+            return
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        self.waiter = waiter
+        self.taker = taken
+        self.read_at = self.loop.time()
+        timer = self.loop.call_later(self.pool.read_timeout, overdue)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self.taker = None
+            self.waiter = None
+
 
 class UpstreamAnswer:
     """An upstream's answer: `status_code`, `headers` (lower-case names, as raw bytes),
@@ -252,6 +312,35 @@ class UpstreamAnswer:
                         await connection.more()
                     continue
                 yield _take(buffer, 0, min(len(buffer), _READ_BYTES))
+
+    @property
+    def pipes(self) -> bool:
+        """Whether `pipe` can pass this answer's body (chunked, not read yet)."""
+        return self._chunked and self._connection is not None and not self._complete
+
+    async def pipe(
+        self, take: Callable[[bytes], bool], drained: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Pass a chunked body to `take` as it arrives, the chunks that arrived together
+        as one piece, each passed from the connection's read callback: no task step and
+        no timer per read. `take` returns False when the client takes no more for now:
+        reading pauses until `drained()` returns. Returns at the body's end; raises as
+        `body` does."""
+        connection = self._connection
+        assert connection is not None and self._chunked, "pipe: a chunked answer's body"
+        buffer = connection.buffer
+        while True:
+            data, last = _complete_chunks(buffer)
+            writable = take(data) if data else True
+            if last >= 0:
+                await self._trailers(last)
+                return
+            if not writable:
+                await drained()
+            elif connection.closed or len(buffer) > _HIGH_WATER:
+                await connection.more()  # raises at the end of the stream; resumes reading
+            else:
+                await connection.piped(take)
 
     async def _trailers(self, start: int) -> None:
         """Skip a chunked body's trailer section (ends with an empty line)."""
@@ -512,21 +601,81 @@ class UpstreamPools:
         self._pools.clear()
 
 
+class ClientBody(Protocol):
+    """The body of the client's answer written straight to its connection, each piece as
+    one chunk of a chunked body, without an ASGI message per piece (the server's side:
+    `http_server.DirectBody`)."""
+
+    def open(self) -> bool:
+        """Whether the answer's head is sent, chunked, and its body not ended."""
+        ...
+
+    def write(self, piece: bytes) -> bool:
+        """Write `piece` (nothing if empty); False when the client takes no more for now."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until the client takes more (or is gone)."""
+        ...
+
+
+class _Passed:
+    """The pieces of an answer passed to the client: `started` at the first, each through
+    `kept` (what of it to pass; None: nothing now), the answer's first and last few
+    kilobytes (where its ``usage`` is) kept as they came."""
+
+    def __init__(
+        self, started: Callable[[], None], kept: Callable[[bytes, bool], bytes | None] | None
+    ) -> None:
+        self._started: Callable[[], None] | None = started
+        self._kept = kept
+        self._head: list[bytes] = []
+        self._head_size = 0
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_size = 0
+
+    def piece(self, chunk: bytes) -> bytes:
+        """What to pass on of `chunk`, a piece of the body with more to follow."""
+        if self._started is not None:
+            self._started()
+            self._started = None
+        if self._head_size < _HEAD_BYTES:
+            self._head.append(chunk)
+            self._head_size += len(chunk)
+        tail = self._tail
+        tail.append(chunk)
+        self._tail_size += len(chunk)
+        while self._tail_size - len(tail[0]) >= _TAIL_BYTES:
+            self._tail_size -= len(tail.popleft())
+        if self._kept is None:
+            return chunk
+        return self._kept(chunk, True) or b""
+
+    def end(self) -> bytes:
+        """What to pass on at the body's end."""
+        return b"" if self._kept is None else self._kept(b"", False) or b""
+
+    def ends(self) -> bytes:
+        return b"".join(self._head)[:_HEAD_BYTES] + b"".join(self._tail)[-_TAIL_BYTES:]
+
+
 async def relay_answer(
     upstream: UpstreamAnswer,
     send: Send,
     *,
     started: Callable[[], None] = _nothing,
     headers: Iterable[tuple[bytes, bytes]] = (),
+    kept: Callable[[bytes, bool], bytes | None] | None = None,
+    client: ClientBody | None = None,
 ) -> bytes:
     """Pass an upstream answer to the client as it comes, with the upstream's end-to-end
-    headers and `headers`. `started` runs at its first piece, and the answer is closed
-    however the relay ends (answered, broken off, cancelled because the client left).
-    Returns the answer's first and last few kilobytes (where its ``usage`` is)."""
-    head: list[bytes] = []
-    head_size = 0
-    tail: collections.deque[bytes] = collections.deque()
-    tail_size = 0
+    headers and `headers`. `started` runs at its first piece; `kept(piece, more)` says
+    what of each piece to pass on (None: nothing now; by default all of it). A chunked
+    answer goes straight to `client`'s connection when it is given (`UpstreamAnswer.pipe`),
+    else each piece is an ASGI message to `send`. The answer is closed however the relay
+    ends (answered, broken off, cancelled because the client left). Returns the answer's
+    first and last few kilobytes, as the upstream sent them (where its ``usage`` is)."""
+    passed = _Passed(started, kept)
     try:
         await send(
             {
@@ -538,20 +687,14 @@ async def relay_answer(
                 ],
             }
         )
-        first = True
-        async for chunk in upstream.body():
-            if first:
-                first = False
-                started()
-            if head_size < _HEAD_BYTES:
-                head.append(chunk)
-                head_size += len(chunk)
-            tail.append(chunk)
-            tail_size += len(chunk)
-            while tail_size - len(tail[0]) >= _TAIL_BYTES:
-                tail_size -= len(tail.popleft())
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if client is not None and upstream.pipes and client.open():
+            await upstream.pipe(lambda chunk: client.write(passed.piece(chunk)), client.drain)
+        else:
+            async for chunk in upstream.body():
+                piece = passed.piece(chunk)
+                if piece:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": passed.end(), "more_body": False})
     finally:
         upstream.close()
-    return b"".join(head)[:_HEAD_BYTES] + b"".join(tail)[-_TAIL_BYTES:]
+    return passed.ends()

@@ -125,6 +125,23 @@ def test_a_client_that_hangs_up_before_the_first_chunk_ends_its_request_and_the_
     _wait_until_ended(routing, replicas, within_s=1.0)
 
 
+def test_a_client_that_hangs_up_mid_stream_ends_its_request_and_the_replicas(
+    replicas: list[FakeVLLM], served: tuple[httpx.Client, Routing]
+) -> None:
+    client, routing = served
+    for replica in replicas:
+        replica.chunk_interval_s = 0.5  # the whole stream: 4 s
+    with client.stream("POST", "/v1/completions", json=BODY) as response:
+        next(response.iter_raw())
+    # leaving the block closed the connection after the first chunk
+    deadline = time.monotonic() + 1.5
+    while _in_flight(routing) or any(
+        httpx.get(f"{replica.url}/load").json()["server_load"] for replica in replicas
+    ):
+        assert time.monotonic() < deadline, "the request stayed in flight, or generating"
+        time.sleep(0.05)
+
+
 def test_a_client_that_hangs_up_before_the_replica_answers_ends_its_request(
     replicas: list[FakeVLLM], served: tuple[httpx.Client, Routing]
 ) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +29,7 @@ from prefixkit.engine_adapter.serving.app import serving_app
 from prefixkit.engine_adapter.serving.keepalive import served_in_thread
 from prefixkit.engine_adapter.serving.limits import Limits
 from prefixkit.engine_adapter.serving.router import DirectRoute, PreciseRoute, Routing
-from prefixkit.engine_adapter.serving.upstream import UpstreamPool, UpstreamPools
+from prefixkit.engine_adapter.serving.upstream import UpstreamAnswer, UpstreamPool, UpstreamPools
 from prefixkit.testing.fake_vllm import FakeVLLM, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -41,13 +42,15 @@ BODY = {"model": "fake-model", "prompt": "a new conversation " * 8}
 class Upstream:
     """An upstream that records the client port of every request and answers
     ``/v1/completions`` with `chunks`, streamed one by one (the second not before `gate`
-    is set)."""
+    is set, each `pause_s` after the one before), counting those `sent`."""
 
-    def __init__(self, chunks: list[bytes]) -> None:
+    def __init__(self, chunks: list[bytes], pause_s: float = 0.0) -> None:
         self.chunks = chunks
+        self.pause_s = pause_s
         self.ports: list[int] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.sent = 0
 
     def app(self) -> Starlette:
         async def health(request: Request) -> Response:
@@ -62,7 +65,10 @@ class Upstream:
                 for number, chunk in enumerate(self.chunks):
                     while number == 1 and not self.gate.is_set():
                         await anyio.sleep(0.01)
+                    if number and self.pause_s:
+                        await anyio.sleep(self.pause_s)
                     yield chunk
+                    self.sent += 1
 
             return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -78,8 +84,8 @@ def relayed(routing: Routing, limits: Limits | None = None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def upstream_served(chunks: list[bytes]) -> Iterator[tuple[Upstream, str]]:
-    upstream = Upstream(chunks)
+def upstream_served(chunks: list[bytes], pause_s: float = 0.0) -> Iterator[tuple[Upstream, str]]:
+    upstream = Upstream(chunks, pause_s)
     with served_in_thread(upstream.app(), "127.0.0.1", free_port()) as url:
         yield upstream, url
 
@@ -135,6 +141,52 @@ def test_a_streamed_answer_reaches_the_client_byte_for_byte_as_it_comes() -> Non
             for piece in pieces:
                 received += piece
     assert bytes(received) == b"".join(chunks)
+
+
+def test_a_client_that_does_not_read_holds_the_upstream_back() -> None:
+    chunks = [bytes(64 * 1024)] * 1024  # 64 MB: more than the sockets on the way hold
+    with (
+        upstream_served(chunks) as (upstream, url),
+        relayed(DirectRoute(url, [url])) as router,
+        httpx.Client(base_url=router) as client,
+        client.stream("POST", "/v1/completions", json=BODY) as response,
+    ):
+        time.sleep(1.0)
+        assert upstream.sent < len(chunks)  # the relay reads no further than the client
+        received = sum(len(piece) for piece in response.iter_raw())
+    assert received == 64 * 1024 * 1024
+
+
+def test_an_upstream_silent_mid_stream_past_the_read_timeout_breaks_the_stream_off() -> None:
+    limits = Limits(upstream_read_timeout_s=0.5)
+    with (
+        upstream_served([b"data: first\n\n", b"data: second\n\n"]) as (upstream, url),
+        relayed(DirectRoute(url, [url]), limits) as router,
+        httpx.Client(base_url=router) as client,
+    ):
+        upstream.gate.clear()  # the second chunk never comes while the client waits
+        started = time.monotonic()
+        with (
+            pytest.raises(httpx.RemoteProtocolError),  # never a clean, shorter answer
+            client.stream("POST", "/v1/completions", json=BODY) as response,
+        ):
+            for _ in response.iter_raw():
+                pass
+        assert time.monotonic() - started < 3.0
+        upstream.gate.set()
+
+
+def test_a_stream_whose_every_pause_is_under_the_read_timeout_arrives_whole() -> None:
+    chunks = [b"data: %d\n\n" % n for n in range(6)]  # 1.8 s in all, 0.3 s apart
+    limits = Limits(upstream_read_timeout_s=1.0)
+    with (
+        upstream_served(chunks, pause_s=0.3) as (_, url),
+        relayed(DirectRoute(url, [url]), limits) as router,
+        httpx.Client(base_url=router) as client,
+    ):
+        response = client.post("/v1/completions", json=BODY)
+    assert response.status_code == 200
+    assert response.content == b"".join(chunks)
 
 
 def test_the_router_parses_a_request_body_once(
@@ -205,10 +257,31 @@ def _chunked(body: bytes, sizes: list[int]) -> bytes:
     return bytes(framed + b"0\r\n\r\n")
 
 
-def _read_twice(answer: bytes, cuts: list[int]) -> tuple[list[list[bytes]], int]:
+async def _pieces(upstream: UpstreamAnswer, taken: list[bool] | None) -> list[bytes]:
+    """The body pieces of `upstream`: from `body`, or (`taken` given) from `pipe`, its
+    `take` returning `taken`'s values in turn (False: the client takes no more for now)."""
+    if taken is None:
+        return [piece async for piece in upstream.body()]
+    pieces: list[bytes] = []
+    answers = itertools.cycle(taken)
+
+    def take(piece: bytes) -> bool:
+        pieces.append(piece)
+        return next(answers)
+
+    async def drained() -> None:
+        await asyncio.sleep(0)
+
+    await upstream.pipe(take, drained)
+    return pieces
+
+
+def _read_twice(
+    answer: bytes, cuts: list[int], taken: list[bool] | None = None
+) -> tuple[list[list[bytes]], int]:
     """Ask a server that sends `answer` in pieces of `cuts` bytes (cycled, each its own
-    write) twice through one `UpstreamPool`: the body pieces each answer gave, and how
-    many connections the pool opened."""
+    write) twice through one `UpstreamPool`: the body pieces each answer gave (read as
+    `_pieces` reads them), and how many connections the pool opened."""
     served = []  # connections being served
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -236,7 +309,7 @@ def _read_twice(answer: bytes, cuts: list[int]) -> tuple[list[list[bytes]], int]
             for _ in range(2):
                 upstream = await pool.send("GET", "/")
                 try:
-                    bodies.append([piece async for piece in upstream.body()])
+                    bodies.append(await _pieces(upstream, taken))
                 finally:
                     upstream.close()
         finally:
@@ -270,6 +343,24 @@ def test_an_answer_however_framed_and_cut_is_read_whole_and_the_connection_reuse
     assert opened == 1
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=st.binary(max_size=3000),
+    sizes=st.lists(st.integers(1, 700), max_size=6),
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=8),
+    taken=st.lists(st.booleans(), min_size=1, max_size=5),
+)
+def test_a_chunked_answer_piped_however_cut_and_paused_is_passed_whole_and_the_connection_reused(
+    body: bytes, sizes: list[int], cuts: list[int], taken: list[bool]
+) -> None:
+    answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + _chunked(body, sizes)
+
+    pieces, opened = _read_twice(answer, cuts, taken)
+    assert [b"".join(read) for read in pieces] == [body, body]
+    assert all(pieces[0]) and all(pieces[1])  # never an empty piece
+    assert opened == 1
+
+
 def test_chunks_that_arrive_together_are_passed_on_as_one_piece() -> None:
     events = [b'data: {"n": %d}\n\n' % n for n in range(8)]
     framed = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
@@ -286,7 +377,10 @@ def test_chunks_that_arrive_together_are_passed_on_as_one_piece() -> None:
         (b"5" * 5000, "size line is too long"),
     ],
 )
-def test_a_malformed_chunked_answer_is_refused_by_what_is_wrong(framed: bytes, error: str) -> None:
+@pytest.mark.parametrize("piped", [False, True], ids=["read", "piped"])
+def test_a_malformed_chunked_answer_is_refused_by_what_is_wrong(
+    framed: bytes, error: str, piped: bool
+) -> None:
     answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + framed
 
     async def run() -> None:
@@ -309,8 +403,7 @@ def test_a_malformed_chunked_answer_is_refused_by_what_is_wrong(framed: bytes, e
             upstream = await pool.send("GET", "/")
             try:
                 with pytest.raises(httpx.RemoteProtocolError, match=error):
-                    async for _ in upstream.body():
-                        pass
+                    await _pieces(upstream, [True] if piped else None)
             finally:
                 upstream.close()
         finally:
