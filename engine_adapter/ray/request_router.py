@@ -9,10 +9,13 @@ block hash under the request's ``cache_salt`` (`RouterState.hashes`, as the vLLM
 beside it computes it: the version the engine's interpreter has), and asks
 `RouterState.route`, i.e. `policy.choose_replica`, the decision the local router and the
 replay make, for the replica, each replica's cached run weighed by the tier holding its
-blocks (``savings``: per tier of `routing.tiered.MEDIA`, all 1.0 by default: tier-blind). The block index is fed by each replica's KV events
-(`KvEventFollower`; first the batches in the replica's replay buffer, published before the
-router subscribed), found in the replicas' routing stats (`server.KV_EVENTS_STAT`,
-`server.KV_REPLAY_STAT`).
+blocks (``savings``: per tier of `routing.tiered.MEDIA`, all 1.0 by default: tier-blind).
+The block index is fed by each replica's KV events (the state's `KvEventFollower`,
+following a slot's endpoint once its replica publishes it; first the batches in the
+replica's replay buffer, published before the router subscribed), found in the
+replicas' routing stats (`server.KV_EVENTS_STAT`, `server.KV_REPLAY_STAT`). A request
+that ended stays coming to its replica until the replica's events waiting at its end
+are applied, as on the local backend.
 
 Replicas come and go (Ray restarts a dead one under a new id, autoscaling adds and
 removes them): each running replica holds a slot of the state; a replica that leaves
@@ -36,7 +39,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..routing.kv_events import KvEventFollower
 from ..routing.router_state import Placement, RouterSettings, RouterState
 from ..routing.tiered import MEDIA
 from ..serving.gateway import PIN_FIELD
@@ -106,7 +108,7 @@ def _prefixkit_router() -> type[Any]:
                     savings=(1.0,) * len(MEDIA) if savings is None else tuple(savings),
                 )
             )
-            self._followers: dict[int, tuple[str, KvEventFollower]] = {}
+            self._followed: set[int] = set()  # slots whose KV events the state follows
             self._placements: dict[str, Placement] = {}
             self._prompt_tokens: PromptTokenizer | Cannot | None = None  # loaded on first use
             self._counts = RouterCounters(ActorCounters.for_application())
@@ -146,26 +148,21 @@ def _prefixkit_router() -> type[Any]:
                 state.inflight[slot] = 0
                 state.queued_blocks[slot] = 0.0
             for slot, replica_id in enumerate(self._slots):
-                if replica_id is None or slot in self._followers:
+                if replica_id is None or slot in self._followed:
                     continue
                 stats = running[replica_id].routing_stats or {}
                 endpoint = stats.get(KV_EVENTS_STAT)
                 if endpoint:
-                    endpoints: list[str | None] = [None] * len(self._slots)
-                    replays: list[str | None] = [None] * len(self._slots)
-                    endpoints[slot] = endpoint
-                    replays[slot] = stats.get(KV_REPLAY_STAT)
-                    follower = KvEventFollower(state.index, endpoints, replays, KV_TOPIC)
-                    await follower.start()
-                    self._followers[slot] = (endpoint, follower)
+                    state.follower.follow(slot, endpoint, stats.get(KV_REPLAY_STAT))
+                    self._followed.add(slot)
                     log.info("following KV events of replica %s at %s", replica_id, endpoint)
             return {r: s for s, r in enumerate(self._slots) if r is not None}
 
         async def _release(self, slot: int) -> None:
             self._slots[slot] = None
-            held = self._followers.pop(slot, None)
-            if held is not None:
-                await held[1].stop()
+            if slot in self._followed:
+                self._followed.discard(slot)
+                await self._state.follower.unfollow(slot)
             self._state.follower.forget(slot)
             for placement in self._placements.values():
                 if placement.replica == slot:

@@ -191,7 +191,7 @@ class KvEventFollower:
         # called before each batch is applied (router workers: apply the others'
         # placements first, which were made before the engine computed these blocks)
         self.before_batch: Callable[[], None] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # replica -> its following
         self._context: Any = None
         self._sockets: dict[int, Any] = {}  # a followed replica's SUB socket
         self._replaying: set[int] = set()
@@ -231,23 +231,43 @@ class KvEventFollower:
         del ending[:count]
 
     async def start(self) -> None:
+        """Follow every replica with an endpoint."""
+        for replica, endpoint in enumerate(self.endpoints):
+            if endpoint is not None:
+                self.follow(replica, endpoint, self.replay_endpoints[replica])
+
+    def follow(self, replica: int, endpoint: str, replay_endpoint: str | None) -> None:
+        """Follow `replica`'s events at `endpoint` (its missed batches at
+        `replay_endpoint`) from now on, in place of any endpoint it had."""
         import zmq.asyncio
 
-        self._context = zmq.asyncio.Context()
-        self._tasks = [
-            asyncio.create_task(self._follow(replica, endpoint))
-            for replica, endpoint in enumerate(self.endpoints)
-            if endpoint is not None
-        ]
+        if self._context is None:
+            self._context = zmq.asyncio.Context()
+        self._cancel(replica)
+        self.endpoints[replica] = endpoint
+        self.replay_endpoints[replica] = replay_endpoint
+        self._tasks[replica] = asyncio.create_task(self._follow(replica, endpoint))
 
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+    async def unfollow(self, replica: int) -> None:
+        """Stop following `replica` (its blocks stay in the index: `forget` drops them)."""
+        task = self._cancel(replica)
+        self.endpoints[replica] = None
+        if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _cancel(self, replica: int) -> asyncio.Task[None] | None:
+        task = self._tasks.pop(replica, None)
+        if task is not None:
+            task.cancel()
+        return task
+
+    async def stop(self) -> None:
+        for replica in list(self._tasks):
+            await self.unfollow(replica)
         if self._context is not None:
             self._context.destroy(linger=0)
+            self._context = None
 
     def forget(self, replica: int) -> None:
         """The replica went away or restarted: drop its blocks and replay from scratch

@@ -42,21 +42,35 @@ class Engine:
         self.seq += 1
 
 
-@pytest.fixture
-async def followed(tmp_path: Path) -> AsyncIterator[tuple[BlockIndex, KvEventFollower, Engine]]:
+async def joined(index: BlockIndex, engine: Engine, block: int) -> None:
+    """Until the follower's subscription has joined: it applied `block`."""
+    while index.runs([block]) == [0]:
+        engine.stores([block])
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # the joining batches applied
+
+
+@pytest.fixture(params=["from the start", "once it publishes its endpoint"])
+async def followed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[BlockIndex, KvEventFollower, Engine]]:
+    """A replica followed from the router's start, or from when it publishes its endpoint
+    (the Ray router's slots)."""
     endpoint = f"ipc://{tmp_path}/kv"
     context = zmq.Context()
     publisher = context.socket(zmq.PUB)
     publisher.bind(endpoint)
     index = BlockIndex(1)
-    follower = KvEventFollower(index, [endpoint], [None])
-    await follower.start()
+    if request.param == "from the start":
+        follower = KvEventFollower(index, [endpoint], [None])
+        await follower.start()
+    else:
+        follower = KvEventFollower(index, [None], [None])
+        await follower.start()
+        follower.follow(0, endpoint, None)
     engine = Engine(publisher)
     try:
-        while not index.held(0):  # until the subscription has joined
-            engine.stores([1])
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)  # the joining batches applied
+        await joined(index, engine, 1)
         yield index, follower, engine
     finally:
         await follower.stop()
@@ -118,6 +132,37 @@ async def test_forgetting_a_replica_ends_the_requests_waiting_there(
     follower.ended(0, PROMPT)
     follower.forget(0)
     assert (index.coming[0], index.held(0)) == ({}, 0)
+
+
+async def test_a_replica_no_longer_followed_ends_its_requests_at_once_and_applies_nothing(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    await follower.unfollow(0)
+    index.sent(0, PROMPT)
+    engine.stores(PROMPT)
+    arrived_unapplied()
+    follower.ended(0, PROMPT)
+    assert index.coming[0] == {}
+    await asyncio.sleep(0.05)
+    assert index.runs(PROMPT) == [0]
+
+
+async def test_a_replica_followed_anew_keeps_a_request_coming_until_its_events_are_applied(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    endpoint = follower.endpoints[0]
+    assert endpoint is not None
+    follower.follow(0, endpoint, None)  # the endpoint published again
+    await joined(index, engine, 2)
+    index.sent(0, PROMPT)
+    engine.stores(PROMPT)
+    arrived_unapplied()
+    follower.ended(0, PROMPT)
+    assert index.runs(PROMPT) == [3]
+    await asyncio.sleep(0.05)
+    assert (index.runs(PROMPT), index.coming[0]) == ([3], {})
 
 
 async def test_a_replica_not_followed_ends_its_requests_at_once() -> None:
