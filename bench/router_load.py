@@ -9,11 +9,13 @@ embedded SmolLM2-135M-Instruct when it is on this machine, else the byte-level B
 ChatML template the tests build, ``tests/conftest.py``): prompt tokens as vLLM 0.32
 computes them from that folder's tokenizer and chat template, a prefix cache of
 `--capacity` 32-token blocks each (a request's tail evicted first, as vLLM does), vLLM's
-block hashes and KV events over ZMQ, `--prefill-ms-per-block` per uncached block, then 8
-streamed chunks 2 ms apart. Each router runs in a process of its own, deployed by
-`deploy` as `prefixkit serve` deploys it, with the replicas' model folder: the precise
-router computes prompt tokens itself and asks a replica's ``/tokenize`` only for what it
-cannot reproduce exactly (its fallbacks, read from ``/router/state``). This process is
+block hashes and KV events over ZMQ, `--prefill-ms-per-block` per uncached block, then
+`--chunks` streamed chunks (8) `--chunk-interval-ms` apart (2). Two runs with different
+`--chunks` give each router's CPU per streamed chunk: the difference of its CPU per
+request over the difference of chunks. Each router runs in a process of its own,
+deployed by `deploy` as `prefixkit serve` deploys it, with the replicas' model folder:
+the precise router computes prompt tokens itself and asks a replica's ``/tokenize``
+only for what it cannot reproduce exactly (its fallbacks, read from ``/router/state``). This process is
 the clients: `--tenants` tenants x 8 users x 4-turn conversations (a system prompt of
 about 1,000 words per tenant, every turn sending the whole history), at most
 `--clients` requests in flight.
@@ -164,8 +166,8 @@ def serve_engines(args: argparse.Namespace) -> None:
                     capacity_blocks=args.capacity,
                     kv_events=endpoint,
                     prefill_s_per_block=args.prefill_ms_per_block / 1e3,
-                    chunks=8,
-                    chunk_interval_s=0.002,
+                    chunks=args.chunks,
+                    chunk_interval_s=args.chunk_interval_ms / 1e3,
                     port=FIRST_PORT + r,
                     model_dir=args.model_dir,
                 )
@@ -298,6 +300,8 @@ def main() -> int:
     parser.add_argument("--engines", type=int, default=4)
     parser.add_argument("--capacity", type=int, default=2000, help="blocks per replica")
     parser.add_argument("--prefill-ms-per-block", type=float, default=0.2)
+    parser.add_argument("--chunks", type=int, default=8, help="streamed chunks per answer")
+    parser.add_argument("--chunk-interval-ms", type=float, default=2.0)
     parser.add_argument("--tenants", type=int, default=16)
     parser.add_argument("--clients", type=int, default=64, help="requests in flight")
     parser.add_argument("--role", choices=["bench", "engines", "router"], default="bench")
@@ -333,6 +337,7 @@ def main() -> int:
         common = [
             *("--engines", str(args.engines), "--capacity", str(args.capacity)),
             *("--prefill-ms-per-block", str(args.prefill_ms_per_block)),
+            *("--chunks", str(args.chunks), "--chunk-interval-ms", str(args.chunk_interval_ms)),
             *("--tenants", str(args.tenants), "--model-dir", str(args.model_dir)),
             *("--kv-endpoints", *endpoints),
         ]
