@@ -16,12 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import ClassScope, ComprehensionScope, GlobalScope, Scope
+from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, GlobalScope, Scope
 
 from .module_index import ModuleIndex
 from .syntax import FunctionNode, all_params
 
 __all__ = ["Env", "ModuleBindings"]
+
+# Decorators that run a function once and return its first result on every later call.
+_CACHES = frozenset({"functools.cache", "functools.lru_cache"})
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,24 @@ class ModuleBindings:
         while isinstance(scope, ComprehensionScope):
             scope = scope.parent
         return isinstance(scope, (GlobalScope, ClassScope))
+
+    def cached_once(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function whose body `node` runs in when that body runs once per process: a
+        function without parameters, defined at import and cached by `functools.cache` /
+        `lru_cache` (every later call returns the first result)."""
+        scope = self.scopes.get(node)
+        while isinstance(scope, ComprehensionScope):
+            scope = scope.parent
+        function = scope.node if isinstance(scope, FunctionScope) else None
+        if not isinstance(function, cst.FunctionDef) or _takes_arguments(function):
+            return None
+        for decorator in function.decorators:
+            expression = decorator.decorator
+            if isinstance(expression, cst.Call):
+                expression = expression.func
+            if self.qualified_names(expression) & _CACHES and self.at_import(function):
+                return function
+        return None
 
     def functions_called(self, call: cst.Call) -> list[tuple[FunctionNode, bool]]:
         """Local functions (and methods via `self.`) `call` may run; True when a method."""
@@ -173,3 +194,12 @@ class ModuleBindings:
             for key, value in self.arguments(function, call, method).items()
         }
         return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
+
+
+def _takes_arguments(function: cst.FunctionDef) -> bool:
+    params = function.params
+    return (
+        bool(all_params(function))
+        or isinstance(params.star_arg, cst.Param)
+        or params.star_kwarg is not None
+    )

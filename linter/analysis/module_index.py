@@ -120,6 +120,8 @@ class ModuleIndex:
     # names a loop changes on every pass (`for i in range(...)`, the index of
     # `enumerate(...)`, `step += 1` in a loop body): the loop
     loop_counters: dict[int, cst.For | cst.While] = field(default_factory=dict)
+    # calls of the module or class body made on each pass of a loop there (not once)
+    looped_at_import: set[int] = field(default_factory=set)
 
     @property
     def has_candidates(self) -> bool:
@@ -556,6 +558,8 @@ class _Indexer(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         self.index.calls.append((node, self.function))
+        if self.loops and None not in self.loops:
+            self.index.looped_at_import.add(id(node))
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value in _APPENDERS

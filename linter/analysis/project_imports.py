@@ -684,8 +684,10 @@ class ProjectImports:
         via = taint.via
         if via is None:
             line = other.parsed.line_of(taint.origin)
-            at_import = other.analysis.at_import(taint.origin)
-            via = Via(spelled, self.project.display(other.parsed.path), line, at_import)
+            # computed in the other module's body, or by a call made there at import
+            at_import = other.analysis.at_import(taint.origin) or isinstance(taint.once, cst.Call)
+            cached = isinstance(taint.once, cst.FunctionDef)
+            via = Via(spelled, self.project.display(other.parsed.path), line, at_import, cached)
         period = "process" if analysis.at_import(node) else taint.period
         return Taint("volatile", node, taint.detail, period, via=replace(via, name=spelled))
 

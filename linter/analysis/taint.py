@@ -14,8 +14,9 @@ reaches it:
   conditional imports included; no single name is privileged). Its
   `period` says when the value changes: `"request"` (computed on each call),
   `"day"` (a date, or a clock formatted to the day) or `"process"`
-  (computed once at import, in a module or class body, or a per-process
-  value such as the pid or hostname);
+  (evaluated once per process: in a module or class body or a default
+  argument at import, in a function called at import, in a cached function
+  without parameters; or a per-process value such as the pid or hostname);
 - `identity`: a parameter, attribute or key named like a user, tenant or
   session id, name or email;
 - `request`: an unbound parameter of `root`, the function that builds the
@@ -123,6 +124,9 @@ class Taint:
     on the placeholders of function summaries, which `taints` never returns.
     `unplaced`: the value is given to a template whose text (or the placeholder it
     fills) the module does not show, so where it lands in the text is unknown.
+    `once`: what evaluates a value computed in a function body once per process (the
+    call of that function made at import, or the cached function without parameters
+    it is computed in); None otherwise.
     """
 
     kind: str
@@ -133,6 +137,7 @@ class Taint:
     via: Via | None = None
     loop: cst.For | cst.While | None = None
     unplaced: bool = False
+    once: cst.Call | cst.FunctionDef | None = None
 
 
 @dataclass(frozen=True)
@@ -142,13 +147,15 @@ class Via:
     The taint's `origin` is the call or name of the linted module it arrives
     through (`name`, as spelled there); `path` and `line` place the value in
     the other file; `at_import` says it is computed once, when that module is
-    loaded.
+    loaded; `cached` that it is computed once per process by a cached function
+    without parameters there.
     """
 
     name: str
     path: str
     line: int
     at_import: bool
+    cached: bool = False
 
     def describe(self, detail: str) -> str:
         """`get_today_str()` (utils.py:12) returns `datetime.datetime.now()`."""
@@ -170,6 +177,17 @@ def _per_day(taints: Iterable[Taint]) -> set[Taint]:
     """A clock formatted to the day changes once a day, not per request."""
     return {
         replace(t, period="day") if t.kind == "volatile" and t.period == "request" else t
+        for t in taints
+    }
+
+
+def _evaluated_at_import(taints: Iterable[Taint], call: cst.Call) -> set[Taint]:
+    """A function called at import runs once per process: the clocks and ids it reads
+    change per process start, not per request (a loop's counter still changes per pass)."""
+    return {
+        replace(t, period="process", once=call)
+        if t.kind == "volatile" and t.period in ("request", "day")
+        else t
         for t in taints
     }
 
@@ -529,7 +547,9 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return set()
         for name in sorted(names):
             if is_volatile_callable(name, self.extra_volatile):
-                return {Taint("volatile", node, f"`{name}()`", self._period(name, first, node))}
+                cached = self.cached_once(node)
+                period = "process" if cached is not None else self._period(name, first, node)
+                return {Taint("volatile", node, f"`{name}()`", period, once=cached)}
         if names & UNSORTED_JSON_FUNCTIONS:
             result = self._union(args)
             if not _sorts_keys(node):
@@ -546,7 +566,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
             result = set()
             for function, method in functions:
                 result |= self._through(function, node, method)
-            return result
+            once = self.at_import(node) and id(node) not in self.index.looped_at_import
+            return _evaluated_at_import(result, node) if once else result
         imported = self.imports.call_taints(self, node) if self.imports is not None else None
         if imported is not None:
             return imported

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
 from ..analysis.position import Following, following_text, sent_once_at_end
+from ..analysis.syntax import dotted_parts
 from ..analysis.taint import Taint
 from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
@@ -72,8 +73,15 @@ class VolatileValueInCachedSegment(PythonRule):
     uuid computed per call), on every pass of the loop that sends the requests
     (a counter or accumulator, `f"cycle {step} of {n}"`, in a prompt built in
     that loop), once a day (`date.today()`, or a clock formatted to the day),
-    or on every process start (computed once when the module is loaded, or a
-    pid or hostname), and how much fixed text follows the value (in tokens).
+    or on every process start, and how much fixed text follows the value (in
+    tokens). When it changes follows where the value is evaluated, not names:
+    once per process in a module or class body or a default argument (at
+    import, or when a notebook cell runs), in a function called there
+    (`SYSTEM = build()`, not in a loop), or in a cached function without
+    parameters (`@functools.cache` / `@lru_cache`, each later call returns
+    the first result); a pid or hostname too. The same clock in a function
+    called per request, a lambda called per request, or a default of `None`
+    replaced in the body (`now = now or datetime.now()`) changes per request.
     A value that ends the cached text is reported with what it still costs
     (the messages after it), and not at all when the prompt is sent once with
     only the user turn after it (`[SystemMessage(content=f"...{today}"),
@@ -153,28 +161,7 @@ def _message(
     if taint.via is not None:
         daily = ""  # said in the subject
     if taint.period == "process":
-        stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
-        if taint.via is not None and taint.via.at_import:
-            return (
-                f"{taint.via.describe(taint.detail)}, computed once when {taint.via.path} is "
-                f"loaded, and reaches {where}: "
-                "it changes on every process start (deploy, restart, each worker), so each "
-                f"process writes its own cache entry{stale}; use a fixed value, or put it in "
-                "the latest user message"
-            )
-        if context.analysis.at_import(taint.origin):
-            return (
-                f"{detail} is computed once, when the module is loaded (at import, or when "
-                f"a notebook cell runs), and reaches {where}: it changes on every process start "
-                f"(deploy, restart, each worker), so each process writes "
-                f"its own cache entry{stale}; use a fixed value, or put it in the latest user "
-                "message"
-            )
-        return (
-            f"{detail} differs between processes and hosts and reaches {where}: each "
-            "worker writes its own cache entry; use a fixed value, or put it in the latest "
-            "user message"
-        )
+        return _per_process(context, taint, detail, where)
     tail = following is not None and following.at_end
     if taint.period == "step" and taint.loop is not None:
         loop = f"the loop at line {context.line_of(taint.loop)}"
@@ -211,6 +198,48 @@ def _message(
     return (
         f"{detail} changes on every request and reaches {where}, so the cached prefix "
         "never matches: move it after the cached part (e.g. into the latest user message)"
+    )
+
+
+def _per_process(context: LintContext, taint: Taint, detail: str, where: str) -> str:
+    """The message of a value evaluated once per process: where it is evaluated."""
+    stale = ", and the date or time in it goes stale" if _is_date(taint) else ""
+    changes = (
+        "it changes on every process start (deploy, restart, each worker), so each process "
+        f"writes its own cache entry{stale}; use a fixed value, or put it in the latest user "
+        "message"
+    )
+    via = taint.via
+    if via is not None and (via.at_import or via.cached):
+        when = (
+            f"computed once when {via.path} is loaded"
+            if via.at_import
+            else "computed once per process by a cached function there"
+        )
+        return f"{via.describe(taint.detail)}, {when}, and reaches {where}: {changes}"
+    if context.analysis.at_import(taint.origin):
+        return (
+            f"{detail} is computed once, when the module is loaded (at import, or when a "
+            f"notebook cell runs), and reaches {where}: {changes}"
+        )
+    if isinstance(taint.once, cst.Call):
+        callee = ".".join(dotted_parts(taint.once.func) or ["the function"])
+        line = context.line_of(taint.once)
+        return (
+            f"{detail} is computed once, when `{callee}()` is called at import (line {line}), "
+            f"and reaches {where}: {changes}"
+        )
+    if isinstance(taint.once, cst.FunctionDef):
+        line = context.line_of(taint.once)
+        return (
+            f"{detail} is computed once per process, on the first call of "
+            f"`{taint.once.name.value}()` (line {line}), whose result is cached, and reaches "
+            f"{where}: {changes}"
+        )
+    return (
+        f"{detail} differs between processes and hosts and reaches {where}: each "
+        "worker writes its own cache entry; use a fixed value, or put it in the latest "
+        "user message"
     )
 
 

@@ -146,6 +146,41 @@ def test_an_imported_function_called_at_import_of_the_linted_module_changes_per_
     assert "computed once, when the module is loaded" in message
 
 
+BOOT = (
+    "import functools, time\n"
+    "def _stamp():\n"
+    "    return str(time.time())\n"
+    "BOOTED = _stamp()\n"
+    "@functools.cache\n"
+    "def started():\n"
+    "    return str(time.time())\n"
+)
+
+
+def test_a_constant_of_the_other_module_made_by_a_call_at_its_import_changes_per_process(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "boot.py").write_text(BOOT, encoding="utf-8")
+    write(project, system_call("f'Booted {BOOTED}. Rules.'", "from .boot import BOOTED"))
+    (item,) = findings(capsys, "src/app/main.py")
+    message = str(item["message"])
+    assert "`BOOTED` (src/app/boot.py:3) holds `time.time()`" in message
+    assert "computed once when src/app/boot.py is loaded" in message
+    assert "every process start" in message
+
+
+def test_a_cached_function_of_the_other_module_changes_per_process(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "boot.py").write_text(BOOT, encoding="utf-8")
+    write(project, system_call("f'Up {started()}. Rules.'", "from .boot import started"))
+    (item,) = findings(capsys, "src/app/main.py")
+    message = str(item["message"])
+    assert "`started()` (src/app/boot.py:7) returns `time.time()`" in message
+    assert "computed once per process by a cached function there" in message
+    assert "every process start" in message
+
+
 def test_the_call_arguments_are_substituted_into_the_other_modules_function(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

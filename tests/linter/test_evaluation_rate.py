@@ -1,0 +1,256 @@
+"""Where a volatile value is evaluated decides how often it changes: a clock read in a
+function body that runs per request changes per request; one read once per process (at
+import, in a class body, in a default argument, in a call made at import, in a cached
+function without parameters) changes on every process start and is reported so."""
+
+from __future__ import annotations
+
+import keyword
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from prefixkit.linter import LintConfig, lint_source
+from prefixkit.linter.context import LintContext
+
+ONCE_PER_PROCESS = {
+    "a module constant": (
+        "from datetime import date\n"
+        "TODAY = date.today()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=f'Today is {TODAY}. Rules.', messages=[q])\n"
+    ),
+    "a module-level f-string": (
+        "from datetime import datetime\n"
+        "SYSTEM = f'You help. Year {datetime.now():%Y}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+    ),
+    "a class attribute": (
+        "from datetime import datetime\n"
+        "class Bot:\n"
+        "    STARTED = datetime.now()\n"
+        "    def ask(self, client, q):\n"
+        "        return client.messages.create(system=f'Up {self.STARTED}. Rules.', messages=[q])\n"
+    ),
+    "a default argument of a function": (
+        "from datetime import datetime\n"
+        "def build(now=datetime.now()):\n"
+        "    return f'It is {now}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a default argument of a method": (
+        "from datetime import datetime\n"
+        "class Bot:\n"
+        "    def build(self, now=datetime.now()):\n"
+        "        return f'It is {now}. Rules.'\n"
+        "    def ask(self, client, q):\n"
+        "        return client.messages.create(system=self.build(), messages=[q])\n"
+    ),
+    "a function called at import": (
+        "from datetime import datetime\n"
+        "def build():\n"
+        "    return f'It is {datetime.now()}. Rules.'\n"
+        "SYSTEM = build()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+    ),
+    "a lambda called at import": (
+        "import time\n"
+        "build = lambda: f'Booted {time.time()}. Rules.'\n"
+        "SYSTEM = build()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+    ),
+    "a method called in the class body": (
+        "from datetime import date\n"
+        "class Bot:\n"
+        "    def _header():\n"
+        "        return f'Today is {date.today()}. Rules.'\n"
+        "    HEADER = _header()\n"
+        "    def ask(self, client, q):\n"
+        "        return client.messages.create(system=self.HEADER, messages=[q])\n"
+    ),
+    "a functools.lru_cache function without parameters": (
+        "import functools\n"
+        "from datetime import datetime\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def started():\n"
+        "    return datetime.now().isoformat()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=f'Up {started()}. Rules.', messages=[q])\n"
+    ),
+    "a functools.cache function without parameters": (
+        "from functools import cache\n"
+        "from uuid import uuid4\n"
+        "@cache\n"
+        "def run_id():\n"
+        "    return str(uuid4())\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=f'Run {run_id()}. Rules.', messages=[q])\n"
+    ),
+    "a cached function given as instructions": (
+        "from functools import lru_cache\n"
+        "from datetime import datetime\n"
+        "from agents import Agent\n"
+        "@lru_cache()\n"
+        "def instructions():\n"
+        "    return f'Started {datetime.now()}. Rules.'\n"
+        "agent = Agent(name='a', instructions=instructions)\n"
+    ),
+}
+
+PER_REQUEST = {
+    "a function that builds the prompt on each call": (
+        "from datetime import datetime\n"
+        "def build():\n"
+        "    return f'It is {datetime.now()}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a module-level lambda called per request": (
+        "from datetime import datetime\n"
+        "build = lambda: f'It is {datetime.now()}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a default of None replaced by the clock in the body": (
+        "from datetime import datetime\n"
+        "def build(now=None):\n"
+        "    if now is None:\n"
+        "        now = datetime.now()\n"
+        "    return f'It is {now}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a default of None or-ed with the clock in the body": (
+        "from datetime import datetime\n"
+        "def build(now=None):\n"
+        "    now = now or datetime.now()\n"
+        "    return f'It is {now}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a default argument of a function defined per call": (
+        "from datetime import datetime\n"
+        "def ask(client, q):\n"
+        "    def build(now=datetime.now()):\n"
+        "        return f'It is {now}. Rules.'\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a function called at import and again per request": (
+        "from datetime import datetime\n"
+        "def build():\n"
+        "    return f'It is {datetime.now()}. Rules.'\n"
+        "SYSTEM = build()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=SYSTEM, messages=[q])\n"
+        "def ask_again(client, q):\n"
+        "    return client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a function called on each pass of a module-level loop": (
+        "from datetime import datetime\n"
+        "import anthropic\n"
+        "client = anthropic.Anthropic()\n"
+        "def build():\n"
+        "    return f'It is {datetime.now()}. Rules.'\n"
+        "while True:\n"
+        "    q = input()\n"
+        "    client.messages.create(system=build(), messages=[q])\n"
+    ),
+    "a cached function with a parameter (computed again for each new argument)": (
+        "from functools import lru_cache\n"
+        "from datetime import datetime\n"
+        "@lru_cache\n"
+        "def header(topic):\n"
+        "    return f'{topic} at {datetime.now()}. Rules.'\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=header(q), messages=[q])\n"
+    ),
+    "a cache built per call of the function that defines it": (
+        "from functools import cache\n"
+        "from datetime import datetime\n"
+        "def ask(client, q):\n"
+        "    @cache\n"
+        "    def started():\n"
+        "        return datetime.now().isoformat()\n"
+        "    return client.messages.create(system=f'Up {started()}. Rules.', messages=[q])\n"
+    ),
+}
+
+
+def _periods(source: str, tmp_path: Path) -> list[str | None]:
+    module = cst.parse_module(source)
+    context = LintContext(module, str(tmp_path / "m.py"), LintConfig(root=tmp_path))
+    return [taint.period for _, taint in context.segment_taints if taint.kind == "volatile"]
+
+
+def _messages(source: str, tmp_path: Path) -> list[str]:
+    found = lint_source(source, tmp_path / "m.py", LintConfig(root=tmp_path))
+    return [finding.message for finding in found if finding.code == "PFX001"]
+
+
+@pytest.mark.parametrize("source", ONCE_PER_PROCESS.values(), ids=ONCE_PER_PROCESS.keys())
+def test_a_value_evaluated_once_per_process_changes_per_process(
+    source: str, tmp_path: Path
+) -> None:
+    assert _periods(source, tmp_path) == ["process"]
+
+
+@pytest.mark.parametrize("source", ONCE_PER_PROCESS.values(), ids=ONCE_PER_PROCESS.keys())
+def test_a_value_evaluated_once_per_process_is_reported_as_changing_per_process_start(
+    source: str, tmp_path: Path
+) -> None:
+    (message,) = _messages(source, tmp_path)
+    assert "changes on every process start" in message
+    assert "every request" not in message
+
+
+@pytest.mark.parametrize("source", PER_REQUEST.values(), ids=PER_REQUEST.keys())
+def test_a_value_evaluated_on_each_call_changes_per_request(source: str, tmp_path: Path) -> None:
+    assert _periods(source, tmp_path) == ["request"]
+
+
+def test_the_message_names_the_call_made_at_import(tmp_path: Path) -> None:
+    (message,) = _messages(ONCE_PER_PROCESS["a function called at import"], tmp_path)
+    assert "computed once, when `build()` is called at import (line 4)" in message
+
+
+def test_the_message_names_the_cached_function(tmp_path: Path) -> None:
+    source = ONCE_PER_PROCESS["a functools.lru_cache function without parameters"]
+    (message,) = _messages(source, tmp_path)
+    assert "computed once per process, on the first call of `started()`" in message
+    assert "(line 4), whose result is cached" in message
+
+
+# names the generated module already binds (its imports, `str`, the sender's parameters)
+_TAKEN = frozenset({"datetime", "uuid4", "time", "str", "client", "q"})
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name) and name not in _TAKEN
+)
+_VOLATILE = st.sampled_from(["datetime.now()", "str(uuid4())", "time.time()"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=_NAMES, builder=_NAMES, volatile=_VOLATILE, at_import=st.booleans())
+def test_the_same_expression_changes_per_process_at_module_scope_and_per_request_in_a_body(
+    tmp_path_factory: pytest.TempPathFactory,
+    value: str,
+    builder: str,
+    volatile: str,
+    at_import: bool,
+) -> None:
+    assume(value != builder)
+    body = [f"{value} = f'Started {{{volatile}}}. Rules.'"]
+    if at_import:
+        lines = [*body, f"def {builder}(client, q):"]
+    else:
+        lines = [f"def {builder}(client, q):", *(f"    {line}" for line in body)]
+    lines.append(f"    return client.messages.create(system={value}, messages=[q])")
+    source = "import time\nfrom datetime import datetime\nfrom uuid import uuid4\n"
+    source += "\n".join(lines) + "\n"
+    expected = "process" if at_import else "request"
+    assert _periods(source, tmp_path_factory.mktemp("m")) == [expected], source
