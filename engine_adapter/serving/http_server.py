@@ -271,7 +271,8 @@ class DirectBody:
     scope's ``extensions[DIRECT_BODY]``; `upstream.ClientBody`): each piece one chunk, the
     bytes uvicorn writes for an ``http.response.body`` message, without the message. The
     answer's head and its end go through uvicorn's ``send``, which keeps its own account
-    of the answer."""
+    of the answer. It bypasses anything between the server and the app: a middleware
+    that changes an answer's body must drop the extension from the scope it passes on."""
 
     def __init__(self, cycle: RequestResponseCycle) -> None:
         self._cycle = cycle
