@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve one editor until it sends `exit`."""
-    require_extra("lint", "prefixkit lsp", "libcst", "pathspec", "pygls", "lsprotocol")
+    require_extra("lint", "prefixkit lsp", "libcst", "pathspec", "yaml", "pygls", "lsprotocol")
     from prefixkit.linter.lsp import run_stdio
 
     run_stdio()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from prefixkit.sdk import require_extra
 from prefixkit.sdk.exports import lazy_exports
 
-require_extra("lint", "prefixkit.linter (prefixkit lint)", "libcst", "pathspec")
+require_extra("lint", "prefixkit.linter (prefixkit lint)", "libcst", "pathspec", "yaml")
 
 if TYPE_CHECKING:
     from .config import LintConfig as LintConfig

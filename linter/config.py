@@ -7,7 +7,7 @@
     extra-volatile-callables = ["myapp.clock.now", "myapp.ids.*"]
     extra-cached-callables = ["myapp.prompts.static_block"]   # every argument is cached
     extra-cached-keywords = ["preamble"]                       # preamble=... is cached
-    prompt-globs = ["**/prompts/**/*.{md,txt,j2,jinja,jinja2}"]
+    prompt-globs = ["**/prompts/**/*.{md,txt,j2,jinja,jinja2}", "!**/drafts/**"]
     prompt-root = "prompts"               # the registry root (prefixkit.lock beside it)
     exclude = ["vendor", "generated/"]    # gitignore patterns
     extend-exclude = ["legacy/*.py"]      # more of them
@@ -52,6 +52,9 @@ DEFAULT_PROMPT_GLOBS: tuple[str, ...] = (
     "**/prompts/**/*.{md,txt,j2,jinja,jinja2}",
     "**/*.prompt",
     "**/*.prompt.{md,txt}",
+    # string values that are templates (prefixkit.linter.prompt_values); not CI workflows
+    "**/*.{yaml,yml}",
+    "!**/.github/**/*.{yaml,yml}",
 )
 CONFIG_FILE_NAME = "prefixkit.toml"
 

@@ -40,6 +40,7 @@ from .analysis.taint import PERIODS, Taint, TaintAnalysis
 from .catalog import CACHED_KEYWORDS, segment_call_tails
 from .config import LintConfig
 from .finding import Finding, Fix, Position
+from .prompt_values import Placement, position_in
 
 __all__ = ["LintContext", "ProjectState", "PromptContext", "Request"]
 
@@ -232,12 +233,14 @@ class PromptContext:
     filename: str
     text: str
     project: ProjectState
+    # a prompt kept as a string value of a YAML or JSON file: where its text is in the file
+    placement: Placement | None = None
 
     def position(self, offset: int) -> Position:
-        """The 1-based row and column of a character offset in the text."""
-        row = self.text.count("\n", 0, offset) + 1
-        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
-        return Position(row, column)
+        """The 1-based row and column in the file of a character offset in the text."""
+        if self.placement is not None:
+            return self.placement.position(offset)
+        return position_in(self.text, offset)
 
     def finding(self, code: str, start: int, end: int, message: str) -> Finding:
         """A finding spanning the characters `start:end`."""

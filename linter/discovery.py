@@ -16,8 +16,9 @@ skipped: its prompts go to fake models, never to a provider's cache.
 folder inside a test folder (`prefixkit lint tests/`).
 
 A file named explicitly is always linted (that is how pre-commit passes
-files): a named `.md`, `.txt` or Jinja file is a prompt file even outside the
-prompt globs. With `force_exclude` (the pre-commit hooks), named files follow
+files): a named `.md`, `.txt`, Jinja, YAML or JSON file is a prompt file even
+outside the prompt globs (a YAML or JSON file's prompts are its string values that
+are templates, `prefixkit.linter.prompt_values`). With `force_exclude` (the pre-commit hooks), named files follow
 the same exclusions, globs and test-code rule as walked ones.
 
 Each file takes its settings from `ConfigResolver` (the nearest config file
@@ -79,7 +80,9 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
 )
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 NOTEBOOK_SUFFIX = ".ipynb"
-NAMED_PROMPT_SUFFIXES = frozenset({".md", ".txt", ".j2", ".jinja", ".jinja2", ".prompt"})
+NAMED_PROMPT_SUFFIXES = frozenset(
+    {".md", ".txt", ".j2", ".jinja", ".jinja2", ".prompt", ".yaml", ".yml", ".json"}
+)
 TEST_DIRS = frozenset({"tests", "test"})
 
 
@@ -93,8 +96,14 @@ def relative_to_root(path: Path, root: Path) -> str:
 
 
 def is_prompt_file(relative_path: str, config: LintConfig) -> bool:
-    """Whether the prompt-file rules apply to this path."""
-    return any(glob_matches(pattern, relative_path) for pattern in config.prompt_globs)
+    """Whether the prompt-file rules apply to this path: the last prompt glob that
+    matches it decides, and a glob starting with `!` takes paths out."""
+    chosen = False
+    for pattern in config.prompt_globs:
+        negated = pattern.startswith("!")
+        if glob_matches(pattern[1:] if negated else pattern, relative_path):
+            chosen = not negated
+    return chosen
 
 
 def is_test_path(relative_path: str) -> bool:

@@ -37,6 +37,7 @@ from .discovery import Target, file_kind, relative_to_root
 from .finding import Edit, Finding, Position, apply_edits
 from .notebook import Notebook, NotebookError, parse_notebook
 from .outcome import FileOutcome
+from .prompt_values import STRUCTURED_SUFFIXES, prompt_values
 from .rule import PromptRule, PythonRule
 from .rules import ALL_RULES, SYNTAX_ERROR_CODE
 from .suppression import Suppressions
@@ -114,13 +115,17 @@ def lint_python(
 def lint_prompt(
     text: str, path: Path, filename: str, project: ProjectState, enabled: frozenset[str]
 ) -> list[Finding]:
-    """Findings of the enabled prompt-file rules for one prompt file."""
-    context = PromptContext(path, filename, text, project)
-    findings: list[Finding] = []
-    for rule in ALL_RULES:
-        if issubclass(rule, PromptRule) and rule.code in enabled:
-            findings.extend(rule().check(context))
-    return findings
+    """Findings of the enabled prompt-file rules for one prompt file; a YAML or JSON
+    file's prompts are its string values that are templates (`prompt_values`)."""
+    if path.suffix in STRUCTURED_SUFFIXES:
+        contexts = [
+            PromptContext(path, filename, value.text, project, value.placement)
+            for value in prompt_values(text)
+        ]
+    else:
+        contexts = [PromptContext(path, filename, text, project)]
+    rules = [rule() for rule in ALL_RULES if issubclass(rule, PromptRule) and rule.code in enabled]
+    return [finding for context in contexts for rule in rules for finding in rule.check(context)]
 
 
 def lint_notebook(text: str, path: Path, config: LintConfig) -> list[Finding]:

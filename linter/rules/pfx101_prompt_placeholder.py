@@ -127,11 +127,17 @@ def _tokens(text: str) -> int:
 class VolatilePlaceholderInPrompt(PromptRule):
     """A prompt file fills in a date, time, id or user data before static text.
 
-    Prompt files (by default `prompts/**/*.{md,txt,j2,jinja}`) are read as the
-    template they are: Jinja (`{{ ... }}`, `{% ... %}`), Mustache, Handlebars and
-    Go templates (`{{ name }}`, `{{#section}}`, `{{ .Field }}`), `${name}` and
-    `str.format` fields (`{name}`). Comments render nothing and are not read:
-    `{# ... #}`, `{{! ... }}`, `{{/* ... */}}` and HTML comments `<!-- ... -->`.
+    Prompt files (by default `prompts/**/*.{md,txt,j2,jinja}` and `*.prompt`) are
+    read as the template they are: Jinja (`{{ ... }}`, `{% ... %}`), Mustache,
+    Handlebars and Go templates (`{{ name }}`, `{{#section}}`, `{{ .Field }}`),
+    `${name}` and `str.format` fields (`{name}`). In a YAML file (`prompts.yaml`,
+    any `*.yaml` outside `.github/` by default) each string value that is a
+    template (three lines or more holding a `{name}`, `{{ }}` or `{% %}`
+    placeholder outside code, whatever its key) is read the same way, and its
+    findings point at the value's line and column in the file; `${VAR}`
+    interpolation, CI workflows and YAML files without templates are not read.
+    Comments render nothing and are not read: `{# ... #}`, `{{! ... }}`,
+    `{{/* ... */}}` and HTML comments `<!-- ... -->`.
     A placeholder counts when it names the clock (`now`, `date`,
     `timestamp`...), a random id (`uuid`, `nonce`) or a person's identity or a
     field of a user, session or request (`user_id`, `customer.email`,

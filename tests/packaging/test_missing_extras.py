@@ -23,6 +23,7 @@ from tests.conftest import MOONCAKE_TRACE
     [
         ("prefixkit.linter", "libcst", "lint"),
         ("prefixkit.linter", "pathspec", "lint"),
+        ("prefixkit.linter", "yaml", "lint"),
         ("prefixkit.engine_adapter.engine", "pydantic", "serve"),
         ("prefixkit.engine_adapter.engine", "httpx", "serve"),
         ("prefixkit.engine_adapter.engine", "prometheus_client", "serve"),

@@ -161,6 +161,7 @@ def test_the_optional_parts_dependencies_are_not_installed(core: Path) -> None:
     optional = [
         "libcst",
         "pathspec",
+        "yaml",
         "uvicorn",
         "starlette",
         "pydantic",
