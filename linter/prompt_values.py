@@ -14,6 +14,7 @@ template: nothing is reported, as for any other file that is not a prompt.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,14 +67,23 @@ def position_in(text: str, offset: int) -> Position:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a string value's characters are in the file that holds it.
-
-    `offsets[i]` is the file offset of the value's character `i` (whitespace sits just
-    after the character before it), and `offsets[len(value)]` is just after the last.
-    """
+    """Where a string value's characters are in the file that holds it: the scalar
+    written in YAML `style` from `start` (its content's first character) to `end`."""
 
     file_text: str
-    offsets: tuple[int, ...]
+    value: str
+    start: int
+    end: int
+    style: str | None
+
+    @functools.cached_property
+    def offsets(self) -> tuple[int, ...]:
+        """`offsets[i]` is the file offset of the value's character `i` (whitespace sits
+        just after the character before it), `offsets[len(value)]` just after the last;
+        worked out once a finding needs it. Where the characters cannot be followed, all
+        are placed at the value's start."""
+        found = _offsets(self.value, self.file_text, self.start, self.end, self.style)
+        return found or (self.start,) * (len(self.value) + 1)
 
     def position(self, offset: int) -> Position:
         """The row and column in the file of the value's character `offset`."""
@@ -143,10 +153,7 @@ def _prompt_value(node: yaml.ScalarNode, text: str) -> PromptValue | None:
     )
     if not (long_enough and _has_placeholder(value)):
         return None
-    offsets = _offsets(value, text, start, end, node.style)
-    if offsets is None:
-        return None
-    return PromptValue(value, Placement(text, offsets))
+    return PromptValue(value, Placement(text, value, start, end, node.style))
 
 
 def _has_placeholder(value: str) -> bool:

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prefixkit.linter import Finding, LintConfig, lint_source
 from prefixkit.linter.discovery import is_prompt_file
+from prefixkit.linter.finding import Position
 from prefixkit.linter.lint_file import lint_file
+from prefixkit.linter.prompt_values import Placement
 
 ROOT = Path("/prefixkit-yaml-project")  # never written: lint_source reads the text given
 CONFIG = LintConfig(root=ROOT, select=("PFX101",))
@@ -206,6 +208,12 @@ def test_a_yaml_file_that_does_not_parse_is_quiet(tmp_path: Path) -> None:
     path.write_text("{{- if .Values.enabled }}\nkey: [unclosed {date}\n", encoding="utf-8")
     outcome = lint_file(path, LintConfig(root=tmp_path))
     assert (outcome.findings, outcome.error, outcome.skipped) == ([], None, None)
+
+
+def test_a_value_whose_characters_cannot_be_followed_is_placed_at_its_start() -> None:
+    placement = Placement("key: written\n", "other", 5, 12, None)
+    assert placement.offsets == (5,) * 6
+    assert placement.position(3) == Position(1, 6)
 
 
 LINE = st.text(alphabet="abcdefghij klmnop,.;", min_size=1, max_size=60).map(
