@@ -30,9 +30,10 @@ class MarkerOnChangingBlock(PythonRule):
     breakpoint on `rules`, or a helper `call_llm(system_prompt, user_msg)`)
     is not reported: the caller may well pass the same text every time, and
     the rule cannot tell. Values that change per day or per process start
-    (a date, a constant formatted at import) are PFX001's; a breakpoint on
-    the latest user turn is the recommended rolling pattern and is not
-    reported.
+    (a date, a constant formatted at import, a value computed by a call made
+    at import or by a cached function without parameters) are PFX001's; a
+    breakpoint on the latest user turn is the recommended rolling pattern and
+    is not reported.
 
     ## Why it breaks caching
     A breakpoint asks the provider to write everything up to it into the

@@ -254,3 +254,34 @@ def test_the_same_expression_changes_per_process_at_module_scope_and_per_request
     source += "\n".join(lines) + "\n"
     expected = "process" if at_import else "request"
     assert _periods(source, tmp_path_factory.mktemp("m")) == [expected], source
+
+
+def _marked(build: str) -> str:
+    return (
+        "from datetime import datetime\n"
+        f"{build}\n"
+        "def ask(client, q):\n"
+        "    block = {'type': 'text', 'text': header(), 'cache_control': {'type': 'ephemeral'}}\n"
+        "    return client.messages.create(system=[block], messages=[q])\n"
+    )
+
+
+def _codes(source: str, tmp_path: Path) -> list[str]:
+    return [f.code for f in lint_source(source, tmp_path / "m.py", LintConfig(root=tmp_path))]
+
+
+def test_a_breakpoint_on_a_block_built_on_each_call_from_the_clock_is_pfx008(
+    tmp_path: Path,
+) -> None:
+    source = _marked("def header():\n    return f'Now {datetime.now()}. Rules.'")
+    assert "PFX008" in _codes(source, tmp_path)
+
+
+def test_a_breakpoint_on_a_block_fixed_for_the_process_is_not_pfx008(tmp_path: Path) -> None:
+    source = _marked(
+        "import functools\n"
+        "@functools.cache\n"
+        "def header():\n"
+        "    return f'Booted {datetime.now()}. Rules.'"
+    )
+    assert "PFX008" not in _codes(source, tmp_path)
