@@ -250,11 +250,8 @@ class KvEventFollower:
 
     async def unfollow(self, replica: int) -> None:
         """Stop following `replica` (its blocks stay in the index: `forget` drops them)."""
-        task = self._cancel(replica)
         self.endpoints[replica] = None
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._stopped(replica)
 
     def _cancel(self, replica: int) -> asyncio.Task[None] | None:
         task = self._tasks.pop(replica, None)
@@ -262,9 +259,17 @@ class KvEventFollower:
             task.cancel()
         return task
 
+    async def _stopped(self, replica: int) -> None:
+        """Cancel the following of `replica` and wait for its end."""
+        task = self._cancel(replica)
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def stop(self) -> None:
+        """Stop following every replica (their endpoints kept: `start` follows them again)."""
         for replica in list(self._tasks):
-            await self.unfollow(replica)
+            await self._stopped(replica)
         if self._context is not None:
             self._context.destroy(linger=0)
             self._context = None

@@ -165,6 +165,15 @@ async def test_a_replica_followed_anew_keeps_a_request_coming_until_its_events_a
     assert (index.runs(PROMPT), index.coming[0]) == ([3], {})
 
 
+async def test_a_follower_stopped_and_started_again_follows_its_replicas_again(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    await follower.stop()
+    await follower.start()
+    await asyncio.wait_for(joined(index, engine, 2), timeout=5.0)
+
+
 async def test_a_replica_not_followed_ends_its_requests_at_once() -> None:
     index = BlockIndex(1)
     follower = KvEventFollower(index, [None], [None])
