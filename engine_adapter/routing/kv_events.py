@@ -193,7 +193,8 @@ class KvEventFollower:
         self.before_batch: Callable[[], None] | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}  # replica -> its following
         self._context: Any = None
-        self._sockets: dict[int, Any] = {}  # a followed replica's SUB socket
+        # a followed replica's SUB socket, and the event set when it may have messages
+        self._sockets: dict[int, tuple[Any, asyncio.Event]] = {}
         self._replaying: set[int] = set()
         # per replica: requests ended while its events were waiting (when, their hashes)
         self._ending: list[list[tuple[float, Sequence[int]]]] = [[] for _ in self.endpoints]
@@ -208,12 +209,17 @@ class KvEventFollower:
 
     def _settled(self, replica: int) -> bool:
         """No event of `replica` is waiting to be applied (or it is not followed)."""
-        socket = self._sockets.get(replica)
-        if socket is None:
+        followed = self._sockets.get(replica)
+        if followed is None:
             return True
         import zmq
 
-        return replica not in self._replaying and not socket.get(zmq.EVENTS) & zmq.POLLIN
+        socket, readable = followed
+        if socket.get(zmq.EVENTS) & zmq.POLLIN:
+            # reading EVENTS takes the socket's wake-up signal: wake its reader here
+            readable.set()
+            return False
+        return replica not in self._replaying
 
     def _end_waiting(self, replica: int) -> None:
         """End in the index the requests of `replica` whose events are applied now: all
@@ -328,18 +334,33 @@ class KvEventFollower:
             socket.close(linger=0)
 
     async def _follow(self, replica: int, endpoint: str) -> None:
+        """Read `replica`'s batches as they come. The SUB socket is a plain one, read from
+        the event loop's reader callback on its file descriptor: each wake-up reads every
+        batch waiting (a zmq.asyncio socket makes a future per message)."""
         import zmq
 
-        socket = self._context.socket(zmq.SUB)
+        socket = zmq.Socket(self._context, zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SUBSCRIBE, self.topic)
         socket.connect(endpoint)
-        self._sockets[replica] = socket
+        readable = asyncio.Event()
+        # the descriptor signals a change of the socket's state, not each message: after
+        # it, read until no message is waiting
+        descriptor = socket.get(zmq.FD)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(descriptor, readable.set)
+        self._sockets[replica] = (socket, readable)
         try:
             await self._replay(replica)
             self._end_waiting(replica)  # the requests that ended while it replayed
             while True:
-                _topic, seq_bytes, payload = await socket.recv_multipart()
+                try:
+                    _topic, seq_bytes, payload = socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    readable.clear()
+                    if not socket.get(zmq.EVENTS) & zmq.POLLIN:
+                        await readable.wait()
+                    continue
                 seq = int.from_bytes(seq_bytes, "big", signed=True)
                 if not self._accept(replica, seq, payload):
                     await self._replay(replica)
@@ -349,6 +370,7 @@ class KvEventFollower:
                     self._accept(replica, seq, payload)
                 self._end_waiting(replica)
         finally:
+            loop.remove_reader(descriptor)
             del self._sockets[replica]
             self._end_waiting(replica)  # no longer followed: settled
             socket.close(linger=0)
