@@ -20,7 +20,8 @@ the clients: `--tenants` tenants x 8 users x 4-turn conversations (a system prom
 about 1,000 words per tenant, every turn sending the whole history), at most
 `--clients` requests in flight.
 
-Side by side, the same requests (each phase with its own salts):
+Side by side, the same requests (each phase with its own salts, from empty prefix caches:
+the replicas' ``/reset_prefix_cache`` before each phase):
 
 1. straight to the replicas, round-robin (what the clients and replicas cost alone);
 2. through real SMG ``cache_aware`` alone (its tree, in characters, sized at the
@@ -170,6 +171,7 @@ def serve_engines(args: argparse.Namespace) -> None:
                     chunk_interval_s=args.chunk_interval_ms / 1e3,
                     port=FIRST_PORT + r,
                     model_dir=args.model_dir,
+                    dev_mode=True,  # /reset_prefix_cache between phases
                 )
             )
         _ready_until_terminated()
@@ -352,8 +354,10 @@ def main() -> int:
         )
         results: list[Measured] = []
         if "direct" in args.phases:
+            empty_caches(replica_urls)
             results.append(measure("round-robin, direct", replica_urls, None, args, False))
         if "smg" in args.phases:
+            empty_caches(replica_urls)
             results.append(measure_smg(replica_urls, run_dir, args))
         router_url = f"http://127.0.0.1:{ROUTER_PORT}"
         for variant, name in VARIANTS.items():
@@ -363,6 +367,7 @@ def main() -> int:
             if args.baseline is not None:
                 runs.append((f"{variant}-baseline", f"{name} (baseline)", str(args.baseline)))
             for label, title, source in runs:
+                empty_caches(replica_urls)
                 router = started(
                     [*script, "--role", "router", "--variant", variant, "--label", label],
                     source,
@@ -378,6 +383,14 @@ def main() -> int:
                     stopped(router)
         print_side_by_side(results)
     return 0
+
+
+def empty_caches(replica_urls: Sequence[str]) -> None:
+    """Empty every replica's prefix cache (vLLM's ``POST /reset_prefix_cache``), so that
+    each phase starts from the same empty caches: without it a later phase would find
+    them filled by the phases before and evict where the first phase did not."""
+    for url in replica_urls:
+        httpx.post(f"{url}/reset_prefix_cache", timeout=10).raise_for_status()
 
 
 class RouterStateReader:
