@@ -35,6 +35,7 @@ __all__ = [
     "TOOL_FIELDS",
     "TRANSPARENT_FUNCTIONS",
     "TRIGGER_WORDS",
+    "TURN_ROLES",
     "UNSORTED_JSON_FUNCTIONS",
     "VOLATILE_CALLABLES",
     "PromptEntryPoint",
@@ -43,6 +44,7 @@ __all__ = [
     "is_message_class",
     "is_shared_owner",
     "is_system_role",
+    "is_turn_role",
     "is_volatile_callable",
     "name_words",
     "prompt_entry_point",
@@ -218,6 +220,12 @@ TOOL_FIELDS: frozenset[str] = frozenset({"description", "inputs"})
 
 # Message roles whose content is cached (the start of the prefix).
 SYSTEM_ROLES: frozenset[str] = frozenset({"system", "developer"})
+
+# Message roles of the conversation's turns: what the user sends, what the model answers
+# and what a tool or function call returns (OpenAI's "tool" and legacy "function" results,
+# LangChain's "human" and "ai"). Their content is request content or output at the
+# conversation's tail, never the start of the prefix.
+TURN_ROLES: frozenset[str] = frozenset({"user", "assistant", "tool", "function", "human", "ai"})
 
 # Keys that put a cache breakpoint on a content block (Anthropic, OpenAI).
 CACHE_MARKER_KEYS: frozenset[str] = frozenset({"cache_control", "prompt_cache_breakpoint"})
@@ -481,6 +489,11 @@ def is_dict_shaped_call(names: frozenset[str]) -> bool:
 def is_system_role(role: str | None) -> bool:
     """Whether a role (`"system"`, `MessageRole.SYSTEM`'s last part) starts the prefix."""
     return role is not None and role.lower() in SYSTEM_ROLES
+
+
+def is_turn_role(role: str | None) -> bool:
+    """Whether a role (`"user"`, `"TOOL"`, `Role.FUNCTION`'s last part) is a conversation turn."""
+    return role is not None and role.lower() in TURN_ROLES
 
 
 def is_volatile_callable(qualified_name: str, extra: frozenset[str] = frozenset()) -> bool:

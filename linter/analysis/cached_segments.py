@@ -587,10 +587,10 @@ def _written_segments(
     entries = analysis.entries(receiver, Env(candidate.function))
     if candidate.kind == "content-write":
         role = entries.get("role")
-        if role is None or not is_system_role(string_value(role[0])):
+        if role is None or not is_system_role(role_spelling(role[0])):
             return []
         return [CachedSegment(node, candidate.label, candidate.function)]
-    if "role" in entries and not is_system_role(string_value(entries["role"][0])):
+    if "role" in entries and not is_system_role(role_spelling(entries["role"][0])):
         return []  # a rolling breakpoint on a user or assistant turn
     return [
         CachedSegment(value, candidate.label, candidate.function)

@@ -37,7 +37,7 @@ from typing import TypeAlias
 
 import libcst as cst
 
-from ..catalog import is_message_class, is_system_role
+from ..catalog import SYSTEM_ROLES, TURN_ROLES, is_message_class, is_system_role
 from .bindings import Env
 from .module_index import role_spelling
 from .shapes import ValueShapes
@@ -47,7 +47,7 @@ __all__ = ["history_tail"]
 
 _APPENDERS = frozenset({"append", "extend"})
 _MAX_DEPTH = 6
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function", "human", "ai"})
+_ROLES = SYSTEM_ROLES | TURN_ROLES
 
 _Append: TypeAlias = cst.BinaryOperation | cst.AugAssign | cst.List | cst.Call
 
@@ -305,12 +305,22 @@ def _role(node: cst.BaseExpression, analysis: ValueShapes) -> str | None:
     return None
 
 
+def _chat_role(value: cst.BaseExpression) -> bool:
+    """Whether a dict's `role` may be a chat message's: a literal naming a message role (in
+    any case), or a value not spelled in place. A `{"role": "reviewer", ...}` record is not
+    a message."""
+    text = string_value(value)
+    return text is None or text.lower() in _ROLES
+
+
 def _is_message(node: cst.BaseExpression, analysis: ValueShapes) -> bool:
     """A dict with a `role`, a message class call or `dict(role=...)`, a class called with
     a role by value (`Entry("system", text)`), a `(role, text)` tuple."""
     if isinstance(node, cst.Dict):
         return any(
-            isinstance(element, cst.DictElement) and string_value(element.key) == "role"
+            isinstance(element, cst.DictElement)
+            and string_value(element.key) == "role"
+            and _chat_role(element.value)
             for element in node.elements
         )
     if isinstance(node, cst.Call):

@@ -10,7 +10,7 @@ their receivers, and it collects candidate cached-segment sites (see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -25,6 +25,7 @@ from ..catalog import (
     TOOL_BASE_CLASSES,
     TOOL_FIELDS,
     is_system_role,
+    is_turn_role,
 )
 from .syntax import FunctionNode, dotted_parts, string_value, walk
 
@@ -178,20 +179,6 @@ def _dict_key(element: cst.BaseDictElement) -> str | None:
     return None
 
 
-def _role_of(node: cst.Dict) -> str | None:
-    for element in node.elements:
-        if _dict_key(element) == "role" and isinstance(element, cst.DictElement):
-            return string_value(element.value)
-    return None
-
-
-def _role_value(node: cst.BaseExpression) -> str | None:
-    """A role given as a string or as an enum member (`MessageRole.SYSTEM` gives "SYSTEM")."""
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return string_value(node)
-
-
 def _annotation_tail(annotation: cst.Annotation | None) -> str | None:
     """The last name of an annotation (`ReadonlyContext` for `adk.ReadonlyContext`)."""
     node = annotation.annotation if annotation is not None else None
@@ -218,7 +205,7 @@ def role_spelling(node: cst.BaseExpression) -> str | None:
     return text.lower() if text is not None else None
 
 
-def _may_take_a_role(tail: str | None, call: cst.Call, role_names: set[str]) -> bool:
+def _may_take_a_role(tail: str | None, call: cst.Call, role_names: Collection[str]) -> bool:
     """A constructor call (a capitalised callee) with an argument that may be a role: a
     system or developer role spelled in place, or a name or attribute that the module
     assigns such a role (`lead = "system"`; resolved by value later)."""
@@ -289,7 +276,8 @@ class _Indexer(cst.CSTVisitor):
         self.class_calls: list[tuple[cst.Call, FunctionNode | None]] = []
         # names and attributes assigned a system or developer role literal, and
         # constructor calls that may take one of them
-        self.role_names: set[str] = set()
+        # names and attributes the module binds to a system or developer role, and the role
+        self.role_names: dict[str, str] = {}
         self.role_calls: list[tuple[cst.Call, FunctionNode | None]] = []
         # enclosing loops; None marks a function boundary (its loops are its own)
         self.loops: list[cst.For | cst.While | None] = []
@@ -408,7 +396,7 @@ class _Indexer(cst.CSTVisitor):
 
     # bindings ---------------------------------------------------------------
     def visit_Name(self, node: cst.Name) -> None:
-        if any(role in ("user", "assistant") for role in self.roles):
+        if any(is_turn_role(role) for role in self.roles):
             self.index.user_turn_names.add(id(node))
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -417,18 +405,34 @@ class _Indexer(cst.CSTVisitor):
         role = string_value(node.value)
         for target in node.targets:
             self._bind(target.target, ValueSource("assign", node.value))
-            if is_system_role(role.lower() if role is not None else None):
-                self._role_name(target.target)
+            if role is not None and is_system_role(role):
+                self._role_name(target.target, role)
             if isinstance(target.target, cst.Subscript):
                 self._item_write(target.target, node.value)
             self._prompt_attribute(target.target, node.value)
         self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
 
-    def _role_name(self, target: cst.BaseExpression) -> None:
+    def _role_name(self, target: cst.BaseExpression, role: str) -> None:
         if isinstance(target, cst.Name):
-            self.role_names.add(target.value)
+            self.role_names[target.value] = role.lower()
         elif isinstance(target, cst.Attribute):
-            self.role_names.add(target.attr.value)
+            self.role_names[target.attr.value] = role.lower()
+
+    def _role(self, value: cst.BaseExpression) -> str | None:
+        """A message's role by value: a literal in any case, an enum member named for it
+        (`Role.SYSTEM`), or a name or attribute the module binds to a system role."""
+        bound = None
+        if isinstance(value, cst.Name):
+            bound = self.role_names.get(value.value)
+        elif isinstance(value, cst.Attribute):
+            bound = self.role_names.get(value.attr.value)
+        return bound if bound is not None else role_spelling(value)
+
+    def _dict_role(self, node: cst.Dict) -> str | None:
+        for element in node.elements:
+            if _dict_key(element) == "role" and isinstance(element, cst.DictElement):
+                return self._role(element.value)
+        return None
 
     def _prompt_attribute(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`x.system_prompt = value`, or a class body's `system_prompt = value`."""
@@ -475,8 +479,8 @@ class _Indexer(cst.CSTVisitor):
             self._class_attr(node.target, node.value)
             self._prompt_attribute(node.target, node.value)
             role = string_value(node.value)
-            if is_system_role(role.lower() if role is not None else None):
-                self._role_name(node.target)
+            if role is not None and is_system_role(role):
+                self._role_name(node.target, role)
 
     def _class_attr(self, target: cst.BaseExpression | None, value: cst.BaseExpression) -> None:
         owner = self.classes[-1]
@@ -588,8 +592,8 @@ class _Indexer(cst.CSTVisitor):
                     if not arg.star:
                         self._bind_attribute(receiver, ValueSource("assign", arg.value))
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
-        role = _role_value(keywords["role"]) if "role" in keywords else None
-        self.roles.append(role.lower() if role else None)
+        role = self._role(keywords["role"]) if "role" in keywords else None
+        self.roles.append(role)
         if keywords.keys() & _REQUEST_KEYWORDS:
             self.index.requests.append((node, self.function))
         for arg in node.args:
@@ -611,13 +615,14 @@ class _Indexer(cst.CSTVisitor):
                 self.index.sites.append(SiteCandidate("role", text, label, self.function))
         if isinstance(func, cst.Name) and func.value[:1].isupper() and node.args:
             self.class_calls.append((node, self.function))
+        content = None
         if is_system_role(role):
             content = keywords.get("content")
             if content is None and node.args and node.args[0].keyword is None:
                 content = node.args[0].value
-            if content is not None:
-                label = f"a `{(role or '').lower()}` message"
-                self.index.sites.append(SiteCandidate("role", content, label, self.function))
+        if content is not None:
+            label = f"a `{role}` message"
+            self.index.sites.append(SiteCandidate("role", content, label, self.function))
         elif _may_take_a_role(tail, node, set()):
             # a project's own message class: `Message("system", text)`,
             # `ChatMessage(message=text, message_type=MessageType.SYSTEM)`; the role is
@@ -628,7 +633,7 @@ class _Indexer(cst.CSTVisitor):
         if (
             keywords.keys() & CACHE_MARKER_KEYS
             and not keywords.keys() & (_REQUEST_KEYWORDS | _PAYLOAD_KEYS)
-            and not any(r in ("user", "assistant") for r in self.roles)
+            and not any(is_turn_role(r) for r in self.roles)
         ):
             self.index.sites.append(
                 SiteCandidate("marker", node, "a block with a cache marker", self.function)
@@ -638,10 +643,10 @@ class _Indexer(cst.CSTVisitor):
         self.roles.pop()
 
     def visit_Dict(self, node: cst.Dict) -> None:
-        role = _role_of(node)
+        role = self._dict_role(node)
         self.roles.append(role)
         keys = {_dict_key(element) for element in node.elements}
-        if role in ("system", "developer"):
+        if is_system_role(role):
             for element in node.elements:
                 if _dict_key(element) == "content" and isinstance(element, cst.DictElement):
                     label = f"a `{role}` message"
@@ -658,7 +663,7 @@ class _Indexer(cst.CSTVisitor):
                     self.index.sites.append(
                         SiteCandidate("keyword", element.value, label, self.function)
                     )
-        elif keys & CACHE_MARKER_KEYS and not any(r in ("user", "assistant") for r in self.roles):
+        elif keys & CACHE_MARKER_KEYS and not any(is_turn_role(r) for r in self.roles):
             self.index.sites.append(
                 SiteCandidate("marker", node, "a block with a cache marker", self.function)
             )
