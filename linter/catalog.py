@@ -518,7 +518,11 @@ class PromptEntryPoint:
     prompt, `positional` the index of a positional argument that is the system
     prompt, and `datetime_flags` the boolean arguments that make the framework
     write the current date and time into it (`datetime_note` says where).
-    `part` names what the keywords become.
+    `part` names what the keywords become. `after_datetime` lists, per callee, the
+    parameters that make the framework write reusable content after the time (the
+    flag breaks caching only then), `own_prompt` the parameters that replace the
+    framework's system prompt and `builds_prompt` the ones that turn it off when false
+    (the flag does nothing then).
     """
 
     framework: str
@@ -529,6 +533,14 @@ class PromptEntryPoint:
     datetime_flags: frozenset[str] = frozenset()
     datetime_note: str = ""
     part: str = "its system prompt"
+    after_datetime: tuple[tuple[str, str, str], ...] = ()
+    own_prompt: frozenset[str] = frozenset()
+    builds_prompt: frozenset[str] = frozenset()
+
+    def after_time(self, callee: str) -> dict[str, str]:
+        """What the framework writes after the time for `callee` (`Agent`, `Team`):
+        parameter -> the content it turns on."""
+        return {param: what for tail, param, what in self.after_datetime if tail == callee}
 
     def matches(self, qualified_name: str) -> bool:
         """Whether `qualified_name` is one of this entry point's callables."""
@@ -541,9 +553,48 @@ class PromptEntryPoint:
 _AGNO_DATETIME = (
     "agno writes `The current time is {datetime.now()}` (to the microsecond, unless "
     "`datetime_format` is set) into the system message's <additional_information>, after the "
-    "description and instructions and before the tool instructions, expected output, "
-    "additional context and memories"
+    "description, role and instructions"
 )
+
+
+def _agno_after_datetime() -> tuple[tuple[str, str, str], ...]:
+    """What agno (1.x to 3.x, `get_system_message` of `agent/_messages.py` and
+    `team/_messages.py`) writes after the time, and the parameters that turn it on. A
+    team writes its members, knowledge, memories and session summary before the time."""
+    both = (
+        ("add_location_to_context", "the location"),
+        ("add_location_to_instructions", "the location"),
+        ("add_name_to_context", "the name"),
+        ("add_name_to_instructions", "the name"),
+        ("tools", "the tool instructions"),
+        ("expected_output", "the expected output"),
+        ("additional_context", "the additional context"),
+        ("success_criteria", "the success criteria"),
+        ("skills", "the skills"),
+        ("add_session_state_to_context", "the session state"),
+        ("use_json_mode", "the JSON output format"),
+        ("additional_input", "the additional input messages"),
+        ("add_history_to_context", "the conversation history"),
+        ("add_history_to_messages", "the conversation history"),
+        ("num_history_runs", "the conversation history"),
+        ("num_history_responses", "the conversation history"),
+    )
+    agent_only = (
+        ("add_memories_to_context", "the user's memories"),
+        ("enable_user_memories", "the user's memories"),
+        ("enable_agentic_memory", "the user's memories"),
+        ("add_session_summary_to_context", "the session summary"),
+        ("enable_session_summaries", "the session summary"),
+        ("add_learnings_to_context", "the learnings"),
+        ("learning", "the learnings"),
+        ("knowledge", "the knowledge base's instructions"),
+    )
+    team_only = (("enable_team_history", "the conversation history"),)
+    return (
+        *(("Agent", param, what) for param, what in both + agent_only),
+        *(("Team", param, what) for param, what in both + team_only),
+    )
+
 
 # Framework agent classes and factories whose arguments form the system prompt (a
 # function given there, such as Google ADK's InstructionProvider or agno's callable
@@ -562,6 +613,9 @@ PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
         frozenset({"description", "role", "instructions", "expected_output", "additional_context"}),
         datetime_flags=frozenset({"add_datetime_to_context", "add_datetime_to_instructions"}),
         datetime_note=_AGNO_DATETIME,
+        after_datetime=_agno_after_datetime(),
+        own_prompt=frozenset({"system_message"}),
+        builds_prompt=frozenset({"build_context", "create_default_system_message"}),
     ),
     PromptEntryPoint(
         "crewAI",

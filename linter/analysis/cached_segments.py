@@ -447,11 +447,14 @@ def _provider_segments(
 
 @dataclass(frozen=True)
 class DatetimeFlag:
-    """A framework flag that writes the current date and time into the system prompt."""
+    """A framework flag that writes the current date and time into the system prompt,
+    with what the call makes the framework write after the time (`following`: the
+    content and the parameter that turns it on)."""
 
     node: cst.Arg
     entry: PromptEntryPoint
     call: cst.Call
+    following: tuple[tuple[str, str], ...]
 
     @property
     def daily(self) -> bool:
@@ -465,23 +468,93 @@ class DatetimeFlag:
 
 
 def datetime_flags(index: ModuleIndex, analysis: TaintAnalysis) -> list[DatetimeFlag]:
-    """`add_datetime_to_context=True`-like arguments of framework entry points (agno)."""
+    """`add_datetime_to_context=True`-like arguments of framework entry points (agno) whose
+    call puts reusable content after the time; a time nothing reusable follows is not a
+    loss, and one the framework never writes (its own `system_message=`) is no time."""
     found: list[DatetimeFlag] = []
     for candidate in index.sites:
         call = candidate.node
         if candidate.kind != "entry" or not isinstance(call, cst.Call):
             continue
         entry = _entry_point(call, analysis)
-        if entry is None:
+        if entry is None or not entry.datetime_flags:
             continue
-        found += [
-            DatetimeFlag(arg, entry, call)
+        given = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+        flags = [
+            arg
             for arg in call.args
             if arg.keyword is not None
             and arg.keyword.value in entry.datetime_flags
-            and not (isinstance(arg.value, cst.Name) and arg.value.value in _FALSE_LITERALS)
+            and _may_be_on(arg.value)
         ]
+        if not flags or _own_prompt(entry, given):
+            continue
+        after = entry.after_time(_callee_tail(call))
+        following: dict[str, str] = {}
+        for param, value in given.items():
+            if param in after and _turns_on(param, value, analysis):
+                following.setdefault(after[param], param)
+        if any(arg.star == "**" for arg in call.args):
+            following.setdefault("whatever `**kwargs` turns on", "**")
+        if following:
+            found += [DatetimeFlag(arg, entry, call, tuple(following.items())) for arg in flags]
     return found
+
+
+def _callee_tail(call: cst.Call) -> str:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def _may_be_on(value: cst.BaseExpression) -> bool:
+    """Whether an argument may turn a feature on: anything but `False`, `None`, `0` or an
+    empty literal (a value the linter cannot know counts as on: it may be)."""
+    if isinstance(value, cst.Name):
+        return value.value not in _FALSE_LITERALS
+    if isinstance(value, cst.Integer):
+        return value.evaluated_value != 0
+    if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set)):
+        return bool(value.elements)
+    text = string_value(value)
+    return text is None or bool(text.strip())
+
+
+def _own_prompt(entry: PromptEntryPoint, given: Mapping[str, cst.BaseExpression]) -> bool:
+    """Whether the call replaces the framework's system prompt (`system_message=`) or turns
+    it off (`build_context=False`): the framework then writes no time."""
+    return any(param in given and _may_be_on(given[param]) for param in entry.own_prompt) or any(
+        param in given and not _may_be_on(given[param]) for param in entry.builds_prompt
+    )
+
+
+def _turns_on(param: str, value: cst.BaseExpression, analysis: TaintAnalysis) -> bool:
+    """Whether `param=value` makes the framework write its content. A tool list of the
+    module's own functions adds no instructions (unless a decorator gives them some); a
+    toolkit or anything else may (its class is not read)."""
+    if not _may_be_on(value):
+        return False
+    if param == "tools" and isinstance(value, (cst.List, cst.Tuple)):
+        return not all(_plain_function(element.value, analysis) for element in value.elements)
+    return True
+
+
+def _plain_function(node: cst.BaseExpression, analysis: TaintAnalysis) -> bool:
+    if not isinstance(node, cst.Name):
+        return False
+    functions = analysis.functions_named(node)
+    return bool(functions) and all(
+        isinstance(function, cst.FunctionDef)
+        and not any(_instructed(decorator.decorator) for decorator in function.decorators)
+        for function in functions
+    )
+
+
+def _instructed(decorator: cst.BaseExpression) -> bool:
+    return isinstance(decorator, cst.Call) and any(
+        arg.keyword is not None and "instructions" in arg.keyword.value for arg in decorator.args
+    )
 
 
 def _parameters(

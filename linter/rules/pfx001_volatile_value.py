@@ -35,15 +35,21 @@ class VolatileValueInCachedSegment(PythonRule):
     and of functions given as `instructions=`, system and developer messages
     (dicts, `dict(role=...)`, the SDKs' typed params, LangChain `("system",
     ...)` tuples, `SystemMessage`, LlamaIndex `ChatMessage(role=MessageRole.SYSTEM)`,
-    Haystack `ChatMessage.from_system`, Semantic Kernel `add_system_message`),
-    prompt templates' text, blocks carrying `cache_control` or
+    Haystack `ChatMessage.from_system`, Semantic Kernel `add_system_message`;
+    the role read by value in any case: `"SYSTEM"`, `Role.SYSTEM`, a constant
+    holding `"system"`; a user, assistant, tool or function message is a turn,
+    not the prefix), prompt templates' text, blocks carrying `cache_control` or
     `prompt_cache_breakpoint`, and prefixkit's `Segment.static` /
     `Segment.versioned` (see "How the linter works" in the linter guide).
-    agno's `add_datetime_to_context=True` is reported too: agno then writes
-    the current time into the system message. A random pick among a few fixed
-    options (`random.choice` / `choices` / `sample` over a literal list or
-    tuple of constants, a name bound only to one, or `range(len(x))`, an index
-    into one collection) is not reported: each variant caches on its own.
+    agno's `add_datetime_to_context=True` is reported too when the agent or
+    team puts reusable content after the time agno writes into its system
+    message (tool instructions, expected output, additional context,
+    memories, knowledge, the history; a value the linter cannot know counts);
+    a one-shot agent with nothing after the time is not. A random pick among
+    a few fixed options (`random.choice` / `choices` / `sample` over a literal
+    list or tuple of constants, a name bound only to one, or `range(len(x))`,
+    an index into one collection) is not reported: each variant caches on its
+    own.
     Neither is a message appended at the end of a conversation log, whatever
     its role (`state["messages"] + [SystemMessage(...)]`, `history.append(msg)`,
     `[*history, msg]`, `self.log.record(msg)` where `record` appends its
@@ -140,11 +146,14 @@ def _flag_message(flag: DatetimeFlag) -> str:
     when = (
         "once a day (its `datetime_format` shows the date only)" if flag.daily else "on every run"
     )
+    following = ", ".join(
+        what if param == "**" else f"{what} (`{param}=`)" for what, param in flag.following
+    )
     return (
         f"`{keyword}=` (true) puts the current time into {flag.entry.framework}'s system prompt: "
-        f"{flag.entry.datetime_note}, so that prompt changes {when} and its cached prefix "
-        f"stops matching from there on; drop the flag and put the date in the message you run "
-        f"the agent with (the latest user message)"
+        f"{flag.entry.datetime_note}; after it come {following}, so that prompt changes {when} "
+        f"and its cached prefix stops matching from the time on; drop the flag and put the "
+        f"date in the message you run the agent with (the latest user message)"
     )
 
 

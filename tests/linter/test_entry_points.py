@@ -63,7 +63,10 @@ def test_a_parameter_is_followed_through_every_call_up(tmp_path: Path) -> None:
 
 
 def test_agno_datetime_flag_message_says_where_agno_writes_the_time(tmp_path: Path) -> None:
-    code = "from agno.agent import Agent\nagent = Agent(add_datetime_to_context=True)\n"
+    code = (
+        "from agno.agent import Agent\n"
+        "agent = Agent(add_datetime_to_context=True, expected_output='Two lines.')\n"
+    )
     [finding] = _lint(tmp_path, code)
     assert finding.start.row == 2
     assert "additional_information" in finding.message
@@ -89,7 +92,8 @@ def test_an_identity_parameter_is_reported_where_it_enters_not_again_at_callers(
 def test_agno_datetime_flag_with_a_date_format_changes_once_a_day(tmp_path: Path) -> None:
     code = (
         "from agno.agent import Agent\n"
-        "agent = Agent(add_datetime_to_context=True, datetime_format='%Y-%m-%d')\n"
+        "agent = Agent(add_datetime_to_context=True, datetime_format='%Y-%m-%d',\n"
+        "              add_history_to_context=True)\n"
     )
     [finding] = _lint(tmp_path, code)
     assert "changes once a day" in finding.message
