@@ -149,6 +149,15 @@ class ModuleBindings:
         entries = self.index.class_attrs.get(id(owner), {}).get(node.attr.value, [])
         return [value for value, _function in entries]
 
+    def named_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
+        """The class of the module `node` names (`Config` in `Config.STARTED`), when
+        every binding of the name is that class statement."""
+        if not isinstance(node, cst.Name):
+            return None
+        bound = {id(target): target for a in self.assignments(node) if (target := _node(a))}
+        found = next(iter(bound.values())) if len(bound) == 1 else None
+        return found if isinstance(found, cst.ClassDef) else None
+
     def _owner_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
         if not isinstance(node, cst.Name) or node.value not in ("self", "cls"):
             return None
@@ -194,6 +203,11 @@ class ModuleBindings:
             for key, value in self.arguments(function, call, method).items()
         }
         return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
+
+
+def _node(assignment: object) -> cst.CSTNode | None:
+    node = getattr(assignment, "node", None)
+    return node if isinstance(node, cst.CSTNode) else None
 
 
 def _takes_arguments(function: cst.FunctionDef) -> bool:

@@ -789,6 +789,7 @@ class ProjectImports:
             if len(attributes) == 2:
                 if isinstance(node, cst.ClassDef):
                     found += _static_method(other, node, attributes[1])
+                    found += [_Target(other, n) for n in _class_level(node, attributes[1])]
             elif isinstance(node, cst.FunctionDef):
                 found.append(_Target(other, node))
             elif isinstance(node, cst.Name):
@@ -1031,11 +1032,14 @@ def _defines(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
     static or class method by that name: skips classes called as constructors."""
     for statement in top_level.statements(attributes[0]):
         if isinstance(statement, cst.ClassDef):
-            if len(attributes) == 2 and any(
-                isinstance(s, cst.FunctionDef)
-                and s.name.value == attributes[1]
-                and _binds_first(s) is not None
-                for s in statement.body.body
+            if len(attributes) == 2 and (
+                any(
+                    isinstance(s, cst.FunctionDef)
+                    and s.name.value == attributes[1]
+                    and _binds_first(s) is not None
+                    for s in statement.body.body
+                )
+                or _class_level(statement, attributes[1])
             ):
                 return True
         elif len(attributes) == 1 or _is_import(statement):
@@ -1100,6 +1104,27 @@ def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Targe
     if method is None or first is None:
         return []
     return [_Target(other, method, method=first)]
+
+
+def _class_level(owner: cst.ClassDef, name: str) -> list[cst.Name]:
+    """The targets `name` is assigned to in the class body (`STARTED = datetime.now()`):
+    a class attribute read through the class, evaluated when the module is loaded."""
+    return [
+        target
+        for line in owner.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for small in line.body
+        for target in _targets(small)
+        if target.value == name
+    ]
+
+
+def _targets(statement: cst.BaseSmallStatement) -> list[cst.Name]:
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets if isinstance(t.target, cst.Name)]
+    if isinstance(statement, cst.AnnAssign) and statement.value is not None:
+        return [statement.target] if isinstance(statement.target, cst.Name) else []
+    return []
 
 
 def _spelling(node: cst.BaseExpression) -> str:

@@ -481,6 +481,12 @@ class TaintAnalysis(SetValues, TemplateInputs):
         owner = self._owner_class(node.value)
         if owner is not None:
             return self._class_attribute(owner, node)
+        named = self.named_class(node.value)
+        if named is not None:
+            # `Config.STARTED`: what the class body assigns (evaluated at import), not
+            # what a method stores on an instance
+            entries = self.index.class_attrs.get(id(named), {}).get(node.attr.value, [])
+            return self._union([value for value, function in entries if function is None])
         imported = self.imports.value_taints(self, node) if self.imports is not None else None
         if imported is not None:
             return imported

@@ -35,6 +35,13 @@ ONCE_PER_PROCESS = {
         "    def ask(self, client, q):\n"
         "        return client.messages.create(system=f'Up {self.STARTED}. Rules.', messages=[q])\n"
     ),
+    "a class attribute read through the class name": (
+        "from datetime import datetime\n"
+        "class Config:\n"
+        "    STARTED = datetime.now()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=f'Up {Config.STARTED}. Rules.', messages=[q])\n"
+    ),
     "a default argument of a function": (
         "from datetime import datetime\n"
         "def build(now=datetime.now()):\n"
@@ -212,6 +219,20 @@ def test_a_value_evaluated_once_per_process_is_reported_as_changing_per_process_
 @pytest.mark.parametrize("source", PER_REQUEST.values(), ids=PER_REQUEST.keys())
 def test_a_value_evaluated_on_each_call_changes_per_request(source: str, tmp_path: Path) -> None:
     assert _periods(source, tmp_path) == ["request"]
+
+
+def test_a_fixed_class_attribute_read_through_the_class_name_is_clean(tmp_path: Path) -> None:
+    source = (
+        "from datetime import datetime\n"
+        "class Config:\n"
+        "    NAME = 'north'\n"
+        "    def __init__(self):\n"
+        "        self.NAME = datetime.now()\n"
+        "def ask(client, q):\n"
+        "    return client.messages.create(system=f'Shop {Config.NAME}. Rules.', messages=[q])\n"
+    )
+    # what a method stores on an instance is not read through the class
+    assert _messages(source, tmp_path) == []
 
 
 def test_the_message_names_the_call_made_at_import(tmp_path: Path) -> None:

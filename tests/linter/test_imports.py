@@ -181,6 +181,34 @@ def test_a_cached_function_of_the_other_module_changes_per_process(
     assert "every process start" in message
 
 
+CONFIG = (
+    "from datetime import datetime\n"
+    "class Config:\n"
+    "    NAME = 'north'\n"
+    "    STARTED = datetime.now()\n"
+)
+
+
+def test_a_class_attribute_of_the_other_module_changes_per_process(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "config.py").write_text(CONFIG, encoding="utf-8")
+    source = system_call("f'Up {Config.STARTED}. Rules.'", "from .config import Config")
+    write(project, source)
+    (item,) = findings(capsys, "src/app/main.py")
+    message = str(item["message"])
+    assert "`Config.STARTED` (src/app/config.py:4) holds `datetime.datetime.now()`" in message
+    assert "every process start" in message
+
+
+def test_a_fixed_class_attribute_of_the_other_module_is_clean(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "app" / "config.py").write_text(CONFIG, encoding="utf-8")
+    write(project, system_call("f'Shop {Config.NAME}. Rules.'", "from .config import Config"))
+    assert findings(capsys, "src/app/main.py") == []
+
+
 def test_the_call_arguments_are_substituted_into_the_other_modules_function(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
