@@ -13,7 +13,7 @@ line's modules are independent of each other):
     bindings                                      what names and calls refer to; parameters bound
     module_index                                  one pass recording what the others look up
     module_slice                                  the part of a module a name needs
-    syntax                                        one node's meaning; a read-only traversal; scopes
+    syntax  documents                             one node's meaning; a read-only traversal; scopes; a document's values
 
 Below all of them, and never importing them: `prefixkit.linter.catalog`
 (what is known of the SDKs and frameworks) and `prefixkit.linter.dependencies`
@@ -26,7 +26,7 @@ from __future__ import annotations
 __all__ = ["LAYERS"]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("syntax",),
+    ("syntax", "documents"),
     ("module_slice",),
     ("module_index",),
     ("bindings",),

@@ -672,6 +672,44 @@ class ProjectImports:
             self._use(target.other)
         return result
 
+    def value_text(self, analysis: TaintAnalysis, node: cst.Name) -> str | None:
+        """The text of the constant `node` imports from another project module (a string,
+        constants joined with `+`, a prompt file or a document's value read there), when
+        that module shows it; else None."""
+        names = [name for name in self._import_names(analysis, node) if self.locate(name)]
+        texts = {self._text_of(name) for name in names}
+        return texts.pop() if len(texts) == 1 else None
+
+    def _text_of(self, qualified: str) -> str | None:
+        located = self.locate(qualified)
+        if located is None or len(located[1]) != 1:
+            return None
+        path, attributes = located
+        other = _load(path, attributes, self.depth, self.project)
+        if other is None:
+            self._note({path: _stamp(path)})
+            return None
+        self._use(other)
+        scope = other.global_scope
+        name = attributes[0]
+        if not isinstance(scope, GlobalScope) or name not in scope:
+            return None
+        texts: set[str | None] = set()
+        for assignment in scope[name]:
+            target = getattr(assignment, "node", None)
+            if isinstance(assignment, ImportAssignment):
+                # a re-export (`from .qa import QA_PROMPT` in a package's __init__)
+                texts |= {
+                    other.imports._text_of(q.name) if other.imports is not None else None
+                    for q in scope.get_qualified_names_for(name)
+                    if q.source is QualifiedNameSource.IMPORT
+                }
+            else:
+                texts.add(
+                    other.analysis.constant_text(target) if isinstance(target, cst.Name) else None
+                )
+        return texts.pop() if len(texts) == 1 else None
+
     def _anchored(
         self,
         analysis: TaintAnalysis,

@@ -233,6 +233,10 @@ class ImportedTaints(Protocol):
         """Taints of `node` when it reads a constant of another project module, else None."""
         ...
 
+    def value_text(self, analysis: TaintAnalysis, node: cst.Name) -> str | None:
+        """The text of the constant `node` imports from another project module, when known."""
+        ...
+
 
 class TaintAnalysis(SetValues, TemplateInputs):
     """Taint queries over one module (see the module docstring).
@@ -263,6 +267,9 @@ class TaintAnalysis(SetValues, TemplateInputs):
         are read relative to it)."""
         path = getattr(self.imports, "path", None)
         return path if isinstance(path, Path) else None
+
+    def imported_text(self, name: cst.Name) -> str | None:
+        return self.imports.value_text(self, name) if self.imports is not None else None
 
     def taints(self, node: cst.CSTNode, env: Env) -> frozenset[Taint]:
         """Every taint reaching the value of `node` (an expression) in `env`."""

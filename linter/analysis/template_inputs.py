@@ -46,9 +46,11 @@ from pathlib import Path
 from typing import Literal, TypeGuard
 
 import libcst as cst
+import libcst.matchers as matchers
 
 from ..dependencies import read_dependency
 from .bindings import Env
+from .documents import DocumentKind, document_text
 from .shapes import ValueShapes
 from .syntax import dotted_parts, string_value
 
@@ -313,6 +315,16 @@ _MAX_DEPTH = 6
 _MAX_FILE_BYTES = 256_000  # a prompt file larger than this is not read
 _MAX_PARENTS = 4  # folders above the module a relative prompt path is looked up in
 _READ_METHODS = frozenset({"read_text", "read"})
+# Calls that parse a YAML or JSON document from an open file or a text.
+_DOCUMENT_LOADERS: dict[str, DocumentKind] = {
+    "yaml.safe_load": "yaml",
+    "yaml.load": "yaml",
+    "yaml.full_load": "yaml",
+    "yaml.unsafe_load": "yaml",
+    "json.load": "json",
+    "json.loads": "json",
+}
+_DOCUMENT_SOURCES = frozenset({"stream", "fp", "s"})  # the loaders' keywords for it
 _CHAT_TEMPLATE = "ChatPromptTemplate"
 # A chat template's message roles: its system messages are cached, a closing user turn
 # is not reused, assistant turns are reused, and a placeholder is the history.
@@ -542,6 +554,9 @@ class TemplateInputs(ValueShapes):
             text = string_value(value)
             if text is not None:
                 found.append(Template(text, "format"))
+            elif isinstance(value, (cst.Subscript, cst.Name)):
+                text = self._kept_text(value, value_env, depth)
+                found.append(Template(text, "format") if text is not None else None)
             elif isinstance(value, cst.Call):
                 read = self._file_text(value, value_env)
                 if read is not None:
@@ -727,6 +742,10 @@ class TemplateInputs(ValueShapes):
             for value, value_env in self.resolve(node, env)
         )
 
+    def constant_text(self, name: cst.Name) -> str | None:
+        """The text a module-level name holds, when the module shows it (see `_text`)."""
+        return self._text(name, Env(None))
+
     def _text(self, node: cst.BaseExpression, env: Env, depth: int = 0) -> str | None:
         """The text `node` evaluates to: string constants (through names, joined by `+`)
         and prompt files the code names."""
@@ -740,6 +759,8 @@ class TemplateInputs(ValueShapes):
                 left = self._text(value.left, value_env, depth + 1)
                 right = self._text(value.right, value_env, depth + 1)
                 texts.add(left + right if left is not None and right is not None else None)
+            elif isinstance(value, (cst.Subscript, cst.Name)):
+                texts.add(self._kept_text(value, value_env, depth))
             else:
                 texts.add(string_value(value))
         return texts.pop() if len(texts) == 1 else None
@@ -747,6 +768,102 @@ class TemplateInputs(ValueShapes):
     # prompt files -------------------------------------------------------------------
     def module_path(self) -> Path | None:
         """The linted module's file (None: prompt files are not read)."""
+        return None
+
+    def imported_text(self, name: cst.Name) -> str | None:
+        """The text of a constant `name` imports from another module of the project
+        (None: not followed here)."""
+        return None
+
+    def _kept_text(self, node: cst.Subscript | cst.Name, env: Env, depth: int) -> str | None:
+        """The text kept elsewhere that `node` reads: a string value of a document the
+        module loads (`PROMPTS["planner"]["system"]`), or an imported constant."""
+        if isinstance(node, cst.Name):
+            return self.imported_text(node)
+        found = self._document_item(node, env, depth)
+        return document_text(*found) if found is not None else None
+
+    def _document_item(
+        self, node: cst.BaseExpression, env: Env, depth: int
+    ) -> tuple[str, DocumentKind, tuple[str | int, ...]] | None:
+        """The document text, its kind and the key path `node` reads in it, when the
+        code names the file and every key."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Subscript):
+            key = _literal_key(node)
+            inner = self._document_item(node.value, env, depth + 1) if key is not None else None
+            return (inner[0], inner[1], (*inner[2], key)) if inner and key is not None else None
+        if isinstance(node, cst.Call) and not self.functions_called(node):
+            loaded = self._loaded_document(node, env)
+            return (*loaded, ()) if loaded is not None else None
+        values = (
+            [(value, Env(env.root)) for value in self.attribute_values(node)]
+            if isinstance(node, cst.Attribute)
+            else [v for v in self.resolve(node, env) if v[0] is not node]
+        )
+        found = {self._document_item(value, value_env, depth + 1) for value, value_env in values}
+        return found.pop() if len(found) == 1 else None
+
+    def _loaded_document(self, call: cst.Call, env: Env) -> tuple[str, DocumentKind] | None:
+        """`yaml.safe_load(open(P))`, `json.loads(Path(P).read_text())`, ...: the text
+        of the file the code names, and how it is parsed."""
+        kinds = {_DOCUMENT_LOADERS.get(name) for name in self.qualified_names(call.func)}
+        kinds.discard(None)
+        source = next(
+            (
+                arg.value
+                for arg in call.args
+                if not arg.star and (arg.keyword is None or arg.keyword.value in _DOCUMENT_SOURCES)
+            ),
+            None,
+        )
+        if len(kinds) != 1 or source is None:
+            return None
+        texts: set[str | None] = set()
+        for value, value_env in self.resolve(source, env):
+            if isinstance(value, cst.Call):
+                opened = self._opened(value, value_env)
+                texts.add(self._read(opened) if opened else self._file_text(value, value_env))
+            elif isinstance(value, cst.Name):
+                opened = self._with_opened(value)
+                texts.add(self._read(opened) if opened is not None else None)
+            else:
+                texts.add(None)
+        text = texts.pop() if len(texts) == 1 else None
+        kind = kinds.pop()
+        return (text, kind) if text is not None and kind is not None else None
+
+    def _opened(self, call: cst.Call, env: Env) -> Path | None:
+        """The path `open(P)` or `Path(P).open()` opens, when the code names it."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "open":
+            return self._path(func.value, env, 0)
+        if "builtins.open" not in self.qualified_names(func):
+            return None
+        if not call.args or call.args[0].keyword is not None or call.args[0].star:
+            return None
+        return self._path(call.args[0].value, env, 0)
+
+    def _with_opened(self, name: cst.Name) -> Path | None:
+        """`with open(P) as f:`: the path the file `name` reads was opened from."""
+        scope = self.scopes.get(name)
+        targets = [getattr(a, "node", None) for a in self.assignments(name)]
+        if scope is None or len(targets) != 1:
+            return None
+        # a function's body, or the module (a global scope keeps no node: the module is
+        # looked up among the scoped nodes, only for a loader given a bare name)
+        body = getattr(scope, "node", None) or next(
+            (node for node in self.scopes if isinstance(node, cst.Module)), None
+        )
+        for item in matchers.findall(body, matchers.WithItem()) if body is not None else ():
+            if (
+                isinstance(item, cst.WithItem)
+                and item.asname is not None
+                and item.asname.name is targets[0]
+                and isinstance(item.item, cst.Call)
+            ):
+                return self._opened(item.item, Env(None))
         return None
 
     def _file_text(self, call: cst.Call, env: Env) -> str | None:
@@ -931,6 +1048,16 @@ class TemplateInputs(ValueShapes):
                         elif not self._mapping(arg.value, env, into, depth + 1):
                             return False
         return known
+
+
+def _literal_key(node: cst.Subscript) -> str | int | None:
+    """`["system"]` / `[0]`: the key a subscript reads, when it is written in place."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    value = node.slice[0].slice.value
+    if isinstance(value, cst.Integer):
+        return int(value.evaluated_value)
+    return string_value(value)
 
 
 def _rebinds(value: cst.BaseExpression, name: cst.Name) -> bool:
