@@ -212,10 +212,8 @@ class KvEventFollower:
         followed = self._sockets.get(replica)
         if followed is None:
             return True
-        import zmq
-
         socket, readable = followed
-        if socket.get(zmq.EVENTS) & zmq.POLLIN:
+        if _has_message(socket):
             # reading EVENTS takes the socket's wake-up signal: wake its reader here
             readable.set()
             return False
@@ -346,7 +344,7 @@ class KvEventFollower:
         readable = asyncio.Event()
         # the descriptor signals a change of the socket's state, not each message: after
         # it, read until no message is waiting
-        descriptor = socket.get(zmq.FD)
+        descriptor = socket.fileno()
         loop = asyncio.get_running_loop()
         loop.add_reader(descriptor, readable.set)
         self._sockets[replica] = (socket, readable)
@@ -358,7 +356,7 @@ class KvEventFollower:
                     _topic, seq_bytes, payload = socket.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     readable.clear()
-                    if not socket.get(zmq.EVENTS) & zmq.POLLIN:
+                    if not _has_message(socket):
                         await readable.wait()
                     continue
                 seq = int.from_bytes(seq_bytes, "big", signed=True)
@@ -374,3 +372,11 @@ class KvEventFollower:
             del self._sockets[replica]
             self._end_waiting(replica)  # no longer followed: settled
             socket.close(linger=0)
+
+
+def _has_message(socket: Any) -> bool:
+    """Whether a message waits on a ZMQ `socket` (reading its events takes the signal
+    its file descriptor gave)."""
+    import zmq
+
+    return bool(socket.get(zmq.EVENTS) & zmq.POLLIN)

@@ -174,10 +174,13 @@ class ServingApp:
             and decision.use is RouteUse.SALTED
             and decision.tenant is not None
         )
-        asked = asking_stream_usage(decision.path, admitted.body, admitted.view)
-        usage_left_out = counted and asked is not None
-        if usage_left_out and asked is not None:  # the engine says it; the client never asked
+        # the engine is asked for the usage chunk the client did not ask for
+        asked = (
+            asking_stream_usage(decision.path, admitted.body, admitted.view) if counted else None
+        )
+        if asked is not None:
             admitted = AdmittedBody(asked, admitted.view)
+        usage_left_out = asked is not None
         answer = await until_disconnected(
             receive,
             lambda: self._relay(decision, headers, admitted, scope, send, usage_left_out),
