@@ -18,7 +18,10 @@ per replica; on start, on reconnect and on a gap in sequence numbers it asks
 the replica's ROUTER replay socket for the batches it missed (``[b"", start_seq]``,
 answered batch by batch and closed by seq -1). A sequence number that goes
 backwards means the engine restarted: the replica's blocks are dropped and the
-stream is followed from there.
+stream is followed from there. `KvEventFollower.start` returns once each subscription has
+joined its publisher (at most `JOIN_WAIT_S`): a batch published before a subscription
+joins never reaches it, so a router that served requests sooner would not learn where
+their blocks went.
 
 The follower also ends requests in the index (`KvEventFollower.ended`). An engine
 publishes a request's stored blocks before its answer ends, but the router may see the
@@ -51,6 +54,7 @@ import msgpack  # noqa: E402 - after the check, so that a missing extra is named
 
 __all__ = [
     "ENDING_GRACE_S",
+    "JOIN_WAIT_S",
     "AllCleared",
     "KvEvent",
     "KvEventFollower",
@@ -67,6 +71,13 @@ _END_SEQ = -1
 # longest a request's end waits for its replica's events (a replica that publishes
 # without a pause is never settled): far longer than an event takes to arrive
 ENDING_GRACE_S = 0.1
+# longest `KvEventFollower.start` waits for each subscription to join its publisher (a
+# replica whose publisher is not up yet is followed from when it is)
+JOIN_WAIT_S = 2.0
+# after the handshake the subscription still travels to the publisher's socket, which
+# applies it at its next send: the moment given for that (a batch a busy publisher sends
+# before it shows as a gap in sequence numbers, which a replica's replay socket fills)
+_SUBSCRIPTION_SETTLE_S = 0.05
 
 
 # vLLM's medium names (upper-cased) -> `MEDIA`
@@ -192,6 +203,8 @@ class KvEventFollower:
         # placements first, which were made before the engine computed these blocks)
         self.before_batch: Callable[[], None] | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}  # replica -> its following
+        # replica -> set once its subscription has joined the publisher (or gave up waiting)
+        self._joined: dict[int, asyncio.Event] = {}
         self._context: Any = None
         # a followed replica's SUB socket, and the event set when it may have messages
         self._sockets: dict[int, tuple[Any, asyncio.Event]] = {}
@@ -235,10 +248,14 @@ class KvEventFollower:
         del ending[:count]
 
     async def start(self) -> None:
-        """Follow every replica with an endpoint."""
-        for replica, endpoint in enumerate(self.endpoints):
-            if endpoint is not None:
-                self.follow(replica, endpoint, self.replay_endpoints[replica])
+        """Follow every replica with an endpoint; back once each subscription has joined
+        its publisher, at most `JOIN_WAIT_S` later. A subscription takes a moment to join:
+        a batch published before that never reaches it, and a router that served
+        requests in that moment would not learn where their blocks went."""
+        followed = [(r, endpoint) for r, endpoint in enumerate(self.endpoints) if endpoint]
+        for replica, endpoint in followed:
+            self.follow(replica, endpoint, self.replay_endpoints[replica])
+        await asyncio.gather(*(self._joined[replica].wait() for replica, _ in followed))
 
     def follow(self, replica: int, endpoint: str, replay_endpoint: str | None) -> None:
         """Follow `replica`'s events at `endpoint` (its missed batches at
@@ -250,6 +267,7 @@ class KvEventFollower:
         self._cancel(replica)
         self.endpoints[replica] = endpoint
         self.replay_endpoints[replica] = replay_endpoint
+        self._joined[replica] = asyncio.Event()
         self._tasks[replica] = asyncio.create_task(self._follow(replica, endpoint))
 
     async def unfollow(self, replica: int) -> None:
@@ -261,6 +279,7 @@ class KvEventFollower:
         task = self._tasks.pop(replica, None)
         if task is not None:
             task.cancel()
+            self._joined.pop(replica).set()  # a task cancelled before it ran never sets it
         return task
 
     async def _stopped(self, replica: int) -> None:
@@ -340,7 +359,6 @@ class KvEventFollower:
         socket = zmq.Socket(self._context, zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SUBSCRIBE, self.topic)
-        socket.connect(endpoint)
         readable = asyncio.Event()
         # the descriptor signals a change of the socket's state, not each message: after
         # it, read until no message is waiting
@@ -349,6 +367,7 @@ class KvEventFollower:
         loop.add_reader(descriptor, readable.set)
         self._sockets[replica] = (socket, readable)
         try:
+            await self._joined_publisher(replica, socket, endpoint)
             await self._replay(replica)
             self._end_waiting(replica)  # the requests that ended while it replayed
             while True:
@@ -372,6 +391,27 @@ class KvEventFollower:
             del self._sockets[replica]
             self._end_waiting(replica)  # no longer followed: settled
             socket.close(linger=0)
+
+    async def _joined_publisher(self, replica: int, socket: Any, endpoint: str) -> None:
+        """Connect `socket` to `endpoint`; back once its subscription has joined the
+        publisher, at most `JOIN_WAIT_S` later (`start` waits for it)."""
+        import zmq
+
+        monitor = f"inproc://kv-events-monitor-{id(socket)}"
+        socket.monitor(monitor, zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        handshakes = self._context.socket(zmq.PAIR)  # a zmq.asyncio socket
+        handshakes.connect(monitor)
+        socket.connect(endpoint)
+        try:
+            async with asyncio.timeout(JOIN_WAIT_S):
+                await handshakes.recv_multipart()  # the subscription goes out with it
+            await asyncio.sleep(_SUBSCRIPTION_SETTLE_S)
+        except TimeoutError:
+            log.info("replica %d: no KV-event publisher at %s yet", replica, endpoint)
+        finally:
+            socket.disable_monitor()
+            handshakes.close(linger=0)
+            self._joined[replica].set()
 
 
 def _has_message(socket: Any) -> bool:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from prefixkit.engine_adapter.routing.block_index import BlockIndex
 from prefixkit.engine_adapter.routing.kv_events import (
     ENDING_GRACE_S,
+    JOIN_WAIT_S,
     KvEventFollower,
     due_endings,
 )
@@ -208,4 +209,43 @@ async def test_a_request_ending_while_its_replica_replays_ends_once_the_replay_i
         await follower.stop()
         publisher.close(linger=0)
         replays.close(linger=0)
+        context.term()
+
+
+async def test_a_follower_has_joined_its_publishers_when_it_has_started(tmp_path: Path) -> None:
+    """A batch the engine publishes right after the router started is not lost to the
+    subscription still joining."""
+    context = zmq.Context()
+    publisher = context.socket(zmq.PUB)
+    publisher.bind(f"ipc://{tmp_path}/kv")
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, [f"ipc://{tmp_path}/kv"], [None])
+    try:
+        await follower.start()
+        Engine(publisher).stores(PROMPT)
+        await asyncio.sleep(0.1)
+        assert index.runs(PROMPT) == [3]
+    finally:
+        await follower.stop()
+        publisher.close(linger=0)
+        context.term()
+
+
+async def test_a_replica_not_publishing_yet_delays_the_start_at_most_the_join_wait(
+    tmp_path: Path,
+) -> None:
+    """...and is followed once its publisher is up."""
+    index = BlockIndex(1)
+    follower = KvEventFollower(index, [f"ipc://{tmp_path}/kv"], [None])
+    context = zmq.Context()
+    try:
+        started = time.monotonic()
+        await follower.start()
+        assert time.monotonic() - started < JOIN_WAIT_S + 0.5
+        publisher = context.socket(zmq.PUB)
+        publisher.bind(f"ipc://{tmp_path}/kv")
+        await asyncio.wait_for(joined(index, Engine(publisher), 1), timeout=5.0)
+        publisher.close(linger=0)
+    finally:
+        await follower.stop()
         context.term()
