@@ -84,16 +84,24 @@ def arrived_unapplied(seconds: float = 0.1) -> None:
     time.sleep(seconds)
 
 
-async def test_a_request_ending_before_its_stored_blocks_are_applied_keeps_them_coming(
-    followed: tuple[BlockIndex, KvEventFollower, Engine],
+async def ended_with_its_blocks_waiting(
+    index: BlockIndex, follower: KvEventFollower, engine: Engine
 ) -> None:
-    index, follower, engine = followed
+    """A request sent with PROMPT ends while the batch storing its blocks waits unread:
+    its blocks stay coming; then the follower reads the batch."""
     index.sent(0, PROMPT)
     engine.stores(PROMPT)
     arrived_unapplied()
     follower.ended(0, PROMPT)
     assert index.runs(PROMPT) == [3]
     await asyncio.sleep(0.05)
+
+
+async def test_a_request_ending_before_its_stored_blocks_are_applied_keeps_them_coming(
+    followed: tuple[BlockIndex, KvEventFollower, Engine],
+) -> None:
+    index, follower, engine = followed
+    await ended_with_its_blocks_waiting(index, follower, engine)
     assert (index.runs(PROMPT), index.coming[0], index.held(0)) == ([3], {}, 4)
 
 
@@ -157,12 +165,7 @@ async def test_a_replica_followed_anew_keeps_a_request_coming_until_its_events_a
     assert endpoint is not None
     follower.follow(0, endpoint, None)  # the endpoint published again
     await joined(index, engine, 2)
-    index.sent(0, PROMPT)
-    engine.stores(PROMPT)
-    arrived_unapplied()
-    follower.ended(0, PROMPT)
-    assert index.runs(PROMPT) == [3]
-    await asyncio.sleep(0.05)
+    await ended_with_its_blocks_waiting(index, follower, engine)
     assert (index.runs(PROMPT), index.coming[0]) == ([3], {})
 
 
