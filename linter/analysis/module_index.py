@@ -268,7 +268,10 @@ class _Indexer(cst.CSTVisitor):
         self.call_tails = call_tails
         self.functions: list[FunctionNode] = []
         self.classes: list[cst.ClassDef | None] = [None]
+        # the roles of the messages being visited, innermost last, and how many of them
+        # are conversation turns (checked on every name: kept as a count)
         self.roles: list[str | None] = []
+        self.turns = 0
         self.tool_classes: set[int] = set()
         # classes with a field holding a system or developer role, and calls of a
         # capitalised name (those classes may be defined after the call)
@@ -396,7 +399,7 @@ class _Indexer(cst.CSTVisitor):
 
     # bindings ---------------------------------------------------------------
     def visit_Name(self, node: cst.Name) -> None:
-        if any(is_turn_role(role) for role in self.roles):
+        if self.turns:
             self.index.user_turn_names.add(id(node))
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -427,6 +430,13 @@ class _Indexer(cst.CSTVisitor):
         elif isinstance(value, cst.Attribute):
             bound = self.role_names.get(value.attr.value)
         return bound if bound is not None else role_spelling(value)
+
+    def _enter(self, role: str | None) -> None:
+        self.roles.append(role)
+        self.turns += is_turn_role(role)
+
+    def _leave(self) -> None:
+        self.turns -= is_turn_role(self.roles.pop())
 
     def _dict_role(self, node: cst.Dict) -> str | None:
         for element in node.elements:
@@ -593,7 +603,7 @@ class _Indexer(cst.CSTVisitor):
                         self._bind_attribute(receiver, ValueSource("assign", arg.value))
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
         role = self._role(keywords["role"]) if "role" in keywords else None
-        self.roles.append(role)
+        self._enter(role)
         if keywords.keys() & _REQUEST_KEYWORDS:
             self.index.requests.append((node, self.function))
         for arg in node.args:
@@ -633,18 +643,18 @@ class _Indexer(cst.CSTVisitor):
         if (
             keywords.keys() & CACHE_MARKER_KEYS
             and not keywords.keys() & (_REQUEST_KEYWORDS | _PAYLOAD_KEYS)
-            and not any(is_turn_role(r) for r in self.roles)
+            and not self.turns
         ):
             self.index.sites.append(
                 SiteCandidate("marker", node, "a block with a cache marker", self.function)
             )
 
     def leave_Call(self, original_node: cst.Call) -> None:
-        self.roles.pop()
+        self._leave()
 
     def visit_Dict(self, node: cst.Dict) -> None:
         role = self._dict_role(node)
-        self.roles.append(role)
+        self._enter(role)
         keys = {_dict_key(element) for element in node.elements}
         if is_system_role(role):
             for element in node.elements:
@@ -663,13 +673,13 @@ class _Indexer(cst.CSTVisitor):
                     self.index.sites.append(
                         SiteCandidate("keyword", element.value, label, self.function)
                     )
-        elif keys & CACHE_MARKER_KEYS and not any(is_turn_role(r) for r in self.roles):
+        elif keys & CACHE_MARKER_KEYS and not self.turns:
             self.index.sites.append(
                 SiteCandidate("marker", node, "a block with a cache marker", self.function)
             )
 
     def leave_Dict(self, original_node: cst.Dict) -> None:
-        self.roles.pop()
+        self._leave()
 
     def visit_List(self, node: cst.List) -> None:
         if any(isinstance(element, cst.StarredElement) for element in node.elements):
