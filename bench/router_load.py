@@ -43,7 +43,11 @@ CPU per request as a multiple of SMG's. Everything shares this machine's cores, 
 requests per second are the machine's; the CPU per request says how many requests a
 second one core of router would serve.
 
-``--phases`` runs some of the phases only (``direct smg precise one-app two-servers``).
+``--rounds N`` runs the phases N times, every other round backwards (A B C, C B A, ...), and
+prints each round and the mean of the rounds: a phase's CPU per request moves by a
+quarter or more from one run to the next, and a drift of the machine's speed over the
+run weighs on every phase alike. ``--phases`` runs some of the phases only (``direct smg
+precise one-app two-servers``).
 ``--baseline DIR`` runs each router phase a second time, right after the first, with the
 ``prefixkit`` package of another source tree (``DIR/prefixkit/{sdk,engine_adapter,...}``,
 such as ``git archive`` of an earlier commit unpacked there): two versions of the router
@@ -59,6 +63,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
+import functools
 import importlib.util
 import itertools
 import os
@@ -69,7 +74,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -312,6 +317,12 @@ def main() -> int:
     parser.add_argument("--label", default="", help="(router role) its phase's tenant ids")
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the phases this many times, every other backwards",
+    )
+    parser.add_argument(
         "--baseline", type=Path, help="another source tree: its router measured too"
     )
     parser.add_argument("--py-spy", type=Path, help="record each router with py-spy here")
@@ -352,37 +363,71 @@ def main() -> int:
             f"{requests} requests ({args.tenants} tenants x {USERS} users x {TURNS} turns), "
             f"{args.clients} in flight, {args.engines} fake replicas x {args.capacity} blocks"
         )
-        results: list[Measured] = []
+        phases: list[Callable[[], Measured]] = []
         if "direct" in args.phases:
-            empty_caches(replica_urls)
-            results.append(measure("round-robin, direct", replica_urls, None, args, False))
+            phases.append(lambda: measure("round-robin, direct", replica_urls, None, args, False))
         if "smg" in args.phases:
-            empty_caches(replica_urls)
-            results.append(measure_smg(replica_urls, run_dir, args))
-        router_url = f"http://127.0.0.1:{ROUTER_PORT}"
+            phases.append(lambda: measure_smg(replica_urls, run_dir, args))
         for variant, name in VARIANTS.items():
             if variant not in args.phases:
                 continue
-            runs: list[tuple[str, str, str | None]] = [(variant, name, None)]
+            phases.append(functools.partial(measure_router, script, variant, variant, name, args))
             if args.baseline is not None:
-                runs.append((f"{variant}-baseline", f"{name} (baseline)", str(args.baseline)))
-            for label, title, source in runs:
-                empty_caches(replica_urls)
-                router = started(
-                    [*script, "--role", "router", "--variant", variant, "--label", label],
-                    source,
+                label, title = f"{variant}-baseline", f"{name} (baseline)"
+                phases.append(
+                    functools.partial(measure_router, script, variant, label, title, args)
                 )
-                try:
-                    profile = None if args.py_spy is None else args.py_spy / f"{label}.txt"
-                    gateway = variant != "precise"
-                    state = RouterStateReader(variant)
-                    results.append(
-                        measure(title, [router_url], router.pid, args, gateway, profile, state)
-                    )
-                finally:
-                    stopped(router)
-        print_side_by_side(results)
+        rounds: list[list[Measured]] = []
+        for round_ in range(args.rounds):
+            # every other round runs the phases backwards: a drift of the machine's speed
+            # over the run weighs on every phase alike
+            order = range(len(phases)) if round_ % 2 == 0 else reversed(range(len(phases)))
+            if args.rounds > 1:
+                print(f"round {round_ + 1} of {args.rounds}")
+            measured: dict[int, Measured] = {}
+            for phase in order:
+                empty_caches(replica_urls)
+                measured[phase] = phases[phase]()
+            rounds.append([measured[phase] for phase in range(len(phases))])
+        for round_, results in enumerate(rounds):
+            if args.rounds > 1:
+                print(f"\nround {round_ + 1}:", end="")
+            print_side_by_side(results)
+        if args.rounds > 1:
+            print(f"\nthe mean of the {args.rounds} rounds:", end="")
+            print_side_by_side([mean_of(each) for each in zip(*rounds, strict=True)])
     return 0
+
+
+def measure_router(script: list[str], variant: str, label: str, title: str, args: Any) -> Measured:
+    """A router phase: the router of `variant` (`label`: its phase's tenant ids; ending in
+    ``-baseline``: the --baseline tree's) started, measured and stopped."""
+    source = str(args.baseline) if label.endswith("-baseline") else None
+    router = started([*script, "--role", "router", "--variant", variant, "--label", label], source)
+    try:
+        profile = None if args.py_spy is None else args.py_spy / f"{label}.txt"
+        gateway = variant != "precise"
+        state = RouterStateReader(variant)
+        url = f"http://127.0.0.1:{ROUTER_PORT}"
+        return measure(title, [url], router.pid, args, gateway, profile, state)
+    finally:
+        stopped(router)
+
+
+def mean_of(measured: Sequence[Measured]) -> Measured:
+    """One phase's numbers over several rounds: the mean of each (fallbacks summed)."""
+    cpu = [m.cpu_ms for m in measured if m.cpu_ms is not None]
+    fallbacks = [m.fallbacks for m in measured if m.fallbacks is not None]
+    return Measured(
+        measured[0].name,
+        sum(m.requests for m in measured),
+        statistics.mean(m.rate for m in measured),
+        statistics.mean(m.p50_ms for m in measured),
+        statistics.mean(m.p99_ms for m in measured),
+        statistics.mean(m.hit_rate for m in measured),
+        statistics.mean(cpu) if cpu else None,
+        sum(fallbacks) if fallbacks else None,
+    )
 
 
 def empty_caches(replica_urls: Sequence[str]) -> None:
