@@ -356,6 +356,7 @@ class KvEventFollower:
         batch waiting (a zmq.asyncio socket makes a future per message)."""
         import zmq
 
+        joined = self._joined[replica]  # this following's: `follow` may make another
         socket = zmq.Socket(self._context, zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.SUBSCRIBE, self.topic)
@@ -367,7 +368,7 @@ class KvEventFollower:
         loop.add_reader(descriptor, readable.set)
         self._sockets[replica] = (socket, readable)
         try:
-            await self._joined_publisher(replica, socket, endpoint)
+            await self._joined_publisher(replica, socket, endpoint, joined)
             await self._replay(replica)
             self._end_waiting(replica)  # the requests that ended while it replayed
             while True:
@@ -392,9 +393,11 @@ class KvEventFollower:
             self._end_waiting(replica)  # no longer followed: settled
             socket.close(linger=0)
 
-    async def _joined_publisher(self, replica: int, socket: Any, endpoint: str) -> None:
+    async def _joined_publisher(
+        self, replica: int, socket: Any, endpoint: str, joined: asyncio.Event
+    ) -> None:
         """Connect `socket` to `endpoint`; back once its subscription has joined the
-        publisher, at most `JOIN_WAIT_S` later (`start` waits for it)."""
+        publisher, at most `JOIN_WAIT_S` later, and `joined` set (`start` waits for it)."""
         import zmq
 
         monitor = f"inproc://kv-events-monitor-{id(socket)}"
@@ -411,7 +414,7 @@ class KvEventFollower:
         finally:
             socket.disable_monitor()
             handshakes.close(linger=0)
-            self._joined[replica].set()
+            joined.set()
 
 
 def _has_message(socket: Any) -> bool:
