@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.linter import LintConfig, lint_source
-from prefixkit.linter.lint_file import lint_file
+
+from tests.linter.small_projects import line_of, project
 
 RULES = (
     "You are the support agent of a bicycle shop. Answer questions about orders, returns "
@@ -47,28 +48,6 @@ def findings(source: str, tmp_path: Path) -> list[tuple[str, int, str]]:
 
 def rows(source: str, tmp_path: Path) -> list[tuple[str, int]]:
     return [(code, row) for code, row, _message in findings(source, tmp_path)]
-
-
-def project(tmp_path: Path, files: dict[str, str]) -> dict[str, list[tuple[str, int, str]]]:
-    """Lint every Python file of a small project (a git repository) by relative path."""
-    (tmp_path / ".git").mkdir(parents=True)
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    config = LintConfig(root=tmp_path)
-    return {
-        name: [
-            (f.code, f.start.row, f.message) for f in lint_file(tmp_path / name, config).findings
-        ]
-        for name in files
-        if name.endswith(".py")
-    }
-
-
-def line_of(source: str, text: str) -> int:
-    """The row of the first line holding `text` (where a finding on it starts)."""
-    return next(row for row, line in enumerate(source.splitlines(), 1) if text in line)
 
 
 def send(system: str, setup: str = "", messages: str = "history") -> str:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prefixkit.linter import LintConfig
-from prefixkit.linter.lint_file import lint_file
+
+from tests.linter.small_projects import line_of, project
 
 RULES = (
     "You are the support agent of a bicycle shop. Answer questions about orders, returns "
@@ -40,27 +40,6 @@ planner:
     The time is {{time}}.
 summary: "Summarise the conversation."
 """
-
-
-def project(tmp_path: Path, files: dict[str, str]) -> dict[str, list[tuple[str, int, str]]]:
-    """Lint every Python file of a small project (a git repository) by relative path."""
-    (tmp_path / ".git").mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    config = LintConfig(root=tmp_path)
-    return {
-        name: [
-            (f.code, f.start.row, f.message) for f in lint_file(tmp_path / name, config).findings
-        ]
-        for name in files
-        if name.endswith(".py")
-    }
-
-
-def line_of(source: str, text: str) -> int:
-    return next(row for row, line in enumerate(source.splitlines(), 1) if text in line)
 
 
 def agent(load: str, system: str, messages: str = "history") -> str:
