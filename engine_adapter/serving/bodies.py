@@ -7,10 +7,20 @@ A body the gateway forwards is a JSON object it has read whole: uncompressed
 (``Content-Encoding`` other than identity: 415), ``Content-Type: application/json``
 (else 415), valid JSON (400), an object (400), nested at most `max_depth` deep (400),
 valid Unicode (a lone surrogate escape such as ``"\\ud800"``: 400). A client's
-``cache_salt`` and the router's pin field are removed (the last of duplicated keys is the
-one JSON parsers keep, so after one parse and one serialisation none is left), and the
-tenant's salt is set when the route is salted. Nothing else in the body changes: user
-content passes through as given (re-serialised as compact JSON).
+``cache_salt`` and the router's pin field are removed, and the tenant's salt is set when
+the route is salted. Nothing else in the body changes: user content passes through as
+given.
+
+A body that holds none of the keys to remove passes byte for byte, the salt (and pin) added
+as its last keys. One that holds them, or that may read differently to another JSON parser,
+is serialised again as compact JSON from the parsed object, so that each key is left once
+with the value the gateway read (the last of duplicates, as Python's and vLLM's parsers
+keep): a body with a ``\\u`` escape (a lone surrogate such as ``\\ud800`` is refused there, a
+key spelled with escapes is one the gateway sees), one of the keys the gateway reads
+(``stream``, ``stream_options``, ``include_usage``) written twice, a byte order mark, or
+text that is not strict UTF-8 (UTF-16, surrogates encoded in UTF-8). Any other key written
+twice passes as written: what the routing stage read of it (the last) only places the
+request, and vLLM's server (Python's parser) reads the last too.
 """
 
 from __future__ import annotations
@@ -40,6 +50,9 @@ DEFAULT_MAX_DEPTH = 64
 # bodies up to this size are admitted on the event loop (well under a millisecond)
 INLINE_BODY_BYTES = 256 * 1024
 _NO_FIELDS: Mapping[str, object] = MappingProxyType({})
+# the keys the gateway reads a body's meaning from besides those it sets (`tenant_usage`),
+# as JSON strings: a body holding one twice is serialised again, its last value kept
+_READ_KEYS = (b'"stream"', b'"stream_options"', b'"include_usage"')
 
 
 @dataclass(frozen=True)
@@ -93,11 +106,48 @@ def admit_body(
         )
     if raw.count(b"[") + raw.count(b"{") > max_depth and _depth(payload) > max_depth:
         raise _too_deep(max_depth)
+    as_sent = _as_sent(raw, payload, fields, strip)
     for key in strip:
         payload.pop(key, None)
     payload.update(fields)
+    if as_sent is not None:
+        body = as_sent + _fields_after(fields, len(payload) > len(fields))
+    else:
+        body = _serialised(payload)
+    # a body of at most `view_budget` bytes is within the budget as it is: no copy
+    view = payload if len(raw) <= view_budget else bounded(payload, view_budget)
+    return AdmittedBody(body, view)
+
+
+def _as_sent(
+    raw: bytes, payload: dict[str, Any], fields: Mapping[str, object], strip: Iterable[str]
+) -> bytes | None:
+    """`raw` without its closing brace, when the body passes as the client sent it (module
+    docstring), else None (it is serialised again)."""
+    if any(key in payload for key in strip) or any(key in payload for key in fields):
+        return None
+    if b"\\u" in raw or b"\x00" in raw or raw.startswith(b"\xef\xbb\xbf"):
+        return None
+    if any(raw.count(key) > 1 for key in _READ_KEYS):
+        return None
     try:
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        raw.decode()  # strictly: json.loads passes surrogates encoded in UTF-8
+    except UnicodeDecodeError:
+        return None
+    return raw.rstrip(b" \t\r\n")[:-1]
+
+
+def _fields_after(fields: Mapping[str, object], after_keys: bool) -> bytes:
+    """The closing brace of a body, `fields` before it (after its keys: `after_keys`)."""
+    if not fields:
+        return b"}"
+    pairs = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()[1:]
+    return b"," + pairs if after_keys else pairs
+
+
+def _serialised(payload: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:
         raise Refused(
             400,
@@ -105,9 +155,6 @@ def admit_body(
             "Unicode: send text as UTF-8 or as escaped surrogate pairs",
             "invalid_request_error",
         ) from None
-    # a body of at most `view_budget` bytes is within the budget as it is: no copy
-    view = payload if len(raw) <= view_budget else bounded(payload, view_budget)
-    return AdmittedBody(body, view)
 
 
 def bounded(value: Any, budget: int) -> Any:
