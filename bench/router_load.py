@@ -330,6 +330,8 @@ def main() -> int:
         "--model-dir", type=Path, help="the model folder (default: SmolLM2 if prepared)"
     )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give 1 or more")
     if args.baseline is not None and not (args.baseline / "prefixkit").is_dir():
         parser.error(f"--baseline {args.baseline}: no prefixkit package there")
     if args.role == "engines":
