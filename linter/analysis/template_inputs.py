@@ -554,7 +554,7 @@ class TemplateInputs(ValueShapes):
             text = string_value(value)
             if text is not None:
                 found.append(Template(text, "format"))
-            elif isinstance(value, (cst.Subscript, cst.Name)):
+            elif isinstance(value, (cst.Subscript, cst.Name)) or _got(value) is not None:
                 text = self._kept_text(value, value_env, depth)
                 found.append(Template(text, "format") if text is not None else None)
             elif isinstance(value, cst.Call):
@@ -753,7 +753,9 @@ class TemplateInputs(ValueShapes):
             return None
         texts: set[str | None] = set()
         for value, value_env in self.resolve(node, env):
-            if isinstance(value, cst.Call):
+            if _got(value) is not None:
+                texts.add(self._kept_text(value, value_env, depth))
+            elif isinstance(value, cst.Call):
                 texts.add(self._file_text(value, value_env))
             elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
                 left = self._text(value.left, value_env, depth + 1)
@@ -775,9 +777,10 @@ class TemplateInputs(ValueShapes):
         (None: not followed here)."""
         return None
 
-    def _kept_text(self, node: cst.Subscript | cst.Name, env: Env, depth: int) -> str | None:
+    def _kept_text(self, node: cst.BaseExpression, env: Env, depth: int) -> str | None:
         """The text kept elsewhere that `node` reads: a string value of a document the
-        module loads (`PROMPTS["planner"]["system"]`), or an imported constant."""
+        module loads (`PROMPTS["planner"]["system"]`, `PROMPTS.get("planner")`), or an
+        imported constant."""
         if isinstance(node, cst.Name):
             return self.imported_text(node)
         found = self._document_item(node, env, depth)
@@ -790,9 +793,10 @@ class TemplateInputs(ValueShapes):
         code names the file and every key."""
         if depth > _MAX_DEPTH:
             return None
-        if isinstance(node, cst.Subscript):
-            key = _literal_key(node)
-            inner = self._document_item(node.value, env, depth + 1) if key is not None else None
+        read = (node.value, _literal_key(node)) if isinstance(node, cst.Subscript) else _got(node)
+        if read is not None:
+            mapping, key = read
+            inner = self._document_item(mapping, env, depth + 1) if key is not None else None
             return (inner[0], inner[1], (*inner[2], key)) if inner and key is not None else None
         if isinstance(node, cst.Call) and not self.functions_called(node):
             loaded = self._loaded_document(node, env)
@@ -1058,6 +1062,22 @@ def _literal_key(node: cst.Subscript) -> str | int | None:
     if isinstance(value, cst.Integer):
         return int(value.evaluated_value)
     return string_value(value)
+
+
+def _got(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str | int | None] | None:
+    """`PROMPTS.get("system")` / `.get("system", default)`: the mapping a `get` call reads
+    and its key (None when the key is not written in place). A document holding the key
+    gives its value, as `["system"]` does; one without it gives no text."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return None
+    args = node.args
+    if node.func.attr.value != "get" or not 1 <= len(args) <= 2:
+        return None
+    if any(arg.star or arg.keyword is not None for arg in args):
+        return None
+    value = args[0].value
+    key = int(value.evaluated_value) if isinstance(value, cst.Integer) else string_value(value)
+    return node.func.value, key
 
 
 def _rebinds(value: cst.BaseExpression, name: cst.Name) -> bool:

@@ -84,6 +84,20 @@ def test_a_clock_given_to_a_yaml_template_is_reported_with_what_follows_it(
     assert FOLLOWED in found["app/agent.py"][0][2]
 
 
+@pytest.mark.parametrize(
+    "read",
+    ['PROMPTS.get("planner").get("system")', 'PROMPTS["planner"].get("system", "")'],
+    ids=["get", "get with a default"],
+)
+def test_a_yaml_template_read_with_get_is_placed(read: str, tmp_path: Path) -> None:
+    code = agent(
+        'PROMPTS = yaml.safe_load(open("app/prompts.yaml"))', f"{read}.format(time=datetime.now())"
+    )
+    found = project(tmp_path, {"app/agent.py": code, "app/prompts.yaml": PROMPTS_YAML})
+    assert [(c, r) for c, r, _ in found["app/agent.py"]] == [("PFX001", line_of(code, "now()"))]
+    assert FOLLOWED in found["app/agent.py"][0][2]
+
+
 def test_a_template_from_a_json_file_is_placed_as_well(tmp_path: Path) -> None:
     document = json.dumps({"prompts": [{"system": f"The time is {{time}}. {RULES}"}]})
     code = agent(
@@ -184,8 +198,18 @@ def note():
         ("PROMPTS = yaml.safe_load(open(PROMPT_PATH))", '["planner"]["system"]'),
         ('PROMPTS = yaml.safe_load(open("app/prompts.yaml"))', '[SECTION]["system"]'),
         ('PROMPTS = yaml.safe_load(open("app/prompts.yaml"))', '["planner"]'),
+        ('PROMPTS = yaml.safe_load(open("app/prompts.yaml"))', '["planner"].get("missing", "")'),
+        ('PROMPTS = yaml.safe_load(open("app/prompts.yaml"))', '.get(SECTION)["system"]'),
     ],
-    ids=["missing key", "missing file", "path not written", "key not written", "not a string"],
+    ids=[
+        "missing key",
+        "missing file",
+        "path not written",
+        "key not written",
+        "not a string",
+        "missing key read with get",
+        "key read with get not written",
+    ],
 )
 def test_an_unresolved_yaml_template_is_not_guessed(load: str, key: str, tmp_path: Path) -> None:
     code = agent(load, f"PROMPTS{key}.format(time=datetime.now())")
