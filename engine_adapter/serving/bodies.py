@@ -141,7 +141,7 @@ def _fields_after(fields: Mapping[str, object], after_keys: bool) -> bytes:
     """The closing brace of a body, `fields` before it (after its keys: `after_keys`)."""
     if not fields:
         return b"}"
-    pairs = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()[1:]
+    pairs = _serialised(dict(fields))[1:]
     return b"," + pairs if after_keys else pairs
 
 

@@ -1058,7 +1058,11 @@ def _literal_key(node: cst.Subscript) -> str | int | None:
     """`["system"]` / `[0]`: the key a subscript reads, when it is written in place."""
     if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
         return None
-    value = node.slice[0].slice.value
+    return _key_value(node.slice[0].slice.value)
+
+
+def _key_value(value: cst.BaseExpression) -> str | int | None:
+    """A key written in place: an integer or a string literal."""
     if isinstance(value, cst.Integer):
         return int(value.evaluated_value)
     return string_value(value)
@@ -1075,9 +1079,7 @@ def _got(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str | int | None
         return None
     if any(arg.star or arg.keyword is not None for arg in args):
         return None
-    value = args[0].value
-    key = int(value.evaluated_value) if isinstance(value, cst.Integer) else string_value(value)
-    return node.func.value, key
+    return node.func.value, _key_value(args[0].value)
 
 
 def _rebinds(value: cst.BaseExpression, name: cst.Name) -> bool:
