@@ -41,7 +41,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..routing.policy import PreciseParams, WorkShares, cached_runs, choose_replica
 from ..routing.reuse import ReuseModel, ReuseSettings
@@ -343,13 +343,12 @@ class Precise:
         # requests are numbered as the replay stamps their blocks (0, 1, ...)
         request = self.requests
         self.requests += 1
-        caches = self.caches
         shares = self.shares
         reuse = self.reuse
         clock = shares.clock
         if reuse is not None:
             reuse.observe(request, blocks if full_blocks is None else blocks[:full_blocks], clock)
-        runs = cached_runs(caches.holders, blocks, self.replicas)
+        runs, values = self._runs_and_values(blocks)
         load = self.load
         per_block = load.prefill_s_per_block
         queued = [
@@ -359,16 +358,34 @@ class Precise:
         length = len(blocks)
         eviction = None
         if reuse is not None:
-            self._runs = runs
+            self._runs = self._gpu_runs(blocks, runs)
             self._length = length
             self._clock = clock
             eviction = self._eviction
         within = shares.within(runs, length, reuse is not None and not reuse.informed)
+        # choose_replica scores runs as numbers (annotated int; tiered values are floats)
         replica = choose_replica(
-            runs, queued, load.inflight, self.params, self.requests, eviction, within
+            cast("list[int]", values),
+            queued,
+            load.inflight,
+            self.params,
+            self.requests,
+            eviction,
+            within,
         )
         shares.record(replica, length, runs[replica])
         return replica
+
+    def _runs_and_values(self, blocks: Sequence[int]) -> tuple[list[int], list[float]]:
+        """Each replica's cached run of `blocks`, and what the decision scores it at (its
+        length)."""
+        runs = cached_runs(self.caches.holders, blocks, self.replicas)
+        return runs, cast("list[float]", runs)
+
+    def _gpu_runs(self, blocks: Sequence[int], runs: list[int]) -> list[int]:
+        """Each replica's run of `blocks` in GPU memory, which a request there does not
+        evict (`runs`: its cached runs)."""
+        return runs
 
     def _eviction(self, replica: int) -> tuple[float, float]:
         """The current request's (eviction cost, eviction stamp) on `replica`."""

@@ -36,17 +36,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from prefixkit.sdk import UsageError
 
 from ..replay.cache_sim import ReplicaCaches
-from ..replay.policies import make_policy
+from ..replay.policies import Precise, make_policy
 from ..replay.replay import LoadParams
 from ..replay.replica_load import ReplicaLoad
 from ..replay.trace import Trace
-from ..routing.policy import PreciseParams, WorkShares, cached_runs, choose_replica
-from ..routing.reuse import ReuseModel, ReuseSettings
+from ..routing.policy import PreciseParams, cached_runs
 from ..routing.tiered import tiered_runs
 from .fetch import FETCH_RULES, FetchRule, Tier, fetch_seconds, tier_savings
 
@@ -278,7 +276,7 @@ class _LowerTier:
                 del holders[block]
 
 
-class _TieredPrecise:
+class _TieredPrecise(Precise):
     """The replay's precise policy (`replay.policies.Precise`) over every tier: a replica's
     cached run counts its blocks in any tier, each valued at its tier's saving
     (`routing.tiered.tiered_runs`). Savings all 1.0 is the tier-blind router, which
@@ -293,71 +291,17 @@ class _TieredPrecise:
         savings: Sequence[float],
         params: PreciseParams | None = None,
     ) -> None:
-        self.replicas = replicas
-        self.caches = caches
+        super().__init__(replicas, caches, load, params)
         self.lower = lower
-        self.load = load
         self.savings = tuple(savings)
-        self.params = params or PreciseParams()
-        self.requests = 0
-        self._gpu_runs: list[int] = []
-        self._length = 0
-        self._clock = 0
-        capacity = caches.capacity
-        self.shares = WorkShares(
-            replicas, None if capacity is None else self.params.work_balance, capacity or 0
-        )
-        self.reuse = (
-            None
-            if capacity is None
-            else ReuseModel(ReuseSettings.for_capacity(replicas * capacity))
-        )
 
-    def choose(self, blocks: Sequence[int], now: float, full_blocks: int | None = None) -> int:
-        request = self.requests
-        self.requests += 1
-        shares = self.shares
-        reuse = self.reuse
-        clock = shares.clock
-        if reuse is not None:
-            reuse.observe(request, blocks if full_blocks is None else blocks[:full_blocks], clock)
+    def _runs_and_values(self, blocks: Sequence[int]) -> tuple[list[int], list[float]]:
         holders = [self.caches.holders] + [tier.holders for tier in self.lower]
-        runs, values = tiered_runs(holders, blocks, self.replicas, self.savings)
-        load = self.load
-        per_block = load.prefill_s_per_block
-        queued = [
-            (busy - now) / per_block if busy > now and per_block > 0 else 0.0
-            for busy in load.busy_until
-        ]
-        length = len(blocks)
-        eviction = None
-        if reuse is not None:
-            # the GPU takes every block of the request not already there
-            self._gpu_runs = (
-                cached_runs(self.caches.holders, blocks, self.replicas) if self.lower else runs
-            )
-            self._length = length
-            self._clock = clock
-            eviction = self._eviction
-        within = shares.within(runs, length, reuse is not None and not reuse.informed)
-        # choose_replica scores runs as numbers (annotated int; the values are floats)
-        replica = choose_replica(
-            cast("list[int]", values),
-            queued,
-            load.inflight,
-            self.params,
-            self.requests,
-            eviction,
-            within,
-        )
-        shares.record(replica, length, runs[replica])
-        return replica
+        return tiered_runs(holders, blocks, self.replicas, self.savings)
 
-    def _eviction(self, replica: int) -> tuple[float, float]:
-        reuse = self.reuse
-        assert reuse is not None, "choose() passes _eviction only when caches are bounded"
-        count, stamp = self.caches.newest_evicted(replica, self._gpu_runs[replica], self._length)
-        return reuse.eviction_cost(count, stamp, self._clock), stamp
+    def _gpu_runs(self, blocks: Sequence[int], runs: list[int]) -> list[int]:
+        # the GPU takes every block of the request not already there
+        return cached_runs(self.caches.holders, blocks, self.replicas) if self.lower else runs
 
 
 def simulate_tiers(
