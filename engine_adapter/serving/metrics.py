@@ -20,9 +20,10 @@ adding to its row, so no counter goes down.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from .shared_file import SharedFile
 
 __all__ = [
     "COUNTERS_FILE",
@@ -91,15 +92,8 @@ class SharedCounters(Counters):
         self._rows = [w * self._width for w in range(workers)]
         self._own = worker * self._width
         size = max(workers * self._width, 1) * _CELL
-        self._file = path.open("r+b") if path.exists() else path.open("w+b")
-        try:
-            if path.stat().st_size != size:
-                self._file.truncate(size)
-            self._map = mmap.mmap(self._file.fileno(), size)
-        except BaseException:
-            self._file.close()
-            raise
-        self._cells = memoryview(self._map).cast("q")
+        self._shared = SharedFile(path, size)
+        self._cells = memoryview(self._shared.map).cast("q")
 
     @classmethod
     def create(cls, path: Path, workers: int, tenants: Sequence[str]) -> None:
@@ -122,8 +116,7 @@ class SharedCounters(Counters):
 
     def close(self) -> None:
         self._cells.release()
-        self._map.close()
-        self._file.close()
+        self._shared.close()
 
 
 class RouterCounters:

@@ -25,12 +25,11 @@ engines' KV events tell what the replicas hold, as they do for a single worker.
 from __future__ import annotations
 
 import array
-import contextlib
-import fcntl
-import mmap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .shared_file import SharedFile
 
 __all__ = [
     "PLACEMENTS_FILE",
@@ -75,14 +74,8 @@ class PlacementLog:
         self.path = path
         self.workers = workers
         size = (1 + workers * (_HEADER + RING_CELLS)) * _CELL
-        self._file = path.open("r+b") if path.exists() else path.open("w+b")
-        try:
-            self._file.truncate(size)
-            self._map = mmap.mmap(self._file.fileno(), size)
-        except BaseException:
-            self._file.close()
-            raise
-        self.cells = memoryview(self._map).cast("Q")
+        self._shared = SharedFile(path, size)
+        self.cells = memoryview(self._shared.map).cast("Q")
 
     @classmethod
     def create(cls, path: Path, workers: int) -> PlacementLog:
@@ -96,7 +89,7 @@ class PlacementLog:
 
     def next_request(self) -> int:
         """A request number no worker has used yet (1, 2, ... in the order asked)."""
-        with self._locked():
+        with self._shared.locked():
             number: int = self.cells[0] + 1
             self.cells[0] = number
         return number
@@ -134,18 +127,9 @@ class PlacementLog:
     def ended(self, worker: int, replica: int, request: int) -> None:
         self.write(worker, [_ENDED, replica, request])
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-
     def close(self) -> None:
         self.cells.release()
-        self._map.close()
-        self._file.close()
+        self._shared.close()
 
 
 @dataclass

@@ -47,9 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import logging
-import mmap
 import multiprocessing
 import os
 import socket
@@ -75,6 +73,7 @@ from .metrics import COUNTERS_FILE, RouterCounters, SharedCounters
 from .placements import PLACEMENTS_FILE, PeerEnded, PlacementLog, PlacementReader
 from .refused import Refused
 from .router import PreciseRoute
+from .shared_file import SharedFile
 from .tenant_usage import TenantUsage
 from .tenants import Tenants
 
@@ -121,14 +120,8 @@ class WorkerTable:
         self.tenants = list(tenants)
         loads = workers * replicas
         size = (2 * loads + workers * len(self.tenants)) * _CELL
-        self._file = path.open("r+b") if path.exists() else path.open("w+b")
-        try:
-            self._file.truncate(size)
-            self._map = mmap.mmap(self._file.fileno(), size)
-        except BaseException:
-            self._file.close()
-            raise
-        view = memoryview(self._map)
+        self._shared = SharedFile(path, size)
+        view = memoryview(self._shared.map)
         self.inflight = view[: loads * _CELL].cast("q")
         self.queued = view[loads * _CELL : 2 * loads * _CELL].cast("d")
         self.tenant_inflight = view[2 * loads * _CELL :].cast("q")
@@ -148,20 +141,14 @@ class WorkerTable:
         for column in range(len(self.tenants)):
             self.tenant_inflight[worker * len(self.tenants) + column] = 0
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """Exclusive among the processes that opened the table (released if one dies)."""
-        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+        return self._shared.locked()
 
     def close(self) -> None:
         for view in (self.inflight, self.queued, self.tenant_inflight):
             view.release()
-        self._map.close()
-        self._file.close()
+        self._shared.close()
 
 
 def peers(table: WorkerTable, placements: PlacementLog, worker: int) -> Peers:
