@@ -3,6 +3,12 @@ hashes are the engine's, for chat (tools, multi-turn, text parts, template kwarg
 generation prompt on and off, a continued final message, developer messages), completions
 (text and token ids), Responses and Anthropic Messages.
 
+A property checks the same on bodies a stranger's program could send (any roles in any
+order, text with the tokenizer's added tokens, emoji and lone surrogates, text parts,
+names, tool calls, tools, the flags and template kwargs): for every body the engine's
+``/tokenize`` reads, the router's tokens are the engine's; it may decline (and ask the
+engine) only a body with template kwargs.
+
 Each request of the corpus is sent for real with a salt of its own, so every full block
 of its prompt is new to the engine: the block hashes the engine publishes in its KV events
 must be the router's, and the prompt length in its usage the router's token count. Chat
@@ -20,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.routing.prompt_tokens import PromptTokenizer, PromptTokens
 from prefixkit.sdk import event_block_hashes
@@ -403,3 +411,145 @@ def test_prompt_tokens_and_block_hashes_are_the_engines(
     assert _prompt_length(case.path, answer.json()) == len(ours.token_ids)
     assert len(expected) >= 2
     assert [h for h in published if h in set(expected)] == expected
+
+
+# --- bodies a stranger's program could send ---
+_ADDED_TOKENS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<repo_name>", "<file_sep>"]
+_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.lists(
+        st.sampled_from([*"ab \n\t.,'\u00e9\u4e2d\U0001f600", *_ADDED_TOKENS]), max_size=12
+    ).map("".join),
+    st.sampled_from(["", " ", "\n", " leading", "trailing ", "{{ x }}", "{% if %}", "null"]),
+)
+_CONTENT = st.one_of(
+    _TEXT,
+    st.lists(
+        st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT}), min_size=1, max_size=3
+    ),
+    st.none(),
+)
+_TOOL_CALL = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["call_1", "call_abc"]),
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["get_weather", "f"]),
+                "arguments": st.sampled_from(['{"city": "Elm"}', "{}", '{"a": [1, 2]}']),
+            }
+        ),
+    }
+)
+
+
+@st.composite
+def _message(draw: st.DrawFn) -> dict[str, Any]:
+    role = draw(st.sampled_from(["system", "user", "assistant", "developer", "tool"]))
+    message: dict[str, Any] = {"role": role, "content": draw(_CONTENT)}
+    if draw(st.booleans()):
+        message["name"] = draw(st.sampled_from(["alice", "bob"]))
+    if role == "assistant" and draw(st.booleans()):
+        message["tool_calls"] = draw(st.lists(_TOOL_CALL, min_size=1, max_size=2))
+    if role == "tool":
+        message["tool_call_id"] = draw(st.sampled_from(["call_1", "call_abc"]))
+    return message
+
+
+_TOOL = st.fixed_dictionaries(
+    {
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["get_weather", "lookup"]),
+                "description": _TEXT,
+                "parameters": st.just(WEATHER_TOOL["function"]["parameters"]),  # type: ignore[index]
+            }
+        ),
+    }
+)
+_MAYBE_FLAG = st.one_of(st.none(), st.booleans())
+
+
+@st.composite
+def _chat_body(draw: st.DrawFn) -> dict[str, Any]:
+    optional = {
+        "tools": draw(st.one_of(st.none(), st.lists(_TOOL, min_size=1, max_size=2))),
+        "add_generation_prompt": draw(_MAYBE_FLAG),
+        "continue_final_message": draw(_MAYBE_FLAG),
+        "add_special_tokens": draw(_MAYBE_FLAG),
+        "chat_template_kwargs": draw(
+            st.one_of(
+                st.none(),
+                st.dictionaries(
+                    st.sampled_from(["enable_thinking", "custom", "add_generation_prompt"]),
+                    st.one_of(st.booleans(), st.none(), _TEXT),
+                    max_size=2,
+                ),
+            )
+        ),
+    }
+    messages = draw(st.lists(_message(), min_size=1, max_size=5))
+    return {"messages": messages, **{k: v for k, v in optional.items() if v is not None}}
+
+
+_COMPLETION_BODY = st.fixed_dictionaries(
+    {
+        "prompt": st.one_of(
+            _TEXT,
+            st.lists(st.integers(0, 49151), min_size=1, max_size=5),
+            st.lists(_TEXT, min_size=1, max_size=2),
+        )
+    },
+    optional={"add_special_tokens": st.booleans()},
+)
+
+
+@pytest.fixture(scope="module")
+def engine_client(engine: EmbeddedEngine) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=engine.base_url, timeout=60) as client:
+        yield client
+
+
+def _same_tokens_or_declined(
+    tokenizer: PromptTokenizer,
+    client: httpx.Client,
+    model: str,
+    path: str,
+    body: dict[str, Any],
+) -> None:
+    """The router's tokens for `body` are the engine's ``/tokenize``, whenever the engine
+    reads it; the router may decline only a body with template kwargs."""
+    tokenized = client.post("/tokenize", json={"model": model, **body})
+    if tokenized.status_code != 200:
+        return  # the engine refuses it: whatever the router places, the engine answers 400
+    ours = tokenizer.tokens(path, {"model": model, **body})
+    if not isinstance(ours, PromptTokens):
+        assert "chat_template_kwargs" in body, ours
+        return
+    assert ours.token_ids == tokenized.json()["tokens"]
+
+
+_STRANGERS = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_STRANGERS
+@given(body=_chat_body())
+def test_a_strangers_chat_body_gets_the_engines_tokens(
+    engine: EmbeddedEngine,
+    tokenizer: PromptTokenizer,
+    engine_client: httpx.Client,
+    body: dict[str, Any],
+) -> None:
+    _same_tokens_or_declined(tokenizer, engine_client, engine.model, "/v1/chat/completions", body)
+
+
+@_STRANGERS
+@given(body=_COMPLETION_BODY)
+def test_a_strangers_completion_body_gets_the_engines_tokens(
+    engine: EmbeddedEngine,
+    tokenizer: PromptTokenizer,
+    engine_client: httpx.Client,
+    body: dict[str, Any],
+) -> None:
+    _same_tokens_or_declined(tokenizer, engine_client, engine.model, "/v1/completions", body)
