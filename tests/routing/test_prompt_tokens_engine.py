@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 import zmq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from prefixkit.engine_adapter.routing.kv_events import Stored, decode_batch
 from prefixkit.engine_adapter.routing.prompt_tokens import PromptTokenizer, PromptTokens
@@ -530,7 +530,7 @@ def _same_tokens_or_declined(
     assert ours.token_ids == tokenized.json()["tokens"]
 
 
-_STRANGERS = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_STRANGERS = settings(max_examples=150)
 
 
 @_STRANGERS
