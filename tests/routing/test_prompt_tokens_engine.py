@@ -7,7 +7,10 @@ A property checks the same on bodies a stranger's program could send (any roles 
 order, text with the tokenizer's added tokens, emoji and lone surrogates, text parts,
 names, tool calls, tools, the flags and template kwargs): for every body the engine's
 ``/tokenize`` reads, the router's tokens are the engine's; it may decline (and ask the
-engine) only a body with template kwargs.
+engine) only a body with template kwargs. Responses and Messages bodies of any items
+(messages, text parts, function calls and their outputs, tool uses and results,
+instructions, system blocks, tools), which ``/tokenize`` does not read, are sent for real:
+the router counts as many prompt tokens as the engine's usage.
 
 Each request of the corpus is sent for real with a salt of its own, so every full block
 of its prompt is new to the engine: the block hashes the engine publishes in its KV events
@@ -553,3 +556,139 @@ def test_a_strangers_completion_body_gets_the_engines_tokens(
     body: dict[str, Any],
 ) -> None:
     _same_tokens_or_declined(tokenizer, engine_client, engine.model, "/v1/completions", body)
+
+
+_INPUT_TEXT = st.fixed_dictionaries({"type": st.just("input_text"), "text": _TEXT})
+_OUTPUT_TEXT = st.fixed_dictionaries(
+    {"type": st.just("output_text"), "text": _TEXT, "annotations": st.just([])}
+)
+_TEXT_BLOCK = st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT})
+
+
+@st.composite
+def _responses_item(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["easy", "message", "answer", "call", "output"]))
+    if kind == "easy":
+        role = draw(st.sampled_from(["user", "system", "developer", "assistant"]))
+        return {
+            "role": role,
+            "content": draw(st.one_of(_TEXT, st.lists(_INPUT_TEXT, min_size=1, max_size=2))),
+        }
+    if kind == "message":
+        role = draw(st.sampled_from(["user", "system", "developer"]))
+        return {
+            "type": "message",
+            "role": role,
+            "content": draw(st.lists(_INPUT_TEXT, min_size=1, max_size=2)),
+        }
+    if kind == "answer":
+        content = draw(st.lists(_OUTPUT_TEXT, min_size=1, max_size=2))
+        return {"type": "message", "role": "assistant", "content": content}
+    if kind == "call":
+        arguments = draw(st.sampled_from(['{"city": "Elm"}', "{}"]))
+        return {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": arguments,
+        }
+    return {"type": "function_call_output", "call_id": "call_1", "output": draw(_TEXT)}
+
+
+@st.composite
+def _responses_body(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "input": draw(st.one_of(_TEXT, st.lists(_responses_item(), min_size=1, max_size=4)))
+    }
+    if draw(st.booleans()):
+        body["instructions"] = draw(_TEXT)
+    if draw(st.booleans()):
+        parameters = WEATHER_TOOL["function"]["parameters"]  # type: ignore[index]
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": "get_weather",
+                "description": "The weather.",
+                "parameters": parameters,
+            }
+        ]
+    return body
+
+
+@st.composite
+def _messages_block(draw: st.DrawFn, role: str) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["text", "text", "tool"]))
+    if kind == "text":
+        return draw(_TEXT_BLOCK)
+    if role == "assistant":
+        return {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "get_weather",
+            "input": {"city": draw(_TEXT)},
+        }
+    result = draw(st.one_of(_TEXT, st.lists(_TEXT_BLOCK, min_size=1, max_size=2)))
+    return {"type": "tool_result", "tool_use_id": "toolu_1", "content": result}
+
+
+@st.composite
+def _messages_body(draw: st.DrawFn) -> dict[str, Any]:
+    messages = []
+    for _ in range(draw(st.integers(1, 4))):
+        role = draw(st.sampled_from(["user", "assistant"]))
+        content = draw(st.one_of(_TEXT, st.lists(_messages_block(role), min_size=1, max_size=3)))
+        messages.append({"role": role, "content": content})
+    body: dict[str, Any] = {"messages": messages}
+    system = draw(st.one_of(st.none(), _TEXT, st.lists(_TEXT_BLOCK, min_size=1, max_size=2)))
+    if system is not None:
+        body["system"] = system
+    if draw(st.booleans()):
+        schema = WEATHER_TOOL["function"]["parameters"]  # type: ignore[index]
+        body["tools"] = [
+            {"name": "get_weather", "description": "The weather.", "input_schema": schema}
+        ]
+    return body
+
+
+def _same_prompt_length(
+    tokenizer: PromptTokenizer,
+    client: httpx.Client,
+    model: str,
+    path: str,
+    body: dict[str, Any],
+    send: dict[str, Any],
+) -> None:
+    """Whenever the engine answers `body`, the router counts its prompt's tokens."""
+    answer = client.post(path, json={"model": model, **body, **send})
+    if answer.status_code != 200:
+        return  # the engine refuses it
+    ours = tokenizer.tokens(path, {"model": model, **body})
+    assert isinstance(ours, PromptTokens), ours
+    assert len(ours.token_ids) == _prompt_length(path, answer.json())
+
+
+_SENT_STRANGERS = settings(max_examples=40)  # each one answered for real
+
+
+@_SENT_STRANGERS
+@given(body=_responses_body())
+def test_a_strangers_responses_body_gets_the_engines_prompt_length(
+    engine: EmbeddedEngine,
+    tokenizer: PromptTokenizer,
+    engine_client: httpx.Client,
+    body: dict[str, Any],
+) -> None:
+    send = {"max_output_tokens": 16, "tool_choice": "none"}
+    _same_prompt_length(tokenizer, engine_client, engine.model, "/v1/responses", body, send)
+
+
+@_SENT_STRANGERS
+@given(body=_messages_body())
+def test_a_strangers_messages_body_gets_the_engines_prompt_length(
+    engine: EmbeddedEngine,
+    tokenizer: PromptTokenizer,
+    engine_client: httpx.Client,
+    body: dict[str, Any],
+) -> None:
+    send = {"max_tokens": 1}
+    _same_prompt_length(tokenizer, engine_client, engine.model, "/v1/messages", body, send)
