@@ -197,8 +197,22 @@ def _is_provider(function: cst.FunctionDef) -> bool:
     return _annotation_tail(function.returns) == "str" and any(contexts)
 
 
+def enum_member(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The enum member whose value `node` reads (`Role.SYSTEM` for `Role.SYSTEM.value`), else
+    `node` itself: a member's value is what the member stands for."""
+    if (
+        isinstance(node, cst.Attribute)
+        and node.attr.value == "value"
+        and isinstance(node.value, cst.Attribute)
+    ):
+        return node.value
+    return node
+
+
 def role_spelling(node: cst.BaseExpression) -> str | None:
-    """A role spelled in place: `"system"`, or an enum member named for it (`Kind.SYSTEM`)."""
+    """A role spelled in place: `"system"`, or an enum member named for it (`Kind.SYSTEM`,
+    `Kind.SYSTEM.value`)."""
+    node = enum_member(node)
     if isinstance(node, cst.Attribute):
         return node.attr.value.lower()
     text = string_value(node)
@@ -214,7 +228,7 @@ def _may_take_a_role(tail: str | None, call: cst.Call, role_names: Collection[st
     for arg in call.args:
         if arg.star:
             continue
-        value = arg.value
+        value = enum_member(arg.value)
         if is_system_role(role_spelling(value)):
             return True
         name = value.value if isinstance(value, cst.Name) else None
@@ -423,7 +437,9 @@ class _Indexer(cst.CSTVisitor):
 
     def _role(self, value: cst.BaseExpression) -> str | None:
         """A message's role by value: a literal in any case, an enum member named for it
-        (`Role.SYSTEM`), or a name or attribute the module binds to a system role."""
+        (`Role.SYSTEM`, or its `.value`), or a name or attribute the module binds to a system
+        role."""
+        value = enum_member(value)
         bound = None
         if isinstance(value, cst.Name):
             bound = self.role_names.get(value.value)

@@ -1,7 +1,8 @@
 """Message roles resolved by value, whatever their spelling.
 
 A dict message's role is read the way a message class's is: a literal in any case, an
-enum member named for the role, or a name the module binds to such a literal. A
+enum member named for the role (or its `.value`), or a name the module binds to such a
+literal. A
 conversation turn (user, assistant, tool or function result) is not the prefix.
 """
 
@@ -44,6 +45,7 @@ SYSTEM_ROLE_SPELLINGS = {
     "mixed case": '"System"',
     "developer, upper case": '"DEVELOPER"',
     "an enum member whose value is system": "Role.SYSTEM",
+    "the value of that enum member": "Role.SYSTEM.value",
     "a module constant holding system": "LEAD_ROLE",
 }
 
@@ -60,7 +62,9 @@ def test_dict_built_with_a_role_constant_is_a_system_message(tmp_path: Path) -> 
     assert findings(source, tmp_path) == [("PFX001", 15)], source
 
 
-@pytest.mark.parametrize("role", ['"USER"', '"Assistant"', "Role.USER", '"tool"', '"function"'])
+@pytest.mark.parametrize(
+    "role", ['"USER"', '"Assistant"', "Role.USER", "Role.USER.value", '"tool"', '"function"']
+)
 def test_a_dict_message_with_a_turn_role_is_not_the_prefix(role: str, tmp_path: Path) -> None:
     source = MODULE.format(message=f'{{"role": {role}, "content": {DATED}}}')
     assert findings(source, tmp_path) == [], source
