@@ -4,7 +4,7 @@ generation prompt on and off, a continued final message, developer messages), co
 (text and token ids), Responses and Anthropic Messages.
 
 A property checks the same on bodies a stranger's program could send (any roles in any
-order, text with the tokenizer's added tokens, emoji and lone surrogates, text parts,
+order, text with the tokenizer's added tokens, any Unicode text and emoji, text parts,
 names, tool calls, tools, the flags and template kwargs): for every body the engine's
 ``/tokenize`` reads, the router's tokens are the engine's; it may decline (and ask the
 engine) only a body with template kwargs. Responses and Messages bodies of any items
