@@ -73,7 +73,9 @@ class LintContext:
     def index(self) -> ModuleIndex:
         """The one-pass module index."""
         tails = segment_call_tails(self.config.extra_cached_callables)
-        return ModuleIndex.build(self.module, self.cached_keywords, tails)
+        imports = self.project_imports
+        roles = imports.imported_roles(self.module) if imports is not None else None
+        return ModuleIndex.build(self.module, self.cached_keywords, tails, roles)
 
     @functools.cached_property
     def analysis(self) -> TaintAnalysis:

@@ -12,7 +12,7 @@ line's modules are independent of each other):
     call_sites  sets  shapes                      calls of a function; sets; what a value is built from
     bindings                                      what names and calls refer to; parameters bound
     module_index                                  one pass recording what the others look up
-    module_slice                                  the part of a module a name needs
+    module_slice  guards                          the part of a module a name needs; the tests guarding a node
     syntax  documents                             one node's meaning; a read-only traversal; scopes; a document's values
 
 Below all of them, and never importing them: `prefixkit.linter.catalog`
@@ -27,7 +27,7 @@ __all__ = ["LAYERS"]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("syntax", "documents"),
-    ("module_slice",),
+    ("module_slice", "guards"),
     ("module_index",),
     ("bindings",),
     ("call_sites", "sets", "shapes"),

@@ -106,18 +106,44 @@ class ModuleBindings:
         return None
 
     def functions_called(self, call: cst.Call) -> list[tuple[FunctionNode, bool]]:
-        """Local functions (and methods via `self.`) `call` may run; True when a method."""
+        """Local functions `call` may run, and methods of the module's classes called on
+        `self`/`cls` or on an instance (`Store().render(...)`, `store.render(...)` with
+        `store = Store()`); True when the first parameter is bound (a method)."""
         func = call.func
         found: list[tuple[FunctionNode, bool]] = []
         if isinstance(func, cst.Name):
             found = [(f, False) for f in self.functions_named(func)]
         elif isinstance(func, cst.Attribute):
-            owner = self._owner_class(func.value)
+            owner = self._owner_class(func.value) or self._instance_class(func.value)
             if owner is not None:
                 method = self.index.class_methods.get(id(owner), {}).get(func.attr.value)
                 if method is not None:
-                    found.append((method, True))
+                    found.append((method, not _is_static(method)))
         return found
+
+    def constructed_by(self, node: cst.BaseExpression) -> list[cst.Call]:
+        """The calls `node` is the result of, when every binding of it is a call: a call
+        itself, or a name or `self.<attr>` assigned only calls (`store = Store()`); else
+        none."""
+        if isinstance(node, cst.Call):
+            return [node]
+        values: list[cst.BaseExpression | None] = []
+        if isinstance(node, cst.Attribute):
+            values = list(self.attribute_values(node))
+        elif isinstance(node, cst.Name):
+            for assignment in self.assignments(node):
+                target = _node(assignment)
+                if not isinstance(target, cst.Name):
+                    return []  # a parameter, an import, a class or function
+                values += [source.value for source in self.index.values.get(id(target), [])]
+        calls = [value for value in values if isinstance(value, cst.Call)]
+        return calls if values and len(calls) == len(values) else []
+
+    def _instance_class(self, node: cst.BaseExpression) -> cst.ClassDef | None:
+        """The module's class `node` is an instance of (`Store()`, `store = Store()`)."""
+        owners = [self.named_class(call.func) for call in self.constructed_by(node)]
+        first = owners[0] if owners else None
+        return first if first is not None and all(o is first for o in owners) else None
 
     def functions_named(self, name: cst.Name | cst.Attribute) -> list[FunctionNode]:
         """The module's functions (defs and lambdas bound to a name) `name` may refer to;
@@ -203,6 +229,13 @@ class ModuleBindings:
             for key, value in self.arguments(function, call, method).items()
         }
         return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
+
+
+def _is_static(method: FunctionNode) -> bool:
+    return isinstance(method, cst.FunctionDef) and any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+        for d in method.decorators
+    )
 
 
 def _node(assignment: object) -> cst.CSTNode | None:

@@ -58,7 +58,7 @@ as blocks with their markers, for the breakpoint rules.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import libcst as cst
@@ -80,7 +80,8 @@ from ..catalog import (
 )
 from .bindings import Env
 from .call_sites import CallSites
-from .module_index import ModuleIndex, SiteCandidate, role_spelling
+from .guards import Condition, conditions, excluded
+from .module_index import ModuleIndex, SiteCandidate, enum_member, role_spelling
 from .syntax import FunctionNode, dotted_parts, string_value
 from .taint import TaintAnalysis, date_only_format
 
@@ -122,13 +123,15 @@ class CachedSegment:
     """A value that becomes part of a cached prefix, and where it is built.
 
     `elsewhere`: the value is passed to another module of the project, which puts it
-    into the prompt; what follows it there is not laid out.
+    into the prompt; what follows it there is not laid out. `passed`: the value is what
+    a call passes for a parameter that reaches a segment (`_through_callers`).
     """
 
     node: cst.BaseExpression
     label: str
     function: FunctionNode | None
     elsewhere: bool = False
+    passed: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,11 +166,14 @@ class ParameterSinks:
     cached segment, each with the label of the segment. `fields`: per class, the
     attributes its methods read into a cached segment (`self.system`), by name,
     with the label: a class without an `__init__` of its own (a dataclass, a
-    pydantic model) is built with them.
+    pydantic model) is built with them. `conditions`: per (function, parameter), the
+    tests on the function's other parameters under which it reaches the segment
+    (`if role == "system":`, `guards`).
     """
 
     parameters: Mapping[int, tuple[tuple[cst.Param, str], ...]]
     fields: Mapping[int, Mapping[str, str]]
+    conditions: Mapping[tuple[int, int], tuple[Condition, ...]] = field(default_factory=dict)
 
 
 def callee_names(call: cst.Call, analysis: TaintAnalysis) -> frozenset[str]:
@@ -217,10 +223,15 @@ def _resolved_role(
     node: cst.BaseExpression, env: Env, analysis: TaintAnalysis, depth: int = 0
 ) -> str | None:
     """The system or developer role `node` holds, by value: a literal or an enum member
-    named for it, in place or through variables and `self.<attr>` with a constant value."""
+    named for it, in place or through variables and `self.<attr>` with a constant value,
+    or an attribute the module or a project module it imports binds to one (an enum's
+    member, or its `.value`: `Role.SYS` with `SYS = "system"` in `class Role`)."""
+    node = enum_member(node)
     spelled = role_spelling(node)
     if is_system_role(spelled) and not isinstance(node, cst.Name):
         return spelled
+    if isinstance(node, cst.Attribute) and node.attr.value in analysis.index.bound_roles:
+        return analysis.index.bound_roles[node.attr.value]
     if depth >= _MAX_ROLE_DEPTH:
         return None
     values: list[tuple[cst.BaseExpression, Env]] = []
@@ -613,7 +624,9 @@ def _through_callers(
 
     `def _call_model(self, model, system_prompt): client.responses.create(
     instructions=system_prompt)` makes the argument each local call passes for
-    `system_prompt` a cached segment too, evaluated where the call is.
+    `system_prompt` a cached segment too, evaluated where the call is; so does
+    `def set_system(self, text): self.system = text` when a method of the class reads
+    `self.system` into a cached segment.
     """
     found: list[CachedSegment] = []
     seen: set[int] = set()
@@ -622,16 +635,23 @@ def _through_callers(
         segment, depth = frontier.pop()
         if depth >= _MAX_CALLER_DEPTH or segment.function is None:
             continue
-        function = segment.function
-        for param in _parameters(segment, analysis, sites):
+        own = [
+            (param, segment.function, segment.node)
+            for param in _parameters(segment, analysis, sites)
+        ]
+        for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
+            tests = conditions(function, node)
             for call, enclosing, method in sites.callers(function):
-                argument = analysis.arguments(function, call, method).get(id(param))
+                arguments = analysis.arguments(function, call, method)
+                argument = arguments.get(id(param))
                 if argument is None or argument is param.default or id(argument) in seen:
                     continue
+                if excluded(tests, arguments):
+                    continue  # `add("user", text)` of `if role == "system": self.system = text`
                 seen.add(id(argument))
                 name = function.name.value if isinstance(function, cst.FunctionDef) else "lambda"
                 label = f"{segment.label}, through parameter `{param.name.value}` of `{name}`"
-                passed = CachedSegment(argument, label, enclosing, segment.elsewhere)
+                passed = CachedSegment(argument, label, enclosing, segment.elsewhere, passed=True)
                 found.append(passed)
                 frontier.append((passed, depth + 1))
     return found
@@ -740,7 +760,9 @@ def _chat_renders(index: ModuleIndex, analysis: TaintAnalysis) -> list[CachedSeg
     (`prompt.invoke(inputs)`, `.format_prompt(**inputs)`, `(prompt | llm).invoke(...)`,
     `.partial(time=...)`): what they give its placeholders is put into that message."""
     if not any(
-        parts[-1] == "from_messages" or parts[-1].endswith("ChatPromptTemplate")
+        parts[-1] == "from_messages"
+        or parts[-1].endswith("ChatPromptTemplate")
+        or any(part.startswith("SystemMessagePromptTemplate") for part in parts)
         for parts in index.dotted_calls
     ):
         return []
@@ -780,23 +802,32 @@ def parameter_sinks(
 ) -> ParameterSinks:
     """Which parameters of the module's functions reach one of `segments` (the module's
     cached segments, callers followed): a parameter flowing into a segment of its own
-    function, a constructor's parameter stored on `self` and read into a segment by a
-    method of its class, and the fields such a method reads. The summary another
-    module's calls are checked against."""
+    function, a parameter of a method (the constructor, a setter) stored on `self` and
+    read into a segment by a method of its class, and the fields such a method reads.
+    The summary another module's calls are checked against."""
     found: dict[int, dict[int, tuple[cst.Param, str]]] = {}
     fields: dict[int, dict[str, str]] = {}
+    tests: dict[tuple[int, int], tuple[Condition, ...]] = {}
     for segment in segments:
         if segment.function is None:
             continue
-        for param in _parameters(segment, analysis, sites):
-            found.setdefault(id(segment.function), {}).setdefault(id(param), (param, segment.label))
-        for param, init in _constructor_parameters(segment, analysis, sites):
-            found.setdefault(id(init), {}).setdefault(id(param), (param, segment.label))
+        own = [
+            (param, segment.function, segment.node)
+            for param in _parameters(segment, analysis, sites)
+        ]
+        for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
+            key = (id(function), id(param))
+            if key not in tests:
+                found.setdefault(id(function), {})[id(param)] = (param, segment.label)
+                tests[key] = conditions(function, node)
+            elif tests[key] and not conditions(function, node):
+                tests[key] = ()  # it reaches another segment whatever the tests
         owner = analysis.index.function_class.get(id(segment.function))
         if owner is not None:
             for attribute in _read_attributes(segment, analysis):
                 fields.setdefault(id(owner), {}).setdefault(attribute.attr.value, segment.label)
-    return ParameterSinks({key: tuple(params.values()) for key, params in found.items()}, fields)
+    parameters = {key: tuple(params.values()) for key, params in found.items()}
+    return ParameterSinks(parameters, fields, tests)
 
 
 def _read_attributes(segment: CachedSegment, analysis: TaintAnalysis) -> list[cst.Attribute]:
@@ -811,23 +842,27 @@ def _read_attributes(segment: CachedSegment, analysis: TaintAnalysis) -> list[cs
     ]
 
 
-def _constructor_parameters(
+def _stored_parameters(
     segment: CachedSegment, analysis: TaintAnalysis, sites: CallSites
-) -> list[tuple[cst.Param, FunctionNode]]:
-    """Parameters of `__init__` stored on `self` and read into the segment as `self.<attr>`."""
-    found: list[tuple[cst.Param, FunctionNode]] = []
+) -> list[tuple[cst.Param, FunctionNode, cst.CSTNode]]:
+    """Parameters of the class's methods stored on `self` and read into the segment as
+    `self.<attr>`: the constructor's, and a setter's (`def set_system(self, text):
+    self.system = text`) where the segment is the prompt itself, not an argument passed
+    on for one (a list of messages stored by one method and indexed by another is not
+    followed item by item). Each with where the method reads it."""
+    found: list[tuple[cst.Param, FunctionNode, cst.CSTNode]] = []
     for attribute in _read_attributes(segment, analysis):
         for stored in analysis.attribute_values(attribute):
             for name in _names(stored):
                 param = sites.parameter(name)
-                init = analysis.index.param_function.get(id(param)) if param else None
+                method = analysis.index.param_function.get(id(param)) if param else None
                 if (
                     param is not None
-                    and isinstance(init, cst.FunctionDef)
-                    and init.name.value == "__init__"
+                    and isinstance(method, cst.FunctionDef)
+                    and (method.name.value == "__init__" or not segment.passed)
                     and not is_identity_name([param.name.value])
                 ):
-                    found.append((param, init))
+                    found.append((param, method, name))
     return found
 
 

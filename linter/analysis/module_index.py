@@ -10,7 +10,7 @@ their receivers, and it collects candidate cached-segment sites (see
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -123,6 +123,10 @@ class ModuleIndex:
     loop_counters: dict[int, cst.For | cst.While] = field(default_factory=dict)
     # calls of the module or class body made on each pass of a loop there (not once)
     looped_at_import: set[int] = field(default_factory=set)
+    # names and attributes bound to a system or developer role, by their last name: in the
+    # module (`lead = "system"`, an enum's `SYS = "system"`) and in the project modules
+    # it imports from (`ProjectImports.imported_roles`)
+    bound_roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def has_candidates(self) -> bool:
@@ -151,17 +155,25 @@ class ModuleIndex:
 
     @classmethod
     def build(
-        cls, module: cst.Module, cached_keywords: frozenset[str], call_tails: frozenset[str]
+        cls,
+        module: cst.Module,
+        cached_keywords: frozenset[str],
+        call_tails: frozenset[str],
+        imported_roles: Mapping[str, str] | None = None,
     ) -> ModuleIndex:
         """Index `module` in one traversal.
 
         `cached_keywords` are argument names whose values are cached segments;
         `call_tails` are last names of callables that may build one
-        (`SystemMessage`, `static`, ...): their qualified names are checked later.
+        (`SystemMessage`, `static`, ...): their qualified names are checked later;
+        `imported_roles` are names the project modules it imports from bind to a system
+        or developer role (`SYS` of `class Role(Enum): SYS = "system"`).
         """
         index = cls()
         indexer = _Indexer(index, cached_keywords, call_tails)
+        indexer.role_names.update(imported_roles or {})
         walk(module, indexer)
+        index.bound_roles = indexer.role_names
         # calls of the module's own classes whose fields give them a system role
         for call, function in indexer.class_calls:
             if isinstance(call.func, cst.Name) and call.func.value in indexer.role_classes:

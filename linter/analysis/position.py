@@ -59,6 +59,9 @@ def _pieces(
         left = _pieces(node.left, analysis, env) or [node.left]
         right = _pieces(node.right, analysis, env) or [node.right]
         return [*left, *right]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        repeated = analysis.text(node, env)  # `"=" * 40`
+        return [repeated] if repeated is not None else None
     if isinstance(node, cst.FormattedString):
         return [
             part.value if isinstance(part, cst.FormattedStringText) else part.expression
@@ -77,12 +80,34 @@ def _constant(
     """A piece as fixed text when it is one (a constant through names), else itself."""
     if isinstance(piece, str):
         return piece
-    texts = {string_value(value) for value, _env in analysis.resolve(piece, env)}
-    if len(texts) == 1:
-        text = texts.pop()
-        if text is not None:
-            return text
-    return piece
+    text = analysis.text(piece, env)
+    return text if text is not None else piece
+
+
+def _carries(node: cst.BaseExpression, env: Env, taint: Taint, analysis: TaintAnalysis) -> bool:
+    """Whether `node` carries the value `taint` stands for: the same origin, however often
+    it changes where it is read (a clock read per call in a function called at import is
+    read once per process)."""
+    return any(
+        found.kind == taint.kind and found.origin is taint.origin
+        for found in analysis.taints(node, env)
+    )
+
+
+def _stored(
+    value: cst.BaseExpression, env: Env, taint: Taint, analysis: TaintAnalysis
+) -> list[tuple[cst.BaseExpression, Env]]:
+    """`self.<attr>` as the values its class assigns it that carry `taint`
+    (`self.system = RULES + f"... {started}"` in `__init__`); any other value as itself."""
+    if not isinstance(value, cst.Attribute):
+        return [(value, env)]
+    stored = [
+        (resolved, resolved_env)
+        for field in analysis.attribute_values(value)
+        for resolved, resolved_env in analysis.resolve(field, Env(None))
+        if _carries(resolved, resolved_env, taint, analysis)
+    ]
+    return stored or [(value, env)]
 
 
 def following_text(
@@ -91,16 +116,22 @@ def following_text(
     """What follows `taint` in the segment's text (the most, over the values it may have);
     None when the text's shape is not followed, or when the value ends a text that
     another module puts into the prompt (what follows it there is not laid out)."""
-    values = analysis.resolve(segment.node, Env(segment.function))
+    values = [
+        field
+        for value, env in analysis.resolve(segment.node, Env(segment.function))
+        for field in _stored(value, env, taint, analysis)
+    ]
     found: Following | None = None
     for value, env in values:
+        if not _carries(value, env, taint, analysis):
+            continue  # another value the segment may hold (`SYSTEM` bound twice)
         pieces = _pieces(value, analysis, env)
         if pieces is None:
             return None
         carrying = [
             position
             for position, piece in enumerate(pieces)
-            if not isinstance(piece, str) and taint in analysis.taints(piece, env)
+            if not isinstance(piece, str) and _carries(piece, env, taint, analysis)
         ]
         if not carrying:
             return None

@@ -1,8 +1,10 @@
 """Functions and constants imported from other modules of the linted tree.
 
-A call to a function, a static or class method (`Class.method(...)`), or a
-read of a module-level constant that the linted module imports from another
-module of the same project is followed into that module:
+A call to a function, a static or class method (`Class.method(...)`), a
+method called on an instance of a class (`store = Store()`, then
+`store.render(...)`: the whole class is analysed), or a read of a module-level
+constant that the linted module imports from another module of the same
+project is followed into that module:
 
     from .utils import get_today_str          # relative to the importing package
     from pkg.utils import get_today_str       # <ancestor>/pkg/utils.py or .../utils/__init__.py
@@ -21,7 +23,10 @@ data depend on the caller's meaning, which another module does not show), each
 re-anchored on the call or name in the linted module with a `Via` saying where
 it is computed; a constant computed when that module is loaded changes on
 every process start. Of what the call passes, volatile values, sets and
-unsorted JSON cross (`_CARRIED`), reported where they are made.
+unsorted JSON cross (`_CARRIED`), reported where they are made. The message
+roles the other modules bind to names the linted module imports (an enum's
+members, constants: `imported_roles`) are read too, so `Role.SYS` is the system
+role where `roles.py` has `SYS = "system"`.
 
 Each other module is parsed once per process (a cache keyed by path and checked
 against the file's size and modification time), and a module linted just before
@@ -39,7 +44,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -73,10 +78,11 @@ from .cached_segments import (
     parameter_sinks,
 )
 from .call_sites import CallSites
+from .guards import excluded
 from .history_tail import history_tail
 from .module_index import ModuleIndex, role_spelling
 from .module_slice import TopLevel, Uses
-from .syntax import FunctionNode, all_params, dotted_parts, scopes
+from .syntax import FunctionNode, all_params, dotted_parts, scopes, string_value
 from .taint import Taint, TaintAnalysis, Via
 
 __all__ = [
@@ -253,6 +259,22 @@ class _Parsed:
         lines = self._lines
         end = starts[position + 1] - 1 if position + 1 < len(starts) else len(lines)
         return lines[starts[position] - 1 : end]
+
+    @functools.cached_property
+    def bound_roles(self) -> dict[str, dict[str, str]]:
+        """The system and developer roles the module binds to names: its constants
+        (`LEAD_ROLE = "system"`, under `""`) and the members of its enums (`SYS` of `class
+        Role(Enum): SYS = "system"`, under `"Role"`), each name's role."""
+        roles: dict[str, dict[str, str]] = {}
+        for statement in self.module.body:
+            if isinstance(statement, cst.ClassDef):
+                if _is_enum(statement):
+                    found = _role_constants(statement.body.body)
+                    if found:
+                        roles[statement.name.value] = found
+            elif isinstance(statement, cst.SimpleStatementLine):
+                roles.setdefault("", {}).update(_role_constants([statement]))
+        return roles
 
     @functools.cached_property
     def top_level(self) -> TopLevel:
@@ -441,20 +463,27 @@ _others: dict[tuple[Path, tuple[str, ...], int, Project], _Other] = {}
 _depthless: dict[tuple[Path, _Stamp, tuple[str, ...], Project], tuple[_Parsed, ParameterSinks]] = {}
 
 
+def _parsed_file(path: Path) -> _Parsed | None:
+    """The module at `path`, parsed once per run while the file is unchanged; None when it
+    is missing, too large or does not parse."""
+    stamp = _stamp(path)
+    if stamp is None:
+        return None
+    parsed = _parsed.get(path)
+    if parsed is None or parsed.stamp != stamp:
+        linted = _linted.pop(path, None)
+        parsed = linted if linted is not None and linted.stamp == stamp else None
+        parsed = _parsed[path] = parsed or _parse(path, stamp)
+    return parsed
+
+
 def _load(path: Path, attributes: tuple[str, ...], depth: int, project: Project) -> _Other | None:
     """What `attributes` (a name, or a class and its method) needs in the module at
     `path`, parsed once; None when the module does not bind the name or does not parse."""
     key = (path, attributes, depth, project)
     other = _others.get(key)
     if other is None or not other.valid():
-        stamp = _stamp(path)
-        if stamp is None:
-            return None
-        parsed = _parsed.get(path)
-        if parsed is None or parsed.stamp != stamp:
-            linted = _linted.pop(path, None)
-            parsed = linted if linted is not None and linted.stamp == stamp else None
-            parsed = _parsed[path] = parsed or _parse(path, stamp)
+        parsed = _parsed_file(path)
         if parsed is None or not parsed.top_level.statements(attributes[0]):
             return None
         imports = ProjectImports(path, project, depth - 1) if depth > 1 else None
@@ -463,17 +492,31 @@ def _load(path: Path, attributes: tuple[str, ...], depth: int, project: Project)
 
 
 def _other(
-    path: Path, attributes: tuple[str, ...], depth: int, project: Project, arguments: bool
+    path: Path,
+    attributes: tuple[str, ...],
+    depth: int,
+    project: Project,
+    arguments: bool,
+    instance: bool = False,
 ) -> _Other | None:
-    """What `attributes` needs in the module at `path` (`_load`); None when the module
-    does not define such a function or constant, or when nothing volatile can reach it
-    (`arguments`: the call passes a tainted argument)."""
-    other = _load(path, attributes, depth, project)
-    if other is None or not _defines(other.parsed.top_level, attributes):
+    """What `attributes` needs in the module at `path` (`_load`; the whole class for a
+    method called on an instance, `instance`: it reads what the other methods store on
+    `self`); None when the module does not define such a function or constant, or when
+    nothing volatile can reach it (`arguments`: the call passes a tainted argument)."""
+    other = _load(path, _needed(attributes, instance), depth, project)
+    top_level = other.parsed.top_level if other is not None else None
+    if other is None or top_level is None or not _defines(top_level, attributes):
         return None
-    if not (arguments and other.takes_arguments) and not other.may_change:
+    takes = _takes_arguments(top_level, attributes)
+    if not (arguments and takes) and not other.may_change:
         return None
     return other
+
+
+def _needed(attributes: tuple[str, ...], instance: bool) -> tuple[str, ...]:
+    """What a name's part of its module is cut for: a method called on an instance needs
+    its whole class (the fields its other methods store on `self`)."""
+    return attributes[:1] if instance else attributes
 
 
 @dataclass(frozen=True)
@@ -509,8 +552,8 @@ class ProjectImports:
     depth: int = MAX_DEPTH
     record: bool = False
     used: dict[Path, _Stamp | None] = field(default_factory=dict)
-    _targets: dict[tuple[str, bool], list[_Target]] = field(default_factory=dict)
-    _callees: dict[str, list[_Callee]] = field(default_factory=dict)
+    _targets: dict[tuple[str, bool, bool], list[_Target]] = field(default_factory=dict)
+    _callees: dict[tuple[str, bool], list[_Callee]] = field(default_factory=dict)
     _located: dict[str, tuple[Path, tuple[str, ...]] | None] = field(default_factory=dict)
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
@@ -518,11 +561,12 @@ class ProjectImports:
     def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
         """Taints of `call` when it calls a function of another project module, else None."""
         names = self._import_names(analysis, call.func)
-        if not any(self.locate(name) for name in names):
+        instance = self._instance_names(analysis, call.func)
+        if not any(self.locate(name) for name in [*names, *instance]):
             return None
-        functions = self._functions(names, False)
+        functions = self._functions(names, False) + self._functions(instance, False, True)
         if not functions and any(analysis.carries(arg.value, _CARRIED) for arg in call.args):
-            functions = self._functions(names, True)
+            functions = self._functions(names, True) + self._functions(instance, True, True)
         if not functions:
             return None
         spelled = f"{_spelling(call.func)}()"
@@ -543,12 +587,16 @@ class ProjectImports:
         calls a function, a static or class method or a class defined there (else None):
         the arguments for the parameters that module's summary says reach one."""
         root = _root_name(call.func)
-        if root is None or not any(
-            isinstance(assignment, ImportAssignment) for assignment in analysis.assignments(root)
-        ):
+        if root is None:
             return None
-        names = self._import_names(analysis, call.func)
-        callees = [callee for name in names for callee in self._callees_of(name)]
+        callees = [
+            callee
+            for name in self._instance_names(analysis, call.func)
+            for callee in self._callees_of(name, instance=True)
+        ]
+        if any(isinstance(a, ImportAssignment) for a in analysis.assignments(root)):
+            names = self._import_names(analysis, call.func)
+            callees += [callee for name in names for callee in self._callees_of(name)]
         if not callees:
             return None
         spelled = _spelling(call.func)
@@ -583,21 +631,40 @@ class ProjectImports:
                     self._use(callee.other)
                     if passes:
                         return True
+        # `convo.system(x)` with `convo = Conversation()`: a method of an imported class
+        # called on an instance, by the method's name
+        called = {parts[-1] for parts in index.dotted_calls if parts[0] not in index.imported}
+        classes = {name for names in index.imported.values() for name in names}
+        for qualified in sorted(classes) if called else []:
+            for owner in self._callees_of(qualified):
+                if not isinstance(owner.node, cst.ClassDef):
+                    continue
+                methods = called & {
+                    s.name.value for s in owner.node.body.body if isinstance(s, cst.FunctionDef)
+                }
+                for method in sorted(methods):
+                    for callee in self._callees_of(f"{qualified}.{method}", instance=True):
+                        passes = _may_pass(callee)
+                        self._use(callee.other)
+                        if passes:
+                            return True
         return False
 
-    def _callees_of(self, qualified: str) -> list[_Callee]:
-        """The functions and classes of the project the imported dotted name stands for."""
-        cached = self._callees.get(qualified)
+    def _callees_of(self, qualified: str, instance: bool = False) -> list[_Callee]:
+        """The functions and classes of the project the imported dotted name stands for
+        (`instance`: `Class.method` called on an instance of the class)."""
+        key = (qualified, instance)
+        cached = self._callees.get(key)
         if cached is None:
-            cached = self._callees[qualified] = self._find_callees(qualified)
+            cached = self._callees[key] = self._find_callees(qualified, instance)
         return cached
 
-    def _find_callees(self, qualified: str) -> list[_Callee]:
+    def _find_callees(self, qualified: str, instance: bool) -> list[_Callee]:
         located = self.locate(qualified)
         if located is None:
             return []
         path, attributes = located
-        other = _load(path, attributes, self.depth, self.project)
+        other = _load(path, _needed(attributes, instance), self.depth, self.project)
         if other is None:
             self._note({path: _stamp(path)})
             return []
@@ -619,13 +686,17 @@ class ProjectImports:
                     None,
                 )
                 first = _binds_first(method) if method is not None else None
+                if instance and method is not None:
+                    first = first is not False  # bound, but for a staticmethod
                 if method is not None and first is not None:
                     found.append(_Callee(other, method, first))
             elif _is_import(statement) and other.imports is not None:
-                found += self._reexported(other, attributes)
+                found += self._reexported(other, attributes, instance)
         return found
 
-    def _reexported(self, other: _Other, attributes: tuple[str, ...]) -> list[_Callee]:
+    def _reexported(
+        self, other: _Other, attributes: tuple[str, ...], instance: bool
+    ) -> list[_Callee]:
         """A name a package's `__init__` imports from one of its modules."""
         scope = other.global_scope
         imports = other.imports
@@ -638,18 +709,32 @@ class ProjectImports:
                 for q in scope.get_qualified_names_for(attributes[0])
                 if q.source is QualifiedNameSource.IMPORT
             )
-            for callee in imports._callees_of(".".join([name, *attributes[1:]]))
+            for callee in imports._callees_of(".".join([name, *attributes[1:]]), instance)
         ]
 
     def _functions(
-        self, names: list[str], arguments: bool
+        self, names: list[str], arguments: bool, instance: bool = False
     ) -> list[tuple[_Other, FunctionNode, bool]]:
         return [
             (t.other, t.node, t.method)
             for name in names
-            for t in self._resolve(name, arguments)
+            for t in self._resolve(name, arguments, instance)
             if not isinstance(t.node, cst.Name)
         ]
+
+    def _instance_names(self, analysis: TaintAnalysis, func: cst.BaseExpression) -> list[str]:
+        """`pkg.store.Store.render` for a method called on an instance of a class the
+        module imports from the project (`store.render(...)` with `store = Store()`,
+        `self.store.render(...)`, `Store().render(...)`)."""
+        if not isinstance(func, cst.Attribute):
+            return []
+        return sorted(
+            {
+                f"{name}.{func.attr.value}"
+                for call in analysis.constructed_by(func.value)
+                for name in self._import_names(analysis, call.func)
+            }
+        )
 
     def value_taints(
         self, analysis: TaintAnalysis, node: cst.Name | cst.Attribute
@@ -740,26 +825,60 @@ class ProjectImports:
             if q.source is QualifiedNameSource.IMPORT
         )
 
-    def _resolve(self, qualified: str, arguments: bool) -> list[_Target]:
+    def _resolve(self, qualified: str, arguments: bool, instance: bool = False) -> list[_Target]:
         """What the imported dotted name stands for in the project (empty: not followed,
-        or nothing volatile can reach it; `arguments`: the call passes a tainted one)."""
-        key = (qualified, arguments)
+        or nothing volatile can reach it; `arguments`: the call passes a tainted one;
+        `instance`: `Class.method` called on an instance of the class)."""
+        key = (qualified, arguments, instance)
         cached = self._targets.get(key)
         if cached is None:
-            cached = self._targets[key] = self._find(qualified, arguments)
+            cached = self._targets[key] = self._find(qualified, arguments, instance)
         return cached
 
-    def _find(self, qualified: str, arguments: bool) -> list[_Target]:
+    def _find(self, qualified: str, arguments: bool, instance: bool) -> list[_Target]:
         located = self.locate(qualified)
         if located is None:
             return []
         path, attributes = located
-        other = _other(path, attributes, self.depth, self.project, arguments)
+        other = _other(path, attributes, self.depth, self.project, arguments, instance)
         if other is None:  # not defined there (yet), does not parse, or cannot change
             self._note({path: _stamp(path)})
             return []
         self._use(other)
-        return self._lookup(other, list(attributes), arguments)
+        return self._lookup(other, list(attributes), arguments, instance)
+
+    def imported_roles(self, module: cst.Module) -> dict[str, str]:
+        """What `module` (the one at `path`) may read as a message role from the project
+        modules it imports from, by the last name it reads it with, as `ModuleIndex` keys
+        the roles a module binds itself: the members of an enum it imports (or of the enums
+        of a module it imports), and the constants it imports by name (or of a module it
+        imports), that hold a system or developer role (`_Parsed.bound_roles`).
+        `Role.SYS` and `Role.SYS.value` are the system role in `app.py` when it imports
+        `Role` (or `roles`) and `roles.py` has `class Role(Enum): SYS = "system"`."""
+        roles: dict[str, str] = {}
+        for level, parts, names in _imported_modules(module.body):
+            whole = [parts] if not names or names == (("*", "*"),) else []
+            whole += [(*parts, name) for name, _bound in names]
+            for path in self._files_of(level, whole):
+                for members in _bound_roles(path).values():
+                    roles.update(members)
+            named = self._files_of(level, [parts]) if names else []
+            for path in named:
+                bound = _bound_roles(path)
+                constants = bound.get("", {})
+                for name, as_name in names:
+                    roles.update(bound.get(name, {}))
+                    if name in constants:
+                        roles[as_name] = constants[name]
+            for path in [*named, *self._files_of(level, whole)]:
+                self._note({path: _stamp(path)})
+        return roles
+
+    def _files_of(self, level: int, modules: list[tuple[str, ...]]) -> list[Path]:
+        """The project files of `modules` (each a module's dotted parts, imported with
+        `level` dots), but the linted one, in order."""
+        files = {self.module_file(level, parts) for parts in modules}
+        return sorted(f for f in files if f is not None and f != self.path.absolute())
 
     def locate(self, qualified: str) -> tuple[Path, tuple[str, ...]] | None:
         """The project file and the name (or class and method) in it that the imported
@@ -806,7 +925,9 @@ class ProjectImports:
                     return candidate
         return None
 
-    def _lookup(self, other: _Other, attributes: list[str], arguments: bool) -> list[_Target]:
+    def _lookup(
+        self, other: _Other, attributes: list[str], arguments: bool, instance: bool = False
+    ) -> list[_Target]:
         scope = other.global_scope
         if not attributes or not isinstance(scope, GlobalScope) or attributes[0] not in scope:
             return []
@@ -821,12 +942,13 @@ class ProjectImports:
                         if q.source is QualifiedNameSource.IMPORT
                     ):
                         qualified = ".".join([name, *attributes[1:]])
-                        found += other.imports._resolve(qualified, arguments)
+                        found += other.imports._resolve(qualified, arguments, instance)
                 continue
             node = getattr(assignment, "node", None)
             if len(attributes) == 2:
                 if isinstance(node, cst.ClassDef):
-                    found += _static_method(other, node, attributes[1])
+                    methods = _bound_method if instance else _static_method
+                    found += methods(other, node, attributes[1])
                     found += [_Target(other, n) for n in _class_level(node, attributes[1])]
             elif isinstance(node, cst.FunctionDef):
                 found.append(_Target(other, node))
@@ -885,6 +1007,8 @@ def _passed(
         argument = bound.get(id(param))
         if argument is None or argument is param.default:
             continue
+        if excluded(summary.conditions.get((id(function), id(param)), ()), bound):
+            continue  # `add("user", text)` of `if role == "system": self.system = text`
         found.append(
             (argument, f"{label} in {where}, through parameter `{param.name.value}` of `{spelled}`")
         )
@@ -957,20 +1081,10 @@ def _may_pass(callee: _Callee) -> bool:
     if size is None or size > _MAX_CLASS_LINES or not other.parsed.mentions(owner, TRIGGER_WORDS):
         return False
     sinks = other.parsed.class_sinks(owner, other.project)
-    init = _init_of(owner)
-    if init is not None:
-        return bool(sinks.parameters.get(id(init)))
-    return bool(sinks.fields.get(id(owner)))
-
-
-def _init_of(owner: cst.ClassDef) -> cst.FunctionDef | None:
-    return next(
-        (
-            s
-            for s in owner.body.body
-            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
-        ),
-        None,
+    methods = [s for s in owner.body.body if isinstance(s, cst.FunctionDef)]
+    # built, or a method called on an instance (`convo = Conversation(); convo.system(x)`)
+    return bool(sinks.fields.get(id(owner))) or any(
+        sinks.parameters.get(id(method)) for method in methods
     )
 
 
@@ -1067,14 +1181,12 @@ def _prompt_file(path: Path, project: Project, depth: int) -> bool:
 
 def _defines(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
     """Whether the module may define a function, constant or (with two attributes) a
-    static or class method by that name: skips classes called as constructors."""
+    method by that name: skips classes called as constructors."""
     for statement in top_level.statements(attributes[0]):
         if isinstance(statement, cst.ClassDef):
             if len(attributes) == 2 and (
                 any(
-                    isinstance(s, cst.FunctionDef)
-                    and s.name.value == attributes[1]
-                    and _binds_first(s) is not None
+                    isinstance(s, cst.FunctionDef) and s.name.value == attributes[1]
                     for s in statement.body.body
                 )
                 or _class_level(statement, attributes[1])
@@ -1135,6 +1247,15 @@ def _binds_first(method: cst.FunctionDef) -> bool | None:
     return None
 
 
+def _bound_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
+    """`instance.name(...)`: a method of the class called on an instance of it (its first
+    parameter bound, but for a staticmethod)."""
+    method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
+    if method is None:
+        return []
+    return [_Target(other, method, method=_binds_first(method) is not False)]
+
+
 def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
     """`Class.name` callable without an instance: a staticmethod or a classmethod."""
     method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
@@ -1155,6 +1276,76 @@ def _class_level(owner: cst.ClassDef, name: str) -> list[cst.Name]:
         for target in _targets(small)
         if target.value == name
     ]
+
+
+def _imported_modules(
+    statements: Sequence[cst.BaseStatement],
+) -> Iterator[tuple[int, tuple[str, ...], tuple[tuple[str, str], ...]]]:
+    """Each import among `statements` (and in the `if` and `try` blocks among them) as its
+    dots, the module's dotted parts and the names imported from it with the names they are
+    bound to (`("*", "*")` for all): `from ..app import roles, Role as R` is
+    (2, ('app',), (('roles', 'roles'), ('Role', 'R'))); `import a.b` is (0, ('a', 'b'), ())."""
+    for statement in statements:
+        if isinstance(statement, (cst.If, cst.Try)):
+            blocks = [statement.body]
+            if isinstance(statement, cst.Try):
+                blocks += [handler.body for handler in statement.handlers]
+            elif isinstance(statement.orelse, cst.Else):
+                blocks.append(statement.orelse.body)
+            for block in blocks:
+                if isinstance(block, cst.IndentedBlock):
+                    yield from _imported_modules(block.body)
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom):
+                module = dotted_parts(small.module) if small.module is not None else []
+                names: tuple[tuple[str, str], ...] = (("*", "*"),)
+                if not isinstance(small.names, cst.ImportStar):
+                    names = tuple(
+                        (alias.name.value, _bound_name(alias) or alias.name.value)
+                        for alias in small.names
+                        if isinstance(alias.name, cst.Name)
+                    )
+                yield len(small.relative), tuple(module or ()), names
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    yield 0, tuple(dotted_parts(alias.name) or ()), ()
+
+
+def _bound_name(alias: cst.ImportAlias) -> str | None:
+    asname = alias.asname
+    if asname is not None and isinstance(asname.name, cst.Name):
+        return asname.name.value
+    return None
+
+
+def _bound_roles(path: Path) -> dict[str, dict[str, str]]:
+    parsed = _parsed_file(path)
+    return parsed.bound_roles if parsed is not None else {}
+
+
+def _is_enum(owner: cst.ClassDef) -> bool:
+    """Whether a class derives from an enum (`Enum`, `StrEnum`, `enum.Enum`, ...)."""
+    return any(
+        (parts := dotted_parts(base.value)) is not None and parts[-1].endswith("Enum")
+        for base in owner.bases
+    )
+
+
+def _role_constants(lines: Sequence[cst.CSTNode]) -> dict[str, str]:
+    """The names `lines` assign a system or developer role literal, each name's role."""
+    roles: dict[str, str] = {}
+    for line in lines:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+            role = string_value(value) if value is not None else None
+            if role is not None and is_system_role(role):
+                roles.update((target.value, role.lower()) for target in _targets(small))
+    return roles
 
 
 def _targets(statement: cst.BaseSmallStatement) -> list[cst.Name]:

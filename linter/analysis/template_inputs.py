@@ -313,6 +313,7 @@ _MAPPING_FIRST = frozenset(
 _DOLLAR = re.compile(r"\$(?:(\$)|([_A-Za-z][_A-Za-z0-9]*)|\{([_A-Za-z][_A-Za-z0-9]*)\})")
 _MAX_DEPTH = 6
 _MAX_FILE_BYTES = 256_000  # a prompt file larger than this is not read
+_MAX_REPEATED_CHARS = 256_000  # a text repeated into more characters is not known
 _MAX_PARENTS = 4  # folders above the module a relative prompt path is looked up in
 _READ_METHODS = frozenset({"read_text", "read"})
 # Calls that parse a YAML or JSON document from an open file or a text.
@@ -351,7 +352,8 @@ class Template:
     bound before it is rendered.
 
     `chat`: a chat template holding a system message (LangChain's
-    `ChatPromptTemplate.from_messages`); `text` is the system and assistant texts before
+    `ChatPromptTemplate.from_messages`, or a `SystemMessagePromptTemplate` on its own);
+    `text` is the system and assistant texts before
     its closing user turns, the part a later request can reuse. `history`: a
     conversation history (a placeholder) follows its system text; without one, the
     template is the whole conversation it renders, sent once."""
@@ -633,7 +635,13 @@ class TemplateInputs(ValueShapes):
         else:
             return None
         text = self._text(text_arg, env)
-        return Template(text, dialect) if text is not None else None
+        if text is None:
+            return None
+        # a system message's template (`SystemMessagePromptTemplate.from_template(...)`):
+        # rendered, it is a system message on its own, what follows it not known here
+        owner = (dotted_parts(func.value) or [""])[-1] if isinstance(func, cst.Attribute) else ""
+        system = any(n.startswith("SystemMessage") for n in {*last, owner})
+        return Template(text, dialect, chat=system)
 
     def _chat(self, call: cst.Call, env: Env) -> Template | None:
         """`ChatPromptTemplate.from_messages([...])` / `ChatPromptTemplate([...])`: the
@@ -761,11 +769,29 @@ class TemplateInputs(ValueShapes):
                 left = self._text(value.left, value_env, depth + 1)
                 right = self._text(value.right, value_env, depth + 1)
                 texts.add(left + right if left is not None and right is not None else None)
+            elif isinstance(value, cst.BinaryOperation) and isinstance(
+                value.operator, cst.Multiply
+            ):
+                texts.add(self._repeated(value, value_env, depth))
             elif isinstance(value, (cst.Subscript, cst.Name)):
                 texts.add(self._kept_text(value, value_env, depth))
             else:
                 texts.add(string_value(value))
         return texts.pop() if len(texts) == 1 else None
+
+    def text(self, node: cst.BaseExpression, env: Env) -> str | None:
+        """The text `node` evaluates to where the module shows it (see `_text`)."""
+        return self._text(node, env)
+
+    def _repeated(self, node: cst.BinaryOperation, env: Env, depth: int) -> str | None:
+        """`"=" * 40`, `RULE * 3`: a text repeated an integer literal's number of times."""
+        for text_side, count_side in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(count_side, cst.Integer):
+                text = self._text(text_side, env, depth + 1)
+                count = int(count_side.evaluated_value)
+                if text is not None and len(text) * count <= _MAX_REPEATED_CHARS:
+                    return text * count
+        return None
 
     # prompt files -------------------------------------------------------------------
     def module_path(self) -> Path | None:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
 from ..analysis.position import Following, following_text, sent_once_at_end
-from ..analysis.syntax import dotted_parts
+from ..analysis.syntax import dotted_parts, string_value
 from ..analysis.taint import Taint
 from ..catalog import DAILY_CALLABLES
 from ..context import LintContext
@@ -16,6 +16,12 @@ from ..finding import Finding
 from ..rule import PythonRule
 
 __all__ = ["VolatileValueInCachedSegment"]
+
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
+# arguments holding a whole system prompt (or a system message's text)
+_SYSTEM_PROMPT_KEYWORDS = frozenset(
+    {"system", "instructions", "system_prompt", "system_message", "system_instruction", "content"}
+)
 
 
 class VolatileValueInCachedSegment(PythonRule):
@@ -91,7 +97,11 @@ class VolatileValueInCachedSegment(PythonRule):
     A value that ends the cached text is reported with what it still costs
     (the messages after it), and not at all when the prompt is sent once with
     only the user turn after it (`[SystemMessage(content=f"...{today}"),
-    HumanMessage(...)]`): nothing reusable follows it. A volatile value in the
+    HumanMessage(...)]`): nothing reusable follows it. Nor is a value fixed
+    for the whole conversation (computed once per process, or in `__init__`
+    when the object holding the conversation is built) that ends the system
+    prompt (`system=`, `instructions=`, a system message's content): only that
+    conversation's own messages follow it. A volatile value in the
     latest user message is not reported: that is where it belongs.
 
     ## Why it breaks caching
@@ -135,10 +145,39 @@ class VolatileValueInCachedSegment(PythonRule):
                 following, segment, context.parents(segment.function), context.analysis
             ):
                 continue  # it ends a prompt sent once, with only the user turn after it
+            if (
+                following is not None
+                and following.at_end
+                and _fixed_for_the_conversation(context, taint)
+                and _opens_the_conversation(context, segment)
+            ):
+                continue  # it ends the system prompt: only the conversation's messages follow
             message = _message(context, segment, taint, following)
             yield context.finding(self.code, taint.origin, message)
         for flag in datetime_flags(context.index, context.analysis):
             yield context.finding(self.code, flag.node, _flag_message(flag))
+
+
+def _fixed_for_the_conversation(context: LintContext, taint: Taint) -> bool:
+    """Whether the value stays the same for a whole conversation: computed once per process,
+    or when the object holding the conversation is built (in `__init__`)."""
+    if taint.period == "process":
+        return True
+    origin = taint.origin
+    built_in = context.call_sites.enclosing(origin) if isinstance(origin, cst.Call) else None
+    return isinstance(built_in, cst.FunctionDef) and built_in.name.value in _CONSTRUCTORS
+
+
+def _opens_the_conversation(context: LintContext, segment: CachedSegment) -> bool:
+    """Whether the segment is a whole system prompt, which only the conversation's messages
+    follow: a `system=`-like argument or a message's `content` (not a tool's description,
+    a cache-marked block or a part of a prompt that other parts follow)."""
+    parent = context.parents(segment.function).get(segment.node)
+    if isinstance(parent, cst.Arg):
+        return parent.keyword is not None and parent.keyword.value in _SYSTEM_PROMPT_KEYWORDS
+    if isinstance(parent, cst.DictElement):
+        return string_value(parent.key) == "content"
+    return False
 
 
 def _flag_message(flag: DatetimeFlag) -> str:

@@ -9,7 +9,7 @@ import pytest
 # A system prompt that holds the clock: one PFX001.
 NOW_IN_SYSTEM = (
     "from datetime import datetime\n"
-    "SYSTEM = f'Today is {datetime.now()}'\n"
+    "SYSTEM = f'Today is {datetime.now()}. Answer from the manual.'\n"
     "def ask(client, q):\n"
     "    return client.messages.create(system=SYSTEM, messages=[q])\n"
 )

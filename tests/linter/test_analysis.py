@@ -49,7 +49,7 @@ def test_conditional_imports_count_every_qualified_name(tmp_path: Path) -> None:
         "    from fastclock import stamp as now\n"
         "except ImportError:\n"
         "    from time import time as now\n"
-        "SYSTEM = f'at {now()}'\n"
+        "SYSTEM = f'at {now()}. Answer from the manual.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
     )
@@ -62,7 +62,7 @@ def test_module_constant_used_in_a_class_method(tmp_path: Path) -> None:
         "RUN_ID = uuid.uuid4().hex\n"
         "class Bot:\n"
         "    def ask(self, client, q):\n"
-        "        return client.messages.create(system='run ' + RUN_ID, messages=[q])\n"
+        "        return client.messages.create(system='run ' + RUN_ID + '. Follow the rules.', messages=[q])\n"
     )
     assert codes(source, tmp_path) == [("PFX001", 2)]
 
@@ -269,7 +269,7 @@ def test_volatile_values_carry_when_they_change(
 def test_a_value_computed_at_import_changes_per_process(tmp_path: Path) -> None:
     source = (
         "from datetime import date\n"
-        "SYSTEM = f'Today is {date.today()}.'\n"
+        "SYSTEM = f'Today is {date.today()}. Answer from the manual.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
     )

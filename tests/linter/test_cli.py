@@ -129,7 +129,9 @@ def test_noqa_comment_silences_one_line(project: Path) -> None:
 
 
 def test_noqa_for_another_code_does_not_silence(project: Path) -> None:
-    source = DAY_AND_SET_IN_SYSTEM.replace('{", ".join(TOOL_NAMES)}\'', "'  # noqa: PFX002")
+    source = DAY_AND_SET_IN_SYSTEM.replace(
+        '{", ".join(TOOL_NAMES)}\'', "search and refund.'  # noqa: PFX002"
+    )
     (project / "bad.py").write_text(source, encoding="utf-8")
     assert lint() == 1
 

@@ -20,11 +20,11 @@ ONCE_PER_PROCESS = {
         "from datetime import date\n"
         "TODAY = date.today()\n"
         "def ask(client, q):\n"
-        "    return client.messages.create(system=f'Today is {TODAY}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Today is {TODAY}. Follow the rules below.', messages=[q])\n"
     ),
     "a module-level f-string": (
         "from datetime import datetime\n"
-        "SYSTEM = f'You help. Year {datetime.now():%Y}. Rules.'\n"
+        "SYSTEM = f'You help. Year {datetime.now():%Y}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
     ),
@@ -33,19 +33,19 @@ ONCE_PER_PROCESS = {
         "class Bot:\n"
         "    STARTED = datetime.now()\n"
         "    def ask(self, client, q):\n"
-        "        return client.messages.create(system=f'Up {self.STARTED}. Rules.', messages=[q])\n"
+        "        return client.messages.create(system=f'Up {self.STARTED}. Follow the rules below.', messages=[q])\n"
     ),
     "a class attribute read through the class name": (
         "from datetime import datetime\n"
         "class Config:\n"
         "    STARTED = datetime.now()\n"
         "def ask(client, q):\n"
-        "    return client.messages.create(system=f'Up {Config.STARTED}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Up {Config.STARTED}. Follow the rules below.', messages=[q])\n"
     ),
     "a default argument of a function": (
         "from datetime import datetime\n"
         "def build(now=datetime.now()):\n"
-        "    return f'It is {now}. Rules.'\n"
+        "    return f'It is {now}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
@@ -53,21 +53,21 @@ ONCE_PER_PROCESS = {
         "from datetime import datetime\n"
         "class Bot:\n"
         "    def build(self, now=datetime.now()):\n"
-        "        return f'It is {now}. Rules.'\n"
+        "        return f'It is {now}. Follow the rules below.'\n"
         "    def ask(self, client, q):\n"
         "        return client.messages.create(system=self.build(), messages=[q])\n"
     ),
     "a function called at import": (
         "from datetime import datetime\n"
         "def build():\n"
-        "    return f'It is {datetime.now()}. Rules.'\n"
+        "    return f'It is {datetime.now()}. Follow the rules below.'\n"
         "SYSTEM = build()\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
     ),
     "a lambda called at import": (
         "import time\n"
-        "build = lambda: f'Booted {time.time()}. Rules.'\n"
+        "build = lambda: f'Booted {time.time()}. Follow the rules below.'\n"
         "SYSTEM = build()\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
@@ -76,7 +76,7 @@ ONCE_PER_PROCESS = {
         "from datetime import date\n"
         "class Bot:\n"
         "    def _header():\n"
-        "        return f'Today is {date.today()}. Rules.'\n"
+        "        return f'Today is {date.today()}. Follow the rules below.'\n"
         "    HEADER = _header()\n"
         "    def ask(self, client, q):\n"
         "        return client.messages.create(system=self.HEADER, messages=[q])\n"
@@ -88,7 +88,7 @@ ONCE_PER_PROCESS = {
         "def started():\n"
         "    return datetime.now().isoformat()\n"
         "def ask(client, q):\n"
-        "    return client.messages.create(system=f'Up {started()}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Up {started()}. Follow the rules below.', messages=[q])\n"
     ),
     "a functools.cache function without parameters": (
         "from functools import cache\n"
@@ -97,7 +97,7 @@ ONCE_PER_PROCESS = {
         "def run_id():\n"
         "    return str(uuid4())\n"
         "def ask(client, q):\n"
-        "    return client.messages.create(system=f'Run {run_id()}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Run {run_id()}. Follow the rules below.', messages=[q])\n"
     ),
     "a cached function given as instructions": (
         "from functools import lru_cache\n"
@@ -105,7 +105,7 @@ ONCE_PER_PROCESS = {
         "from agents import Agent\n"
         "@lru_cache()\n"
         "def instructions():\n"
-        "    return f'Started {datetime.now()}. Rules.'\n"
+        "    return f'Started {datetime.now()}. Follow the rules below.'\n"
         "agent = Agent(name='a', instructions=instructions)\n"
     ),
 }
@@ -114,13 +114,13 @@ PER_REQUEST = {
     "a function that builds the prompt on each call": (
         "from datetime import datetime\n"
         "def build():\n"
-        "    return f'It is {datetime.now()}. Rules.'\n"
+        "    return f'It is {datetime.now()}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
     "a module-level lambda called per request": (
         "from datetime import datetime\n"
-        "build = lambda: f'It is {datetime.now()}. Rules.'\n"
+        "build = lambda: f'It is {datetime.now()}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
@@ -129,7 +129,7 @@ PER_REQUEST = {
         "def build(now=None):\n"
         "    if now is None:\n"
         "        now = datetime.now()\n"
-        "    return f'It is {now}. Rules.'\n"
+        "    return f'It is {now}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
@@ -137,7 +137,7 @@ PER_REQUEST = {
         "from datetime import datetime\n"
         "def build(now=None):\n"
         "    now = now or datetime.now()\n"
-        "    return f'It is {now}. Rules.'\n"
+        "    return f'It is {now}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
@@ -145,13 +145,13 @@ PER_REQUEST = {
         "from datetime import datetime\n"
         "def ask(client, q):\n"
         "    def build(now=datetime.now()):\n"
-        "        return f'It is {now}. Rules.'\n"
+        "        return f'It is {now}. Follow the rules below.'\n"
         "    return client.messages.create(system=build(), messages=[q])\n"
     ),
     "a function called at import and again per request": (
         "from datetime import datetime\n"
         "def build():\n"
-        "    return f'It is {datetime.now()}. Rules.'\n"
+        "    return f'It is {datetime.now()}. Follow the rules below.'\n"
         "SYSTEM = build()\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=SYSTEM, messages=[q])\n"
@@ -163,7 +163,7 @@ PER_REQUEST = {
         "import anthropic\n"
         "client = anthropic.Anthropic()\n"
         "def build():\n"
-        "    return f'It is {datetime.now()}. Rules.'\n"
+        "    return f'It is {datetime.now()}. Follow the rules below.'\n"
         "while True:\n"
         "    q = input()\n"
         "    client.messages.create(system=build(), messages=[q])\n"
@@ -173,7 +173,7 @@ PER_REQUEST = {
         "from datetime import datetime\n"
         "@lru_cache\n"
         "def header(topic):\n"
-        "    return f'{topic} at {datetime.now()}. Rules.'\n"
+        "    return f'{topic} at {datetime.now()}. Follow the rules below.'\n"
         "def ask(client, q):\n"
         "    return client.messages.create(system=header(q), messages=[q])\n"
     ),
@@ -184,7 +184,7 @@ PER_REQUEST = {
         "    @cache\n"
         "    def started():\n"
         "        return datetime.now().isoformat()\n"
-        "    return client.messages.create(system=f'Up {started()}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Up {started()}. Follow the rules below.', messages=[q])\n"
     ),
 }
 
@@ -216,6 +216,26 @@ def test_a_value_evaluated_once_per_process_is_reported_as_changing_per_process_
     assert "every request" not in message
 
 
+# a function's return value may be one of several parts of its agent's system prompt
+ENDING_THE_SYSTEM_PROMPT = {
+    case: source
+    for case, source in ONCE_PER_PROCESS.items()
+    if case != "a cached function given as instructions"
+}
+
+
+@pytest.mark.parametrize(
+    "source", ENDING_THE_SYSTEM_PROMPT.values(), ids=ENDING_THE_SYSTEM_PROMPT.keys()
+)
+def test_a_value_evaluated_once_per_process_that_ends_the_system_prompt_is_not_reported(
+    source: str, tmp_path: Path
+) -> None:
+    # every conversation of the process opens with the same text: only each
+    # conversation's own messages follow the value
+    ending = source.replace(" Follow the rules below.", "")
+    assert _messages(ending, tmp_path) == [], ending
+
+
 @pytest.mark.parametrize("source", PER_REQUEST.values(), ids=PER_REQUEST.keys())
 def test_a_value_evaluated_on_each_call_changes_per_request(source: str, tmp_path: Path) -> None:
     assert _periods(source, tmp_path) == ["request"]
@@ -229,7 +249,7 @@ def test_a_fixed_class_attribute_read_through_the_class_name_is_clean(tmp_path: 
         "    def __init__(self):\n"
         "        self.NAME = datetime.now()\n"
         "def ask(client, q):\n"
-        "    return client.messages.create(system=f'Shop {Config.NAME}. Rules.', messages=[q])\n"
+        "    return client.messages.create(system=f'Shop {Config.NAME}. Follow the rules below.', messages=[q])\n"
     )
     # what a method stores on an instance is not read through the class
     assert _messages(source, tmp_path) == []
@@ -265,7 +285,7 @@ def test_the_same_expression_changes_per_process_at_module_scope_and_per_request
     at_import: bool,
 ) -> None:
     assume(value != builder)
-    body = [f"{value} = f'Started {{{volatile}}}. Rules.'"]
+    body = [f"{value} = f'Started {{{volatile}}}. Follow the rules below.'"]
     if at_import:
         lines = [*body, f"def {builder}(client, q):"]
     else:
@@ -294,7 +314,7 @@ def _codes(source: str, tmp_path: Path) -> list[str]:
 def test_a_breakpoint_on_a_block_built_on_each_call_from_the_clock_is_pfx008(
     tmp_path: Path,
 ) -> None:
-    source = _marked("def header():\n    return f'Now {datetime.now()}. Rules.'")
+    source = _marked("def header():\n    return f'Now {datetime.now()}. Follow the rules below.'")
     assert "PFX008" in _codes(source, tmp_path)
 
 
@@ -303,6 +323,6 @@ def test_a_breakpoint_on_a_block_fixed_for_the_process_is_not_pfx008(tmp_path: P
         "import functools\n"
         "@functools.cache\n"
         "def header():\n"
-        "    return f'Booted {datetime.now()}. Rules.'"
+        "    return f'Booted {datetime.now()}. Follow the rules below.'"
     )
     assert "PFX008" not in _codes(source, tmp_path)

@@ -366,3 +366,83 @@ def test_a_summary_that_follows_no_import_is_computed_once_for_every_depth(
     main_path.write_text(main + f"    relay({NOW}, question)\n", encoding="utf-8")
     assert found(root) == [("PFX001", 8), ("PFX001", 9)]
     assert computed.count(("llm.py", ("ask",))) == 1
+
+
+SESSION = """\
+from .llm import ask
+
+RULES = "Plan the steps, then act on each one in turn. Report what you changed."
+
+
+class Session:
+    def __init__(self):
+        self.system_text = RULES
+
+    def set_system(self, text):
+        self.system_text = text
+
+    def remember(self, note):
+        self.notes = note
+
+    def send(self, question):
+        return ask(self.system_text, question)
+
+    def compose(self, inputs):
+        return "Started {started}. ".format(**inputs) + RULES
+
+    def add(self, role, text):
+        if role == "system":
+            self.system_text = text
+
+
+def open_session():
+    return Session()
+"""
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        ("session = Session()", f"session.set_system({NOW})"),
+        ("session = s.Session()", f"session.set_system({NOW})"),
+    ],
+    ids=["class imported", "class through its module"],
+)
+def test_a_method_called_on_an_instance_of_another_module_s_class_is_a_sink_by_what_it_does(
+    calls: tuple[str, ...], tmp_path: Path
+) -> None:
+    imports = "from . import session as s" if "s.Session" in calls[0] else ""
+    main = caller(f"from .session import Session\n{imports}", *calls)
+    root = project_with(tmp_path, {"llm": LLM, "session": SESSION, "main": main})
+    assert found(root) == [("PFX001", 7 + len(calls))]
+
+
+def test_a_method_of_another_module_s_class_whose_parameter_reaches_no_prompt_is_not_a_sink(
+    tmp_path: Path,
+) -> None:
+    main = caller("from .session import Session", "session = Session()", f"session.remember({NOW})")
+    assert found(project_with(tmp_path, {"llm": LLM, "session": SESSION, "main": main})) == []
+
+
+def test_a_value_rendered_by_a_method_of_another_module_s_class_keeps_its_taint(
+    tmp_path: Path,
+) -> None:
+    # a prompt store's `compose(inputs)` returns its template filled in with what it is given
+    main = caller(
+        "from .llm import ask\nfrom .session import Session",
+        "store = Session()",
+        "ask(store.compose({'started': time.time()}), question)",
+    )
+    root = project_with(tmp_path, {"llm": LLM, "session": SESSION, "main": main})
+    assert found(root) == [("PFX001", 9)]
+
+
+@pytest.mark.parametrize(("role", "expected"), [("system", [("PFX001", 8)]), ("user", [])])
+def test_a_method_of_another_module_s_class_counts_only_for_the_role_it_is_given(
+    role: str, expected: list[tuple[str, int]], tmp_path: Path
+) -> None:
+    # `add(role, text)` stores `text` as the system prompt only under `if role == "system"`
+    main = caller(
+        "from .session import Session", "session = Session()", f"session.add({role!r}, {NOW})"
+    )
+    assert found(project_with(tmp_path, {"llm": LLM, "session": SESSION, "main": main})) == expected

@@ -138,7 +138,7 @@ def test_an_imported_function_called_at_import_of_the_linted_module_changes_per_
         project,
         "from langchain_core.messages import SystemMessage\n"
         "from .dates import stamp\n"
-        "SYSTEM = SystemMessage(content=f'Started {stamp()}')\n",
+        "SYSTEM = SystemMessage(content=f'Started {stamp()}. Answer from the manual.')\n",
     )
     (item,) = findings(capsys, "src/app/main.py")
     message = str(item["message"])
@@ -161,7 +161,10 @@ def test_a_constant_of_the_other_module_made_by_a_call_at_its_import_changes_per
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "src" / "app" / "boot.py").write_text(BOOT, encoding="utf-8")
-    write(project, system_call("f'Booted {BOOTED}. Rules.'", "from .boot import BOOTED"))
+    write(
+        project,
+        system_call("f'Booted {BOOTED}. Follow the rules below.'", "from .boot import BOOTED"),
+    )
     (item,) = findings(capsys, "src/app/main.py")
     message = str(item["message"])
     assert "`BOOTED` (src/app/boot.py:3) holds `time.time()`" in message
@@ -173,7 +176,10 @@ def test_a_cached_function_of_the_other_module_changes_per_process(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "src" / "app" / "boot.py").write_text(BOOT, encoding="utf-8")
-    write(project, system_call("f'Up {started()}. Rules.'", "from .boot import started"))
+    write(
+        project,
+        system_call("f'Up {started()}. Follow the rules below.'", "from .boot import started"),
+    )
     (item,) = findings(capsys, "src/app/main.py")
     message = str(item["message"])
     assert "`started()` (src/app/boot.py:7) returns `time.time()`" in message
@@ -193,7 +199,9 @@ def test_a_class_attribute_of_the_other_module_changes_per_process(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "src" / "app" / "config.py").write_text(CONFIG, encoding="utf-8")
-    source = system_call("f'Up {Config.STARTED}. Rules.'", "from .config import Config")
+    source = system_call(
+        "f'Up {Config.STARTED}. Follow the rules below.'", "from .config import Config"
+    )
     write(project, source)
     (item,) = findings(capsys, "src/app/main.py")
     message = str(item["message"])
@@ -205,7 +213,10 @@ def test_a_fixed_class_attribute_of_the_other_module_is_clean(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "src" / "app" / "config.py").write_text(CONFIG, encoding="utf-8")
-    write(project, system_call("f'Shop {Config.NAME}. Rules.'", "from .config import Config"))
+    write(
+        project,
+        system_call("f'Shop {Config.NAME}. Follow the rules below.'", "from .config import Config"),
+    )
     assert findings(capsys, "src/app/main.py") == []
 
 
@@ -262,7 +273,9 @@ def test_the_line_named_in_the_other_file_is_where_the_value_is_computed(
         "    )\n",
         encoding="utf-8",
     )
-    write(project, system_call("f'{started()}'", "from .clock import started"))
+    write(
+        project, system_call("f'{started()} Answer from the manual.'", "from .clock import started")
+    )
     (item,) = findings(capsys, "src/app/main.py")
     assert "`started()` (src/app/clock.py:8) returns `time.time()`" in str(item["message"])
 

@@ -202,3 +202,107 @@ def test_a_message_class_given_another_role_is_not_a_prompt(role: str, tmp_path:
         ]
     )
     assert findings(source + "\n", tmp_path) == [], source
+
+
+SETTER_CLASS = """\
+import time
+import anthropic
+
+client = anthropic.Anthropic()
+RULES = "Plan the steps, then act on each one in turn. Report what you changed."
+
+
+class {Agent}:
+    def __init__(self):
+        self.{field} = RULES
+
+    def {setter}(self, {text}):
+        self.{field} = {text}
+
+    def {send}(self, {question}):
+        return client.messages.create(
+            model="m",
+            max_tokens=10,
+            system=self.{field},
+            messages=[{{"role": "user", "content": {question}}}],
+        )
+
+
+def {run}({question}):
+    {agent} = {Agent}()
+    {agent}.{setter}(f"Started {{time.time()}}. Plan the steps, then act on each one.")
+    return {agent}.{send}({question})
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(names=st.lists(IDENTIFIERS, min_size=8, max_size=8, unique=True))
+def test_a_setter_s_parameter_stored_on_self_and_read_into_a_prompt_is_a_sink(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str]
+) -> None:
+    # `agent.set_system(f"... {time.time()} ...")`, the class sending `system=self.system`:
+    # the argument reaches the prompt whatever the class, method, field and names are called
+    agent, field, setter, text, send, question, run, instance = names
+    source = SETTER_CLASS.format(
+        Agent=agent.title() + "X",
+        field=field,
+        setter=setter,
+        text=text,
+        send=send,
+        question=question,
+        run=run,
+        agent=instance,
+    )
+    assert findings(source, tmp_path_factory.mktemp("s")) == [("PFX001", 26)], source
+
+
+DISPATCH = """\
+import time
+import anthropic
+
+client = anthropic.Anthropic()
+
+
+class Conversation:
+    def __init__(self):
+        self.system = "You are helpful."
+        self.turns = []
+
+    def add(self, role, text):
+        {dispatch}
+
+    def send(self):
+        return client.messages.create(
+            model="m", max_tokens=10, system=self.system, messages=self.turns
+        )
+
+
+def run(question):
+    conversation = Conversation()
+    conversation.add({role!r}, f"Started {{time.time()}}. Plan the steps, then act on each.")
+    return conversation.send()
+"""
+
+DISPATCHES = {
+    "==": 'if role == "system":\n            self.system = text\n'
+    "        else:\n            self.turns.append({'role': role, 'content': text})",
+    "in": 'if role in ("system", "developer"):\n            self.system = text\n'
+    "        else:\n            self.turns.append({'role': role, 'content': text})",
+    "!= (the else branch)": 'if role != "system":\n'
+    "            self.turns.append({'role': role, 'content': text})\n"
+    "        else:\n            self.system = text",
+    "a conditional expression": "self.system = text if role == 'system' else self.system",
+}
+
+
+@pytest.mark.parametrize("dispatch", sorted(DISPATCHES))
+@pytest.mark.parametrize("role", ["system", "user", "assistant", "tool"])
+def test_a_parameter_put_into_the_prompt_under_a_test_on_the_role_counts_for_that_role(
+    dispatch: str, role: str, tmp_path: Path
+) -> None:
+    # `add(role, text)` keeps `text` as the system prompt only when `role` is "system": a
+    # call given another role literal puts nothing into the prompt
+    source = DISPATCH.format(dispatch=DISPATCHES[dispatch], role=role)
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "conversation.add(" in text)
+    expected = [("PFX001", line)] if role == "system" else []
+    assert findings(source, tmp_path) == expected, source

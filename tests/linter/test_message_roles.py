@@ -112,3 +112,75 @@ def test_a_dict_with_a_tool_role_appended_to_a_log_is_a_message_at_its_tail(
         "             'cache_control': {'type': 'ephemeral'}}]})\n"
     )
     assert findings(source, tmp_path) == []
+
+
+ROLES_MODULE = """\
+import enum
+
+
+class Speaker(enum.Enum):
+    LEAD = "system"
+    ASKER = "user"
+
+
+class Prompt:
+    def __init__(self, speaker, text):
+        self.speaker = speaker
+        self.text = text
+
+    def as_message(self):
+        return {"role": self.speaker.value, "content": self.text}
+"""
+
+ROLE_IMPORTS = {
+    "the class imported": "from .roles import Prompt, Speaker",
+    "the module imported": "from . import roles\nfrom .roles import Prompt",
+}
+
+IMPORTED_ROLE_SPELLINGS = {
+    "a dict's role, the member": ('{{"role": {speaker}.LEAD, "content": {text}}}', 9),
+    "a dict's role, the member's value": ('{{"role": {speaker}.LEAD.value, "content": {text}}}', 9),
+    "a project message class given the member": ("Prompt({speaker}.LEAD, {text}).as_message()", 9),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(IMPORTED_ROLE_SPELLINGS))
+@pytest.mark.parametrize("imports", sorted(ROLE_IMPORTS))
+def test_a_role_bound_in_another_module_of_the_project_is_read_by_value(
+    spelling: str, imports: str, tmp_path: Path
+) -> None:
+    # `class Speaker(Enum): LEAD = "system"` in roles.py: `Speaker.LEAD` in app.py is the
+    # system role, whatever the member is named
+    package = tmp_path / "app"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "roles.py").write_text(ROLES_MODULE, encoding="utf-8")
+    speaker = "roles.Speaker" if "module" in imports else "Speaker"
+    template, line = IMPORTED_ROLE_SPELLINGS[spelling]
+    message = template.format(speaker=speaker, text=DATED)
+    source = (
+        f"import time\nfrom openai import OpenAI\n{ROLE_IMPORTS[imports]}\n\n"
+        f"client = OpenAI()\n\n\ndef ask(history):\n    messages = [{message}, *history]\n"
+        '    return client.chat.completions.create(model="m", messages=messages)\n'
+    )
+    if "module" in imports:
+        line += 1
+    path = package / "app.py"
+    path.write_text(source, encoding="utf-8")
+    found = [(f.code, f.start.row) for f in lint_source(source, path, LintConfig(root=tmp_path))]
+    assert found == [("PFX001", line)], source
+
+
+def test_a_turn_role_bound_in_another_module_is_not_the_prefix(tmp_path: Path) -> None:
+    package = tmp_path / "app"
+    package.mkdir()
+    (package / "roles.py").write_text(ROLES_MODULE, encoding="utf-8")
+    source = (
+        "import time\nfrom openai import OpenAI\nfrom .roles import Speaker\n\n"
+        "client = OpenAI()\n\n\ndef ask(history):\n"
+        f'    messages = [*history, {{"role": Speaker.ASKER, "content": {DATED}}}]\n'
+        '    return client.chat.completions.create(model="m", messages=messages)\n'
+    )
+    path = package / "app.py"
+    path.write_text(source, encoding="utf-8")
+    assert lint_source(source, path, LintConfig(root=tmp_path)) == []
