@@ -80,7 +80,7 @@ from ..catalog import (
 )
 from .bindings import Env
 from .call_sites import CallSites
-from .guards import Condition, conditions, excluded
+from .guards import Condition, conditions, excluded, passes_literals
 from .module_index import ModuleIndex, SiteCandidate, enum_member, role_spelling
 from .syntax import FunctionNode, dotted_parts, string_value
 from .taint import TaintAnalysis, date_only_format
@@ -166,14 +166,29 @@ class ParameterSinks:
     cached segment, each with the label of the segment. `fields`: per class, the
     attributes its methods read into a cached segment (`self.system`), by name,
     with the label: a class without an `__init__` of its own (a dataclass, a
-    pydantic model) is built with them. `conditions`: per (function, parameter), the
-    tests on the function's other parameters under which it reaches the segment
-    (`if role == "system":`, `guards`).
+    pydantic model) is built with them. `places`: per (function, parameter), where
+    the function reads it into a segment; `excluded` reads there the tests on the
+    function's other parameters under which it does (`if role == "system":`, `guards`).
     """
 
     parameters: Mapping[int, tuple[tuple[cst.Param, str], ...]]
     fields: Mapping[int, Mapping[str, str]]
-    conditions: Mapping[tuple[int, int], tuple[Condition, ...]] = field(default_factory=dict)
+    places: Mapping[tuple[int, int], tuple[tuple[FunctionNode, cst.CSTNode], ...]] = field(
+        default_factory=dict
+    )
+    _conditions: dict[tuple[int, int], list[tuple[Condition, ...]]] = field(default_factory=dict)
+
+    def excluded(
+        self, function: FunctionNode, param: cst.Param, arguments: Mapping[int, cst.BaseExpression]
+    ) -> bool:
+        """Whether a call with `arguments` fails the tests at every place where `param` of
+        `function` reaches a segment (the tests read once, on first use)."""
+        key = (id(function), id(param))
+        found = self._conditions.get(key)
+        if found is None:
+            places = self.places.get(key, ())
+            found = self._conditions[key] = [conditions(owner, node) for owner, node in places]
+        return bool(found) and all(excluded(tests, arguments) for tests in found)
 
 
 def callee_names(call: cst.Call, analysis: TaintAnalysis) -> frozenset[str]:
@@ -640,14 +655,16 @@ def _through_callers(
             for param in _parameters(segment, analysis, sites)
         ]
         for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
-            tests = conditions(function, node)
+            tests: tuple[Condition, ...] | None = None  # read for the first literal argument
             for call, enclosing, method in sites.callers(function):
                 arguments = analysis.arguments(function, call, method)
                 argument = arguments.get(id(param))
                 if argument is None or argument is param.default or id(argument) in seen:
                     continue
-                if excluded(tests, arguments):
-                    continue  # `add("user", text)` of `if role == "system": self.system = text`
+                if passes_literals(arguments, param):
+                    tests = conditions(function, node) if tests is None else tests
+                    if excluded(tests, arguments):
+                        continue  # `add("user", text)` of `if role == "system": self.system = text`
                 seen.add(id(argument))
                 name = function.name.value if isinstance(function, cst.FunctionDef) else "lambda"
                 label = f"{segment.label}, through parameter `{param.name.value}` of `{name}`"
@@ -807,7 +824,7 @@ def parameter_sinks(
     The summary another module's calls are checked against."""
     found: dict[int, dict[int, tuple[cst.Param, str]]] = {}
     fields: dict[int, dict[str, str]] = {}
-    tests: dict[tuple[int, int], tuple[Condition, ...]] = {}
+    places: dict[tuple[int, int], tuple[tuple[FunctionNode, cst.CSTNode], ...]] = {}
     for segment in segments:
         if segment.function is None:
             continue
@@ -816,18 +833,15 @@ def parameter_sinks(
             for param in _parameters(segment, analysis, sites)
         ]
         for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
+            found.setdefault(id(function), {}).setdefault(id(param), (param, segment.label))
             key = (id(function), id(param))
-            if key not in tests:
-                found.setdefault(id(function), {})[id(param)] = (param, segment.label)
-                tests[key] = conditions(function, node)
-            elif tests[key] and not conditions(function, node):
-                tests[key] = ()  # it reaches another segment whatever the tests
+            places[key] = (*places.get(key, ()), (function, node))
         owner = analysis.index.function_class.get(id(segment.function))
         if owner is not None:
             for attribute in _read_attributes(segment, analysis):
                 fields.setdefault(id(owner), {}).setdefault(attribute.attr.value, segment.label)
     parameters = {key: tuple(params.values()) for key, params in found.items()}
-    return ParameterSinks(parameters, fields, tests)
+    return ParameterSinks(parameters, fields, places)
 
 
 def _read_attributes(segment: CachedSegment, analysis: TaintAnalysis) -> list[cst.Attribute]:

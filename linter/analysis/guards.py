@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .syntax import FunctionNode, all_params, string_value
+from .syntax import FunctionNode, all_params, children, string_value
 
-__all__ = ["Condition", "conditions", "excluded"]
+__all__ = ["Condition", "conditions", "excluded", "passes_literals"]
 
 _POSITIVE = (cst.Equal, cst.In)
 _NEGATIVE = (cst.NotEqual, cst.NotIn)
@@ -63,6 +63,15 @@ def excluded(found: Sequence[Condition], arguments: Mapping[int, cst.BaseExpress
     return False
 
 
+def passes_literals(arguments: Mapping[int, cst.BaseExpression], param: cst.Param) -> bool:
+    """Whether a call passes a string literal for a parameter other than `param` (else no
+    test on the parameters can rule it out: the tests need not be read)."""
+    return any(
+        key != id(param) and string_value(argument) is not None
+        for key, argument in arguments.items()
+    )
+
+
 def _path(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes from `root` down to `node` (empty when `node` is not inside `root`)."""
     stack: list[tuple[cst.CSTNode, int]] = [(root, 0)]
@@ -73,7 +82,7 @@ def _path(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode]:
         path.append(current)
         if current is node:
             return path
-        stack += [(child, depth + 1) for child in reversed(current.children)]
+        stack += [(child, depth + 1) for child in reversed(children(current))]
     return []
 
 

@@ -78,7 +78,7 @@ from .cached_segments import (
     parameter_sinks,
 )
 from .call_sites import CallSites
-from .guards import excluded
+from .guards import passes_literals
 from .history_tail import history_tail
 from .module_index import ModuleIndex, role_spelling
 from .module_slice import TopLevel, Uses
@@ -105,6 +105,9 @@ _MAX_CLASS_LINES = 150
 
 _CALL_TAILS = segment_call_tails()
 _NO_SINKS = ParameterSinks({}, {})
+# `SYS = "system"`, `LEAD: str = 'developer'`: a name bound to a role literal (read from a
+# module's text before parsing it for `_bound_roles`)
+_ROLE_ASSIGNMENT = re.compile(r"""=[ \t]*[rRuU]?["'](?i:system|developer)["']""")
 # `from .llm import ask, Message` / `import pkg.llm`: what a module imports, read from
 # its text (for the cheap test of whether it may call into prompt code of the project).
 _IMPORT_LINE = re.compile(
@@ -507,10 +510,22 @@ def _other(
     top_level = other.parsed.top_level if other is not None else None
     if other is None or top_level is None or not _defines(top_level, attributes):
         return None
+    if instance and not all(
+        _short_class(other.parsed, statement)
+        for statement in top_level.statements(attributes[0])
+        if isinstance(statement, cst.ClassDef)
+    ):
+        return None  # a long class is not analysed whole
     takes = _takes_arguments(top_level, attributes)
     if not (arguments and takes) and not other.may_change:
         return None
     return other
+
+
+def _short_class(parsed: _Parsed, owner: cst.ClassDef) -> bool:
+    """Whether a class is short enough to analyse whole (`_MAX_CLASS_LINES`)."""
+    size = parsed.lines_of(owner)
+    return size is not None and size <= _MAX_CLASS_LINES
 
 
 def _needed(attributes: tuple[str, ...], instance: bool) -> tuple[str, ...]:
@@ -634,8 +649,13 @@ class ProjectImports:
         # `convo.system(x)` with `convo = Conversation()`: a method of an imported class
         # called on an instance, by the method's name
         called = {parts[-1] for parts in index.dotted_calls if parts[0] not in index.imported}
-        classes = {name for names in index.imported.values() for name in names}
-        for qualified in sorted(classes) if called else []:
+        built = {
+            ".".join((imported, *dotted[1:]))
+            for call, _function in (index.calls if called else [])
+            if (dotted := dotted_parts(call.func)) and dotted[0] in index.imported
+            for imported in index.imported[dotted[0]]
+        }
+        for qualified in sorted(built):
             for owner in self._callees_of(qualified):
                 if not isinstance(owner.node, cst.ClassDef):
                     continue
@@ -687,7 +707,9 @@ class ProjectImports:
                 )
                 first = _binds_first(method) if method is not None else None
                 if instance and method is not None:
-                    first = first is not False  # bound, but for a staticmethod
+                    # bound, but for a staticmethod; a long class is not analysed whole
+                    small = _short_class(other.parsed, statement)
+                    first = first is not False if small else None
                 if method is not None and first is not None:
                     found.append(_Callee(other, method, first))
             elif _is_import(statement) and other.imports is not None:
@@ -856,13 +878,15 @@ class ProjectImports:
         `Role.SYS` and `Role.SYS.value` are the system role in `app.py` when it imports
         `Role` (or `roles`) and `roles.py` has `class Role(Enum): SYS = "system"`."""
         roles: dict[str, str] = {}
+        linted = self.path.absolute()
         for level, parts, names in _imported_modules(module.body):
             whole = [parts] if not names or names == (("*", "*"),) else []
             whole += [(*parts, name) for name, _bound in names]
-            for path in self._files_of(level, whole):
+            wholly = self._files_of(level, whole, linted)
+            for path in wholly:
                 for members in _bound_roles(path).values():
                     roles.update(members)
-            named = self._files_of(level, [parts]) if names else []
+            named = self._files_of(level, [parts], linted) if names else []
             for path in named:
                 bound = _bound_roles(path)
                 constants = bound.get("", {})
@@ -870,15 +894,14 @@ class ProjectImports:
                     roles.update(bound.get(name, {}))
                     if name in constants:
                         roles[as_name] = constants[name]
-            for path in [*named, *self._files_of(level, whole)]:
-                self._note({path: _stamp(path)})
+            self._note({path: _stamp(path) for path in [*named, *wholly]})
         return roles
 
-    def _files_of(self, level: int, modules: list[tuple[str, ...]]) -> list[Path]:
+    def _files_of(self, level: int, modules: list[tuple[str, ...]], linted: Path) -> list[Path]:
         """The project files of `modules` (each a module's dotted parts, imported with
-        `level` dots), but the linted one, in order."""
+        `level` dots), but the `linted` one, in order."""
         files = {self.module_file(level, parts) for parts in modules}
-        return sorted(f for f in files if f is not None and f != self.path.absolute())
+        return sorted(f for f in files if f is not None and f != linted)
 
     def locate(self, qualified: str) -> tuple[Path, tuple[str, ...]] | None:
         """The project file and the name (or class and method) in it that the imported
@@ -1007,7 +1030,7 @@ def _passed(
         argument = bound.get(id(param))
         if argument is None or argument is param.default:
             continue
-        if excluded(summary.conditions.get((id(function), id(param)), ()), bound):
+        if passes_literals(bound, param) and summary.excluded(function, param, bound):
             continue  # `add("user", text)` of `if role == "system": self.system = text`
         found.append(
             (argument, f"{label} in {where}, through parameter `{param.name.value}` of `{spelled}`")
@@ -1081,10 +1104,20 @@ def _may_pass(callee: _Callee) -> bool:
     if size is None or size > _MAX_CLASS_LINES or not other.parsed.mentions(owner, TRIGGER_WORDS):
         return False
     sinks = other.parsed.class_sinks(owner, other.project)
-    methods = [s for s in owner.body.body if isinstance(s, cst.FunctionDef)]
-    # built, or a method called on an instance (`convo = Conversation(); convo.system(x)`)
-    return bool(sinks.fields.get(id(owner))) or any(
-        sinks.parameters.get(id(method)) for method in methods
+    init = _init_of(owner)
+    if init is not None:
+        return bool(sinks.parameters.get(id(init)))
+    return bool(sinks.fields.get(id(owner)))
+
+
+def _init_of(owner: cst.ClassDef) -> cst.FunctionDef | None:
+    return next(
+        (
+            s
+            for s in owner.body.body
+            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+        ),
+        None,
     )
 
 
@@ -1322,8 +1355,24 @@ def _bound_name(alias: cst.ImportAlias) -> str | None:
 
 
 def _bound_roles(path: Path) -> dict[str, dict[str, str]]:
-    parsed = _parsed_file(path)
+    """`_Parsed.bound_roles` of the module at `path`, parsed only when its text assigns a
+    system or developer role literal to a name (most modules do not: remembered while the
+    file is unchanged)."""
+    stamp = _stamp(path)
+    if stamp is None or _without_roles.get(path) == stamp:
+        return {}
+    parsed = _parsed.get(path) or _linted.get(path)
+    if parsed is None or parsed.stamp != stamp:
+        text = _file_text(path) if stamp[1] <= _MAX_MODULE_BYTES else None
+        if text is None or not _ROLE_ASSIGNMENT.search(text):
+            _without_roles[path] = stamp
+            return {}
+        parsed = _parsed_file(path)
     return parsed.bound_roles if parsed is not None else {}
+
+
+# The modules whose text binds no name to a role literal, with the stamp they were read at.
+_without_roles: dict[Path, _Stamp] = {}
 
 
 def _is_enum(owner: cst.ClassDef) -> bool:
