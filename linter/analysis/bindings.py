@@ -19,7 +19,7 @@ import libcst as cst
 from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, GlobalScope, Scope
 
 from .module_index import ModuleIndex
-from .syntax import FunctionNode, all_params
+from .syntax import FunctionNode, all_params, binds_first
 
 __all__ = ["Env", "ModuleBindings"]
 
@@ -118,7 +118,7 @@ class ModuleBindings:
             if owner is not None:
                 method = self.index.class_methods.get(id(owner), {}).get(func.attr.value)
                 if method is not None:
-                    found.append((method, not _is_static(method)))
+                    found.append((method, bool(binds_first(method, on_instance=True))))
         return found
 
     def constructed_by(self, node: cst.BaseExpression) -> list[cst.Call]:
@@ -229,13 +229,6 @@ class ModuleBindings:
             for key, value in self.arguments(function, call, method).items()
         }
         return Env(env.root, bindings, env.depth + 1, env.calling | {id(function)})
-
-
-def _is_static(method: FunctionNode) -> bool:
-    return isinstance(method, cst.FunctionDef) and any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-        for d in method.decorators
-    )
 
 
 def _node(assignment: object) -> cst.CSTNode | None:

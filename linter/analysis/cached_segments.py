@@ -650,11 +650,7 @@ def _through_callers(
         segment, depth = frontier.pop()
         if depth >= _MAX_CALLER_DEPTH or segment.function is None:
             continue
-        own = [
-            (param, segment.function, segment.node)
-            for param in _parameters(segment, analysis, sites)
-        ]
-        for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
+        for param, function, node in _reaching_parameters(segment, analysis, sites):
             tests: tuple[Condition, ...] | None = None  # read for the first literal argument
             for call, enclosing, method in sites.callers(function):
                 arguments = analysis.arguments(function, call, method)
@@ -828,11 +824,7 @@ def parameter_sinks(
     for segment in segments:
         if segment.function is None:
             continue
-        own = [
-            (param, segment.function, segment.node)
-            for param in _parameters(segment, analysis, sites)
-        ]
-        for param, function, node in [*own, *_stored_parameters(segment, analysis, sites)]:
+        for param, function, node in _reaching_parameters(segment, analysis, sites):
             found.setdefault(id(function), {}).setdefault(id(param), (param, segment.label))
             key = (id(function), id(param))
             places[key] = (*places.get(key, ()), (function, node))
@@ -854,6 +846,18 @@ def _read_attributes(segment: CachedSegment, analysis: TaintAnalysis) -> list[cs
         for attribute in _self_attributes(value)
         if not is_identity_name([attribute.attr.value])
     ]
+
+
+def _reaching_parameters(
+    segment: CachedSegment, analysis: TaintAnalysis, sites: CallSites
+) -> list[tuple[cst.Param, FunctionNode, cst.CSTNode]]:
+    """The parameters whose values reach the segment, each with its function and where
+    that function reads it: the segment's own function's (`_parameters`), and those the
+    class's methods store on `self` for it (`_stored_parameters`)."""
+    if segment.function is None:
+        return []
+    own = [(p, segment.function, segment.node) for p in _parameters(segment, analysis, sites)]
+    return [*own, *_stored_parameters(segment, analysis, sites)]
 
 
 def _stored_parameters(

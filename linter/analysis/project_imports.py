@@ -82,7 +82,7 @@ from .guards import passes_literals
 from .history_tail import history_tail
 from .module_index import ModuleIndex, role_spelling
 from .module_slice import TopLevel, Uses
-from .syntax import FunctionNode, all_params, dotted_parts, scopes, string_value
+from .syntax import FunctionNode, all_params, binds_first, dotted_parts, scopes, string_value
 from .taint import Taint, TaintAnalysis, Via
 
 __all__ = [
@@ -640,12 +640,8 @@ class ProjectImports:
         callees found are summarised."""
         for parts in index.dotted_calls:
             for imported in index.imported.get(parts[0], ()):
-                qualified = ".".join((imported, *parts[1:]))
-                for callee in self._callees_of(qualified):
-                    passes = _may_pass(callee)
-                    self._use(callee.other)
-                    if passes:
-                        return True
+                if self._any_may_pass(self._callees_of(".".join((imported, *parts[1:])))):
+                    return True
         # `convo.system(x)` with `convo = Conversation()`: a method of an imported class
         # called on an instance, by the method's name
         called = {parts[-1] for parts in index.dotted_calls if parts[0] not in index.imported}
@@ -663,11 +659,18 @@ class ProjectImports:
                     s.name.value for s in owner.node.body.body if isinstance(s, cst.FunctionDef)
                 }
                 for method in sorted(methods):
-                    for callee in self._callees_of(f"{qualified}.{method}", instance=True):
-                        passes = _may_pass(callee)
-                        self._use(callee.other)
-                        if passes:
-                            return True
+                    if self._any_may_pass(self._callees_of(f"{qualified}.{method}", True)):
+                        return True
+        return False
+
+    def _any_may_pass(self, callees: list[_Callee]) -> bool:
+        """Whether one of `callees` may put an argument into a cached segment (`_may_pass`),
+        noting each one's files as used up to the first that may."""
+        for callee in callees:
+            passes = _may_pass(callee)
+            self._use(callee.other)
+            if passes:
+                return True
         return False
 
     def _callees_of(self, qualified: str, instance: bool = False) -> list[_Callee]:
@@ -705,11 +708,9 @@ class ProjectImports:
                     ),
                     None,
                 )
-                first = _binds_first(method) if method is not None else None
-                if instance and method is not None:
-                    # bound, but for a staticmethod; a long class is not analysed whole
-                    small = _short_class(other.parsed, statement)
-                    first = first is not False if small else None
+                # a long class is not analysed whole for a method called on an instance
+                whole = not instance or _short_class(other.parsed, statement)
+                first = binds_first(method, instance) if method is not None and whole else None
                 if method is not None and first is not None:
                     found.append(_Callee(other, method, first))
             elif _is_import(statement) and other.imports is not None:
@@ -970,8 +971,7 @@ class ProjectImports:
             node = getattr(assignment, "node", None)
             if len(attributes) == 2:
                 if isinstance(node, cst.ClassDef):
-                    methods = _bound_method if instance else _static_method
-                    found += methods(other, node, attributes[1])
+                    found += _class_method(other, node, attributes[1], instance)
                     found += [_Target(other, n) for n in _class_level(node, attributes[1])]
             elif isinstance(node, cst.FunctionDef):
                 found.append(_Target(other, node))
@@ -1050,14 +1050,7 @@ def _built(
     if not isinstance(owner, cst.ClassDef):
         return [], False
     other = callee.other
-    init = next(
-        (
-            s
-            for s in owner.body.body
-            if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
-        ),
-        None,
-    )
+    init = _init_of(owner)
     closed = init.params.star_kwarg is None if init is not None else not owner.bases
     role = _field_role(owner)
     size = other.parsed.lines_of(owner)
@@ -1240,7 +1233,7 @@ def _takes_arguments(top_level: TopLevel, attributes: tuple[str, ...]) -> bool:
                 for s in statement.body.body
                 if isinstance(s, cst.FunctionDef) and s.name.value == attributes[-1]
             ]
-            if any(len(all_params(f)) > int(bool(_binds_first(f))) for f in functions):
+            if any(len(all_params(f)) > int(bool(binds_first(f))) for f in functions):
                 return True
         elif isinstance(statement, cst.FunctionDef):
             if all_params(statement):
@@ -1269,30 +1262,12 @@ def _is_import(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _binds_first(method: cst.FunctionDef) -> bool | None:
-    """Called on its class: False for a staticmethod, True for a classmethod (its
-    first parameter is the class), None for an instance method."""
-    decorators = {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}
-    if "staticmethod" in decorators:
-        return False
-    if "classmethod" in decorators:
-        return True
-    return None
-
-
-def _bound_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
-    """`instance.name(...)`: a method of the class called on an instance of it (its first
-    parameter bound, but for a staticmethod)."""
+def _class_method(other: _Other, owner: cst.ClassDef, name: str, instance: bool) -> list[_Target]:
+    """`Class.name(...)` (a staticmethod or a classmethod: callable without an instance),
+    or `instance.name(...)` (any method of the class), with how it binds its first
+    parameter (`binds_first`)."""
     method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
-    if method is None:
-        return []
-    return [_Target(other, method, method=_binds_first(method) is not False)]
-
-
-def _static_method(other: _Other, owner: cst.ClassDef, name: str) -> list[_Target]:
-    """`Class.name` callable without an instance: a staticmethod or a classmethod."""
-    method = other.analysis.index.class_methods.get(id(owner), {}).get(name)
-    first = _binds_first(method) if method is not None else None
+    first = binds_first(method, instance) if method is not None else None
     if method is None or first is None:
         return []
     return [_Target(other, method, method=first)]

@@ -22,6 +22,7 @@ from libcst.metadata.expression_context_provider import (
 __all__ = [
     "FunctionNode",
     "all_params",
+    "binds_first",
     "children",
     "dotted_parts",
     "scopes",
@@ -134,6 +135,22 @@ def string_value(node: cst.BaseExpression | None) -> str | None:
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
+    return None
+
+
+def binds_first(method: FunctionNode, on_instance: bool = False) -> bool | None:
+    """Whether calling a method binds its first parameter. Called on an instance: True,
+    but False for a staticmethod. Called on its class: False for a staticmethod, True
+    for a classmethod (the class), None for an instance method (it needs an instance)."""
+    decorators = (
+        set()
+        if isinstance(method, cst.Lambda)
+        else {".".join(dotted_parts(d.decorator) or []) for d in method.decorators}
+    )
+    if "staticmethod" in decorators:
+        return False
+    if on_instance or "classmethod" in decorators:
+        return True
     return None
 
 

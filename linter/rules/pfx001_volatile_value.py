@@ -10,7 +10,7 @@ from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_fla
 from ..analysis.position import Following, following_text, sent_once_at_end
 from ..analysis.syntax import dotted_parts, string_value
 from ..analysis.taint import Taint
-from ..catalog import DAILY_CALLABLES
+from ..catalog import DAILY_CALLABLES, SYSTEM_PROMPT_ATTRIBUTES
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -19,9 +19,7 @@ __all__ = ["VolatileValueInCachedSegment"]
 
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
 # arguments holding a whole system prompt (or a system message's text)
-_SYSTEM_PROMPT_KEYWORDS = frozenset(
-    {"system", "instructions", "system_prompt", "system_message", "system_instruction", "content"}
-)
+_SYSTEM_PROMPT_KEYWORDS = SYSTEM_PROMPT_ATTRIBUTES | {"system", "instructions", "content"}
 
 
 class VolatileValueInCachedSegment(PythonRule):
