@@ -39,6 +39,7 @@ __all__ = [
     "UNSORTED_JSON_FUNCTIONS",
     "VOLATILE_CALLABLES",
     "PromptEntryPoint",
+    "is_configuration_name",
     "is_dict_shaped_call",
     "is_identity_name",
     "is_message_class",
@@ -416,6 +417,14 @@ def name_words(name: str) -> list[str]:
     return [word.lower() for word in _WORD_SPLIT.split(name) if word]
 
 
+def is_configuration_name(name: str) -> bool:
+    """Whether a parameter's name says it holds configuration, not a request's data:
+    settings (`config`, `data_config`, `settings`, `options`) or the prompt's own text
+    given from outside (`system_prompt`, `instructions`, `prompt_template`)."""
+    words = set(name_words(name))
+    return bool(words & _CONFIGURATION_WORDS) or name in _PROMPT_PARAMETERS
+
+
 def is_shared_owner(parts: list[str]) -> bool:
     """Whether a dotted name (`tenant.name`, `org_id`) names an owner many users share,
     and no one person (`tenant.user.email` names a person)."""
@@ -662,6 +671,8 @@ PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
 SYSTEM_PROMPT_ATTRIBUTES: frozenset[str] = frozenset(
     {"system_prompt", "system_message", "system_instruction"}
 )
+_CONFIGURATION_WORDS = frozenset({"config", "configuration", "settings", "cfg", "conf", "options"})
+_PROMPT_PARAMETERS = SYSTEM_PROMPT_ATTRIBUTES | {"instructions", "template", "prompt_template"}
 
 # Methods whose first argument (or `content=` / `text=`) is the text of a system message:
 # Haystack's `ChatMessage.from_system(text)`, Semantic Kernel's

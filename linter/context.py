@@ -156,6 +156,33 @@ class LintContext:
             for call, function in self.index.requests
         ]
 
+    def built_for_later(self, segment: CachedSegment) -> bool:
+        """Whether the segment is an argument of an object built and returned by its function
+        (`def agent_for(tenant): return Agent(instructions=f"... {tenant.name}")`): a
+        factory; each agent keeps its prompt for every request it serves."""
+        parents = self.parents(segment.function)
+        arg = parents.get(segment.node)
+        call = parents.get(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call):
+            return False
+        func = call.func
+        tail = func.attr.value if isinstance(func, cst.Attribute) else None
+        if isinstance(func, cst.Name):
+            tail = func.value
+        if tail is None or not tail[:1].isupper():
+            return False
+        holder = parents.get(call)
+        if isinstance(holder, cst.Return):
+            return True
+        function = segment.function
+        if not isinstance(holder, cst.Assign) or function is None or len(holder.targets) != 1:
+            return False
+        target = holder.targets[0].target
+        return isinstance(target, cst.Name) and any(
+            isinstance(value, cst.Name) and value.value == target.value
+            for value in self.index.returns.get(id(function), [])
+        )
+
     def parents(self, function: FunctionNode | None) -> Mapping[cst.CSTNode, cst.CSTNode]:
         """Each node's parent within `function` (the module when None), computed on first
         use for that function only: just where a finding needs its place."""

@@ -21,6 +21,10 @@ reaches it:
   session id, name or email;
 - `request`: an unbound parameter of `root`, the function that builds the
   cached segment (data that arrives with each request);
+- `derived`: what a call the analysis cannot see into (an installed package, a
+  method of an object it cannot resolve) returns when it is given such a
+  parameter: `retriever.search(query)`, `builder.build_context(query=query)`.
+  Request data too, kept apart because its shape is not known;
 - `json`: `json.dumps` without `sort_keys=True`;
 - `set`: iteration over a set or frozenset, or `str()` of one.
 
@@ -60,6 +64,7 @@ from ..catalog import (
     STRING_METHODS,
     TRANSPARENT_FUNCTIONS,
     UNSORTED_JSON_FUNCTIONS,
+    is_configuration_name,
     is_identity_name,
     is_message_class,
     is_volatile_callable,
@@ -105,7 +110,10 @@ _PROPERTY_DECORATORS = frozenset({"property", "cached_property"})
 _PARAM = "param"
 _PARAM_SORTED = "param-sorted"
 _PARAM_SET = "param-set"
-_PLACEHOLDERS = frozenset({_PARAM, _PARAM_SORTED, _PARAM_SET})
+# what an opaque call returns when given a parameter (`derived` where it is request data)
+_PARAM_DERIVED = "param-derived"
+_PLACEHOLDERS = frozenset({_PARAM, _PARAM_SORTED, _PARAM_SET, _PARAM_DERIVED})
+_REQUEST_KINDS = frozenset({"request", "derived"})
 
 # strftime directives that change more often than once a day.
 _SUB_DAY_DIRECTIVES = frozenset("HIMSfpXcTRrksl")
@@ -210,6 +218,19 @@ def _unplaced(taints: Iterable[Taint]) -> set[Taint]:
     }
 
 
+def _derived_from(taints: Iterable[Taint], origin: cst.CSTNode, detail: str) -> set[Taint]:
+    """What an opaque call returns when given values with these (unresolved) taints,
+    `origin` and `detail` describing it: a placeholder for each parameter a value comes
+    from, which is request data where that parameter is; nothing else."""
+    return {
+        Taint(_PARAM_DERIVED, origin, detail, param=t.param)
+        for t in taints
+        if t.kind in (_PARAM, _PARAM_SORTED, _PARAM_DERIVED)
+        and t.param is not None
+        and not is_configuration_name(t.param.name.value)  # `Settings.from_config(config)`
+    }
+
+
 def _sorted(taint: Taint) -> Taint:
     return replace(taint, kind=_PARAM_SORTED) if taint.kind == _PARAM else taint
 
@@ -310,6 +331,10 @@ class TaintAnalysis(SetValues, TemplateInputs):
             bound = env.bindings.get(id(taint.param))
             if bound is not None:
                 argument, caller = bound
+                if taint.kind == _PARAM_DERIVED:
+                    if any(t.kind in _REQUEST_KINDS for t in self.taints(argument, caller)):
+                        result.add(replace(taint, kind="derived", param=None))
+                    continue
                 if taint.kind == _PARAM_SET:
                     if self.is_set(argument, caller):
                         result.add(Taint("set", argument, taint.detail))
@@ -322,7 +347,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 and env.root is not None
                 and self.index.param_function.get(id(taint.param)) is env.root
             ):
-                result.add(Taint("request", taint.origin, taint.detail))
+                kind = "derived" if taint.kind == _PARAM_DERIVED else "request"
+                result.add(Taint(kind, taint.origin, taint.detail))
         return result
 
     def _raw(self, node: cst.BaseExpression) -> frozenset[Taint]:
@@ -589,7 +615,15 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return self._method(node, func, args, first)
         if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
             return self._union(args)
-        return set()
+        return self._opaque(node, args)
+
+    def _opaque(self, call: cst.Call, args: list[cst.BaseExpression]) -> set[Taint]:
+        """A call the analysis does not see into: what it returns is derived from the
+        request when an argument is (`derived`); nothing else of the arguments is known
+        to reach it."""
+        callee = dotted_parts(call.func)
+        name = ".".join(callee) if callee else "a call"
+        return _derived_from(self._union(args), call, f"what `{name}(...)` returns")
 
     def _fixed_options(self, node: cst.BaseExpression) -> bool:
         """Whether `node` is a few fixed options: a literal list or tuple of constants
@@ -645,6 +679,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 result |= self._ordered(first, "joins a set")
         elif method in _DICT_VIEWS and self._set_keyed(func.value):
             result.add(Taint("set", func.value, "iterates over a dict whose keys come from a set"))
+        elif method != "get":  # a lookup selects what the mapping holds, whatever its key
+            result |= self._opaque(call, args)
         if method == "date" or (
             method == "strftime"
             and isinstance(first, cst.BaseExpression)
@@ -698,6 +734,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 continue
             if taint.kind == _PARAM_SET:
                 result |= self._ordered(argument, taint.detail)
+            elif taint.kind == _PARAM_DERIVED:
+                result |= _derived_from(self._raw(argument), taint.origin, taint.detail)
             else:
                 found = (
                     _without_order(self._raw(argument))

@@ -568,6 +568,15 @@ class TemplateInputs(ValueShapes):
             elif isinstance(value, cst.BinaryOperation) and _piped(value):
                 # `prompt | llm`: the chain's input is the template's
                 found.append(self.template_of(value.left, value_env, depth + 1))
+            elif isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
+                # `template or DEFAULT_PROMPT`: the default, when the other side is a value
+                # given from outside (a parameter) whose text is not known
+                sides = [
+                    self.template_of(side, value_env, depth + 1)
+                    for side in (value.left, value.right)
+                ]
+                known = [template for template in sides if template is not None]
+                found.append(known[0] if len(known) == 1 else None)
             elif isinstance(value, cst.Attribute) and self.attribute_values(value):
                 # `self.template`: what the class assigns it
                 for assigned in self.attribute_values(value):

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..analysis.cached_segments import CachedSegment
 from ..analysis.position import following_text, sent_once_at_end
 from ..analysis.syntax import dotted_parts
 from ..catalog import is_shared_owner
@@ -68,7 +67,7 @@ class RequestIdentityInCachedSegment(PythonRule):
                 continue
             origin = taint.origin
             owner = dotted_parts(origin) if isinstance(origin, cst.BaseExpression) else None
-            if _built_for_later(context, segment) and is_shared_owner(owner or []):
+            if context.built_for_later(segment) and is_shared_owner(owner or []):
                 continue  # an agent built per tenant and handed back: reused as is
             following = following_text(segment, taint, context.analysis)
             if sent_once_at_end(
@@ -84,31 +83,3 @@ class RequestIdentityInCachedSegment(PythonRule):
                 "entry per user; move it into the user turn (or a session segment) after the "
                 "cached part",
             )
-
-
-def _built_for_later(context: LintContext, segment: CachedSegment) -> bool:
-    """Whether the segment is an argument of an object built and returned by its function
-    (`def agent_for(tenant): return Agent(instructions=f"... {tenant.name}")`): a
-    factory; each agent keeps its prompt for every request it serves."""
-    parents = context.parents(segment.function)
-    arg = parents.get(segment.node)
-    call = parents.get(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call):
-        return False
-    func = call.func
-    tail = func.attr.value if isinstance(func, cst.Attribute) else None
-    if isinstance(func, cst.Name):
-        tail = func.value
-    if tail is None or not tail[:1].isupper():
-        return False
-    holder = parents.get(call)
-    if isinstance(holder, cst.Return):
-        return True
-    function = segment.function
-    if not isinstance(holder, cst.Assign) or function is None or len(holder.targets) != 1:
-        return False
-    target = holder.targets[0].target
-    return isinstance(target, cst.Name) and any(
-        isinstance(value, cst.Name) and value.value == target.value
-        for value in context.index.returns.get(id(function), [])
-    )

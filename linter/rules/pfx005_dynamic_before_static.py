@@ -7,8 +7,11 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ..analysis.bindings import Env
-from ..analysis.cached_segments import callee_names
+from ..analysis.cached_segments import CachedSegment, callee_names
+from ..analysis.position import Following, following_text
 from ..analysis.syntax import FunctionNode
+from ..analysis.taint import Taint
+from ..catalog import is_configuration_name
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -18,12 +21,18 @@ __all__ = ["DynamicBeforeStatic"]
 _DYNAMIC_KINDS = frozenset({"request", "identity", "volatile"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _ORDERED_KEYWORDS = frozenset({"system", "context"})
+# request data in a text: a parameter, or what an opaque call returns for one (`taint`)
+_REQUEST_KINDS = frozenset({"request", "derived"})
+_REPORTED_ELSEWHERE = frozenset({"identity", "volatile"})  # PFX002, PFX001
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
+# fixed text after request data worth caching: about 100 tokens of English prose
+_REUSABLE_CHARS = 400
 _DYNAMIC_SEGMENTS = frozenset({"Segment.session", "Segment.dynamic"})
 _STATIC_SEGMENTS = frozenset({"Segment.static", "Segment.versioned"})
 
 
 class DynamicBeforeStatic(PythonRule):
-    """Request data sits before a static system or context entry.
+    """Request data sits before a static system or context entry, or before the fixed text of its own prompt.
 
     Looks at lists of messages, `system=` block lists and prefixkit
     `Prompt(system=..., context=...)`: an entry built from request data (a
@@ -31,6 +40,14 @@ class DynamicBeforeStatic(PythonRule):
     `Segment.session` / `Segment.dynamic`) placed before a static system
     entry (a constant `system` / `developer` message, `SystemMessage`, or
     `Segment.static` / `Segment.versioned`).
+
+    Inside one cached text (a system prompt, a template rendered into it):
+    the first request data (a parameter of the function that sends the prompt,
+    or what a call it cannot see into returns for one, such as retrieved
+    context) placed before at least about 100 tokens of fixed text. A text
+    built in `__init__`, or given to an agent its function builds and returns,
+    is the object's configuration and not counted; identity and the clock are
+    PFX002's and PFX001's.
 
     ## Why it breaks caching
     A cached prefix ends at the first byte that differs. With a conversation
@@ -60,6 +77,47 @@ class DynamicBeforeStatic(PythonRule):
     name = "dynamic-before-static"
 
     def check(self, context: LintContext) -> Iterator[Finding]:
+        yield from self._entries(context)
+        yield from self._within_text(context)
+
+    def _within_text(self, context: LintContext) -> Iterator[Finding]:
+        """Report the first request data that fixed text follows inside a cached segment
+        (once per segment: from that value on, the text changes)."""
+        reported_elsewhere = {
+            id(taint.origin)
+            for _, taint in context.segment_taints
+            if taint.kind in _REPORTED_ELSEWHERE
+        }
+        first: dict[int, tuple[CachedSegment, Taint, Following]] = {}
+        for segment, taint in context.segment_taints:
+            if taint.kind not in _REQUEST_KINDS or id(taint.origin) in reported_elsewhere:
+                continue
+            origin = taint.origin
+            if isinstance(origin, cst.Name) and is_configuration_name(origin.value):
+                continue  # settings, or the prompt's own text given from outside
+            function = segment.function
+            if isinstance(function, cst.FunctionDef) and function.name.value in _CONSTRUCTORS:
+                continue  # fixed when the object is built, for every request it serves
+            if context.built_for_later(segment):
+                continue  # an agent built with it and handed back: its configuration
+            following = following_text(segment, taint, context.analysis)
+            if following is None or following.chars < _REUSABLE_CHARS:
+                continue
+            known = first.get(id(segment.node))
+            if known is None or _sooner(following, known[2]):
+                first[id(segment.node)] = (segment, taint, following)
+        for segment, taint, following in first.values():
+            yield context.finding(
+                self.code,
+                taint.origin,
+                f"{taint.detail} is request data in {segment.label} (line "
+                f"{context.line_of(segment.node)}) and {following.describe()}: from this "
+                "value on the text changes with every request and is never served from "
+                "cache; put the fixed text first and the request data after it (or in the "
+                "user turn)",
+            )
+
+    def _entries(self, context: LintContext) -> Iterator[Finding]:
         """Report each dynamic entry that precedes a static system entry in the same list."""
         ordered = {
             id(arg.value)
@@ -114,3 +172,8 @@ class DynamicBeforeStatic(PythonRule):
         if dynamic:
             return "dynamic"
         return "static" if is_system else None
+
+
+def _sooner(one: Following, other: Following) -> bool:
+    """Whether the value `one` follows sits earlier in the same text than `other`'s."""
+    return (one.values, one.chars) > (other.values, other.chars)
