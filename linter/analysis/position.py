@@ -11,6 +11,7 @@ reusable follows: the finding would cost nothing).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,10 @@ __all__ = ["Following", "following_text", "sent_once_at_end"]
 
 _TAIL_CHARS = 12  # fixed text this short after a value (punctuation, a newline) is its end
 _CHARS_PER_TOKEN = 4  # a rough count for English prose
+# a `%` conversion: `%s`, `%(name)s`, `%5.2f`, `%%`
+_CONVERSION = re.compile(
+    r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?P<spec>[diouxXeEfFgGcrsa%])"
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ def _pieces(
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         repeated = analysis.text(node, env)  # `"=" * 40`
         return [repeated] if repeated is not None else None
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        return _interpolated(node, analysis, env)
     if isinstance(node, cst.FormattedString):
         return [
             part.value if isinstance(part, cst.FormattedStringText) else part.expression
@@ -72,6 +79,50 @@ def _pieces(
         # a template rendered (`TEMPLATE.format(...)`, `.substitute`, `.render`, ...)
         return analysis.rendered_pieces(node, env)
     return None
+
+
+def _interpolated(
+    node: cst.BinaryOperation, analysis: TaintAnalysis, env: Env
+) -> list[str | cst.BaseExpression] | None:
+    """`TEMPLATE % value`, `% (a, b)` or `% {"key": value}` laid out at the template's
+    conversions (None when the text, or which value fills a conversion, is not known)."""
+    text = analysis.text(node.left, env)
+    if text is None:
+        return None
+    right = node.right
+    named: dict[str, cst.BaseExpression] = {}
+    if isinstance(right, cst.Dict):
+        for element in right.elements:
+            key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+            if key is None:
+                return None
+            named[key] = element.value
+    given = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+    if isinstance(right, cst.Tuple) and any(
+        isinstance(e, cst.StarredElement) for e in right.elements
+    ):
+        return None
+    pieces: list[str | cst.BaseExpression] = []
+    position = 0
+    start = 0
+    for match in _CONVERSION.finditer(text):
+        pieces.append(text[start : match.start()])
+        start = match.end()
+        if match.group("spec") == "%":
+            pieces.append("%")
+            continue
+        key = match.group("key")
+        if key is not None:
+            if key not in named:
+                return None
+            pieces.append(named[key])
+        elif named or position >= len(given):
+            return None
+        else:
+            pieces.append(given[position])
+            position += 1
+    pieces.append(text[start:])
+    return pieces
 
 
 def _constant(

@@ -104,7 +104,7 @@ class DynamicBeforeStatic(PythonRule):
             if following is None or following.chars < _REUSABLE_CHARS:
                 continue
             known = first.get(id(segment.node))
-            if known is None or _sooner(following, known[2]):
+            if known is None or _sooner((following, taint), (known[2], known[1])):
                 first[id(segment.node)] = (segment, taint, following)
         for segment, taint, following in first.values():
             yield context.finding(
@@ -174,6 +174,12 @@ class DynamicBeforeStatic(PythonRule):
         return "static" if is_system else None
 
 
-def _sooner(one: Following, other: Following) -> bool:
-    """Whether the value `one` follows sits earlier in the same text than `other`'s."""
-    return (one.values, one.chars) > (other.values, other.chars)
+def _sooner(one: tuple[Following, Taint], other: tuple[Following, Taint]) -> bool:
+    """Whether one value sits earlier in the same text than the other (at the same place,
+    what a call returns names the value better than the parameter it is called on)."""
+
+    def place(value: tuple[Following, Taint]) -> tuple[int, int, bool]:
+        following, taint = value
+        return following.values, following.chars, taint.kind == "derived"
+
+    return place(one) > place(other)

@@ -314,3 +314,58 @@ def answer(question, system_prompt, data_config):
     )
 """
     assert findings(source, tmp_path) == []
+
+
+# each form of text, with the request data before the fixed text and after it
+LAYOUTS = {
+    "f-string": ('f"Context:\\n{found}\\n\\n{RULES}"', 'f"{RULES}\\n\\nContext:\\n{found}"'),
+    "format": (
+        '"Context:\\n{}\\n\\n{}".format(found, RULES)',
+        '"{}\\n\\nContext:\\n{}".format(RULES, found)',
+    ),
+    "percent": (
+        '"Context:\\n%s\\n\\n%s" % (found, RULES)',
+        '"%s\\n\\nContext:\\n%s" % (RULES, found)',
+    ),
+    "percent by name": (
+        '"Context: %(found)s %(rules)s" % {"found": found, "rules": RULES}',
+        '"%(rules)s Context: %(found)s" % {"found": found, "rules": RULES}',
+    ),
+    "concatenation": (
+        '"Context:\\n" + found + "\\n\\n" + RULES',
+        'RULES + "\\n\\nContext:\\n" + found',
+    ),
+    "string.Template": (
+        'string.Template("Context: $found $rules").substitute(found=found, rules=RULES)',
+        'string.Template("$rules Context: $found").substitute(found=found, rules=RULES)',
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("data_first", [True, False])
+def test_the_text_s_layout_is_read_in_each_form(
+    layout: str, data_first: bool, tmp_path: Path
+) -> None:
+    text = LAYOUTS[layout][0 if data_first else 1]
+    source = f"""\
+import string
+
+import anthropic
+
+from rag import store
+
+client = anthropic.Anthropic()
+RULES = "{RULES}"
+
+
+def answer(question):
+    found = store.search(question)
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=512,
+        system={text},
+        messages=[{{"role": "user", "content": question}}],
+    )
+"""
+    assert findings(source, tmp_path) == ([("PFX005", 12)] if data_first else [])
