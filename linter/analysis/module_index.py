@@ -45,6 +45,7 @@ _ENTRY_KEYWORDS = frozenset(
 _PROVIDER_CONTEXTS = frozenset(name for _, _, name in INSTRUCTION_PROVIDER_CONTEXTS)
 # Keywords that carry a message's text.
 _CONTENT_KEYWORDS = ("content", "text")
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,9 @@ class ModuleIndex:
     # names a loop changes on every pass (`for i in range(...)`, the index of
     # `enumerate(...)`, `step += 1` in a loop body): the loop
     loop_counters: dict[int, cst.For | cst.While] = field(default_factory=dict)
+    # attributes a method counts on every call (`self.step += 1` outside the constructor),
+    # per class: the method
+    counted_attrs: dict[int, dict[str, cst.FunctionDef]] = field(default_factory=dict)
     # calls of the module or class body made on each pass of a loop there (not once)
     looped_at_import: set[int] = field(default_factory=set)
     # names and attributes bound to a system or developer role, by their last name: in the
@@ -539,6 +543,24 @@ class _Indexer(cst.CSTVisitor):
         self._bind(node.target, ValueSource("assign", node.value))
         if self.loops and self.loops[-1] is not None and isinstance(node.target, cst.Name):
             self.index.loop_counters[id(node.target)] = self.loops[-1]
+        self._count(node)
+
+    def _count(self, node: cst.AugAssign) -> None:
+        """`self.step += 1` in a method other than the constructor: a counter of its calls."""
+        method = self.function
+        target = node.target
+        owner = self.index.function_class.get(id(method)) if method is not None else None
+        if (
+            isinstance(method, cst.FunctionDef)
+            and owner is not None
+            and method.name.value not in _CONSTRUCTORS
+            and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))
+            and isinstance(node.value, (cst.Integer, cst.Float))
+            and isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
+            self.index.counted_attrs.setdefault(id(owner), {})[target.attr.value] = method
 
     def visit_While(self, node: cst.While) -> None:
         self.loops.append(node)

@@ -546,6 +546,10 @@ class TaintAnalysis(SetValues, TemplateInputs):
             # a property: its return value, its own parameters unknown
             return {t for t in self.summary(method) if not self._param_of(t, method)}
         result = self._union([value for value, _ in entries])
+        counter = self.index.counted_attrs.get(id(owner), {}).get(name)
+        if counter is not None:
+            detail = f"`self.{name}`, which `{counter.name.value}` counts on every call,"
+            result.add(Taint("volatile", node, detail, "request"))
         literal_only = bool(entries) and all(
             isinstance(value, (cst.SimpleString, cst.Integer, cst.Float)) for value, _ in entries
         )
@@ -615,6 +619,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return self._method(node, func, args, first)
         if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
             return self._union(args)
+        if any(name.startswith("builtins.") for name in names):
+            return set()  # `range(n)`, `len(text)`: a count, not the request's content
         return self._opaque(node, args)
 
     def _opaque(self, call: cst.Call, args: list[cst.BaseExpression]) -> set[Taint]:

@@ -88,6 +88,7 @@ class DynamicBeforeStatic(PythonRule):
             for _, taint in context.segment_taints
             if taint.kind in _REPORTED_ELSEWHERE
         }
+        broken = _broken_from(context)
         first: dict[int, tuple[CachedSegment, Taint, Following]] = {}
         for segment, taint in context.segment_taints:
             if taint.kind not in _REQUEST_KINDS or id(taint.origin) in reported_elsewhere:
@@ -103,6 +104,9 @@ class DynamicBeforeStatic(PythonRule):
             following = following_text(segment, taint, context.analysis)
             if following is None or following.chars < _REUSABLE_CHARS:
                 continue
+            earlier = broken.get(id(segment.node))
+            if earlier is not None and (following.values, following.chars) <= earlier:
+                continue  # a clock or a user's id before it already changes the text
             known = first.get(id(segment.node))
             if known is None or _sooner((following, taint), (known[2], known[1])):
                 first[id(segment.node)] = (segment, taint, following)
@@ -183,3 +187,17 @@ def _sooner(one: tuple[Following, Taint], other: tuple[Following, Taint]) -> boo
         return following.values, following.chars, taint.kind == "derived"
 
     return place(one) > place(other)
+
+
+def _broken_from(context: LintContext) -> dict[int, tuple[int, int]]:
+    """Per segment, where the first value PFX001 or PFX002 reports sits in its text (what
+    follows it: other values, fixed characters)."""
+    broken: dict[int, tuple[int, int]] = {}
+    for segment, taint in context.segment_taints:
+        if taint.kind not in _REPORTED_ELSEWHERE:
+            continue
+        following = following_text(segment, taint, context.analysis)
+        if following is not None:
+            place = (following.values, following.chars)
+            broken[id(segment.node)] = max(broken.get(id(segment.node), place), place)
+    return broken
