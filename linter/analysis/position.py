@@ -34,10 +34,13 @@ _CONVERSION = re.compile(
 
 @dataclass(frozen=True)
 class Following:
-    """What follows a volatile value in its segment's text: fixed characters and other values."""
+    """What follows a volatile value in its segment's text: fixed characters and other
+    values; `piece`, the expression that puts the value there (an f-string's expression,
+    the argument a template's placeholder takes, an operand of `+` or `%`)."""
 
     chars: int
     values: int
+    piece: cst.BaseExpression | None = None
 
     @property
     def at_end(self) -> bool:
@@ -187,9 +190,11 @@ def following_text(
         if not carrying:
             return None
         rest = [_constant(piece, analysis, env) for piece in pieces[carrying[-1] + 1 :]]
+        placed = pieces[carrying[-1]]
         following = Following(
             sum(len(piece.strip()) for piece in rest if isinstance(piece, str)),
             sum(1 for piece in rest if not isinstance(piece, str)),
+            placed if isinstance(placed, cst.BaseExpression) else None,
         )
         if found is None or (following.chars, following.values) > (found.chars, found.values):
             found = following

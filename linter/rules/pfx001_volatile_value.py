@@ -80,7 +80,8 @@ class VolatileValueInCachedSegment(PythonRule):
     definition into the prompt, not what it returns when called.
 
     The message says when the value changes: on every request (a clock or
-    uuid computed per call), on every pass of the loop that sends the requests
+    uuid computed per call, an attribute a method counts on every call,
+    `self.turn += 1`), on every pass of the loop that sends the requests
     (a counter or accumulator, `f"cycle {step} of {n}"`, in a prompt built in
     that loop), once a day (`date.today()`, or a clock formatted to the day),
     or on every process start, and how much fixed text follows the value (in

@@ -111,9 +111,10 @@ class DynamicBeforeStatic(PythonRule):
             if known is None or _sooner((following, taint), (known[2], known[1])):
                 first[id(segment.node)] = (segment, taint, following)
         for segment, taint, following in first.values():
+            # where the value is put into the text: the fix reorders the text there
             yield context.finding(
                 self.code,
-                taint.origin,
+                following.piece or taint.origin,
                 f"{taint.detail} is request data in {segment.label} (line "
                 f"{context.line_of(segment.node)}) and {following.describe()}: from this "
                 "value on the text changes with every request and is never served from "

@@ -73,7 +73,8 @@ def test_retrieved_context_before_the_system_prompt_s_rules_is_reported_under_an
         **dict(zip(keys, [names[0].title(), *names[1:8]], strict=True)),
         history=names[8],
     )
-    assert findings(source, tmp_path_factory.mktemp("p")) == [("PFX005", 18)]
+    # where the data is put into the text
+    assert findings(source, tmp_path_factory.mktemp("p")) == [("PFX005", 19)]
 
 
 ONE_TEXT = """\
@@ -112,16 +113,16 @@ def test_request_data_is_reported_when_about_100_tokens_of_fixed_text_follow_it(
 
 
 @pytest.mark.parametrize(
-    ("value", "reported"),
+    "value",
     [
-        ("retrieve(question)", 15),  # a function of an installed package
-        ("store.search(question, k=5)", 15),  # a method of an object the linter cannot resolve
-        ("context_for(question)", 8),  # a helper of the module: where it calls one of those
-        ("' '.join(store.search(question))", 15),
+        "retrieve(question)",  # a function of an installed package
+        "store.search(question, k=5)",  # a method of an object the linter cannot resolve
+        "context_for(question)",  # a helper of the module calling one of those
+        "' '.join(store.search(question))",
     ],
 )
 def test_what_an_opaque_call_returns_for_a_parameter_is_request_data(
-    value: str, reported: int, tmp_path: Path
+    value: str, tmp_path: Path
 ) -> None:
     source = f"""\
 from rag import retrieve, store
@@ -142,7 +143,7 @@ def answer(question):
         messages=[{{"role": "user", "content": question}}],
     )
 """
-    assert findings(source, tmp_path) == [("PFX005", reported)]
+    assert findings(source, tmp_path) == [("PFX005", 15)]
 
 
 @pytest.mark.parametrize(
@@ -368,4 +369,4 @@ def answer(question):
         messages=[{{"role": "user", "content": question}}],
     )
 """
-    assert findings(source, tmp_path) == ([("PFX005", 12)] if data_first else [])
+    assert findings(source, tmp_path) == ([("PFX005", 16)] if data_first else [])
