@@ -13,6 +13,7 @@ from dataclasses import dataclass
 __all__ = [
     "CACHED_KEYWORDS",
     "CACHE_MARKER_KEYS",
+    "CONSTRUCTOR_METHODS",
     "DAILY_CALLABLES",
     "INSTRUCTION_PROVIDER_CONTEXTS",
     "MAX_CACHE_MARKERS",
@@ -668,6 +669,8 @@ PROMPT_ENTRY_POINTS: tuple[PromptEntryPoint, ...] = (
 # Attributes and class fields that hold a system prompt, whatever the object:
 # `self.llm.system_prompt = ...` (MetaGPT), `agent.system_message = ...`, and a class
 # body's `system_prompt: str = ...` (pydantic models of agents and roles).
+# Methods that build an object: what they compute is fixed for the object's life.
+CONSTRUCTOR_METHODS: frozenset[str] = frozenset({"__init__", "__post_init__"})
 SYSTEM_PROMPT_ATTRIBUTES: frozenset[str] = frozenset(
     {"system_prompt", "system_message", "system_instruction"}
 )

@@ -17,6 +17,7 @@ import libcst as cst
 
 from ..catalog import (
     CACHE_MARKER_KEYS,
+    CONSTRUCTOR_METHODS,
     INSTRUCTION_PROVIDER_CONTEXTS,
     PROMPT_DECORATORS,
     PROMPT_ENTRY_POINTS,
@@ -45,7 +46,6 @@ _ENTRY_KEYWORDS = frozenset(
 _PROVIDER_CONTEXTS = frozenset(name for _, _, name in INSTRUCTION_PROVIDER_CONTEXTS)
 # Keywords that carry a message's text.
 _CONTENT_KEYWORDS = ("content", "text")
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
 
 
 @dataclass(frozen=True)
@@ -553,7 +553,7 @@ class _Indexer(cst.CSTVisitor):
         if (
             isinstance(method, cst.FunctionDef)
             and owner is not None
-            and method.name.value not in _CONSTRUCTORS
+            and method.name.value not in CONSTRUCTOR_METHODS
             and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))
             and isinstance(node.value, (cst.Integer, cst.Float))
             and isinstance(target, cst.Attribute)

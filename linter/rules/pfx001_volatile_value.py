@@ -10,14 +10,13 @@ from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_fla
 from ..analysis.position import Following, following_text, sent_once_at_end
 from ..analysis.syntax import dotted_parts, string_value
 from ..analysis.taint import Taint
-from ..catalog import DAILY_CALLABLES, SYSTEM_PROMPT_ATTRIBUTES
+from ..catalog import CONSTRUCTOR_METHODS, DAILY_CALLABLES, SYSTEM_PROMPT_ATTRIBUTES
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
 
 __all__ = ["VolatileValueInCachedSegment"]
 
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
 # arguments holding a whole system prompt (or a system message's text)
 _SYSTEM_PROMPT_KEYWORDS = SYSTEM_PROMPT_ATTRIBUTES | {"system", "instructions", "content"}
 
@@ -164,7 +163,7 @@ def _fixed_for_the_conversation(context: LintContext, taint: Taint) -> bool:
         return True
     origin = taint.origin
     built_in = context.call_sites.enclosing(origin) if isinstance(origin, cst.Call) else None
-    return isinstance(built_in, cst.FunctionDef) and built_in.name.value in _CONSTRUCTORS
+    return isinstance(built_in, cst.FunctionDef) and built_in.name.value in CONSTRUCTOR_METHODS
 
 
 def _opens_the_conversation(context: LintContext, segment: CachedSegment) -> bool:

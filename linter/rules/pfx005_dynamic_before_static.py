@@ -11,7 +11,7 @@ from ..analysis.cached_segments import CachedSegment, callee_names
 from ..analysis.position import Following, following_text
 from ..analysis.syntax import FunctionNode
 from ..analysis.taint import Taint
-from ..catalog import is_configuration_name
+from ..catalog import CONSTRUCTOR_METHODS, is_configuration_name
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -24,7 +24,6 @@ _ORDERED_KEYWORDS = frozenset({"system", "context"})
 # request data in a text: a parameter, or what an opaque call returns for one (`taint`)
 _REQUEST_KINDS = frozenset({"request", "derived"})
 _REPORTED_ELSEWHERE = frozenset({"identity", "volatile"})  # PFX002, PFX001
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__"})
 # fixed text after request data worth caching: about 100 tokens of English prose
 _REUSABLE_CHARS = 400
 _DYNAMIC_SEGMENTS = frozenset({"Segment.session", "Segment.dynamic"})
@@ -97,7 +96,7 @@ class DynamicBeforeStatic(PythonRule):
             if isinstance(origin, cst.Name) and is_configuration_name(origin.value):
                 continue  # settings, or the prompt's own text given from outside
             function = segment.function
-            if isinstance(function, cst.FunctionDef) and function.name.value in _CONSTRUCTORS:
+            if isinstance(function, cst.FunctionDef) and function.name.value in CONSTRUCTOR_METHODS:
                 continue  # fixed when the object is built, for every request it serves
             if context.built_for_later(segment):
                 continue  # an agent built with it and handed back: its configuration
