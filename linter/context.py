@@ -29,6 +29,7 @@ from .analysis.cached_segments import Block, CachedSegment, cached_segments, req
 from .analysis.call_sites import CallSites
 from .analysis.history_tail import history_tail
 from .analysis.module_index import ModuleIndex
+from .analysis.position import Following, following_text
 from .analysis.project_imports import (
     Project,
     ProjectImports,
@@ -63,6 +64,8 @@ class LintContext:
         self.config = config
         self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self._parents: dict[int, dict[cst.CSTNode, cst.CSTNode]] = {}
+        # (id of segment, id of taint) -> both, and what follows the taint there
+        self._following: dict[tuple[int, int], tuple[CachedSegment, Taint, Following | None]] = {}
 
     @functools.cached_property
     def cached_keywords(self) -> frozenset[str]:
@@ -155,6 +158,16 @@ class LintContext:
             Request(call, function, tuple(request_blocks(call, function, self.analysis)))
             for call, function in self.index.requests
         ]
+
+    def following(self, segment: CachedSegment, taint: Taint) -> Following | None:
+        """`following_text` of `taint` in `segment`, computed once for every rule that
+        asks (PFX001, PFX002 and PFX005 ask it of the same pairs)."""
+        key = (id(segment), id(taint))
+        known = self._following.get(key)
+        if known is None:
+            known = (segment, taint, following_text(segment, taint, self.analysis))
+            self._following[key] = known
+        return known[2]
 
     def built_for_later(self, segment: CachedSegment) -> bool:
         """Whether the segment is an argument of an object built and returned by its function

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 import libcst as cst
 
 from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
-from ..analysis.position import Following, following_text, sent_once_at_end
+from ..analysis.position import Following, sent_once_at_end
 from ..analysis.syntax import dotted_parts, string_value
 from ..analysis.taint import Taint
 from ..catalog import CONSTRUCTOR_METHODS, DAILY_CALLABLES, SYSTEM_PROMPT_ATTRIBUTES
@@ -138,7 +138,7 @@ class VolatileValueInCachedSegment(PythonRule):
                 continue
             if taint.period == "step" and not _inside(context, segment, taint.loop):
                 continue  # a counter of a loop that builds the text, not one that sends it
-            following = following_text(segment, taint, context.analysis)
+            following = context.following(segment, taint)
             if taint.period != "process" and sent_once_at_end(
                 following, segment, context.parents(segment.function), context.analysis
             ):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..analysis.position import following_text, sent_once_at_end
+from ..analysis.position import sent_once_at_end
 from ..analysis.syntax import dotted_parts
 from ..catalog import is_shared_owner
 from ..context import LintContext
@@ -69,7 +69,7 @@ class RequestIdentityInCachedSegment(PythonRule):
             owner = dotted_parts(origin) if isinstance(origin, cst.BaseExpression) else None
             if context.built_for_later(segment) and is_shared_owner(owner or []):
                 continue  # an agent built per tenant and handed back: reused as is
-            following = following_text(segment, taint, context.analysis)
+            following = context.following(segment, taint)
             if sent_once_at_end(
                 following, segment, context.parents(segment.function), context.analysis
             ):

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis.bindings import Env
 from ..analysis.cached_segments import CachedSegment, callee_names
-from ..analysis.position import Following, following_text
+from ..analysis.position import Following
 from ..analysis.syntax import FunctionNode
 from ..analysis.taint import Taint
 from ..catalog import CONSTRUCTOR_METHODS, is_configuration_name
@@ -100,7 +100,7 @@ class DynamicBeforeStatic(PythonRule):
                 continue  # fixed when the object is built, for every request it serves
             if context.built_for_later(segment):
                 continue  # an agent built with it and handed back: its configuration
-            following = following_text(segment, taint, context.analysis)
+            following = context.following(segment, taint)
             if following is None or following.chars < _REUSABLE_CHARS:
                 continue
             earlier = broken.get(id(segment.node))
@@ -196,7 +196,7 @@ def _broken_from(context: LintContext) -> dict[int, tuple[int, int]]:
     for segment, taint in context.segment_taints:
         if taint.kind not in _REPORTED_ELSEWHERE:
             continue
-        following = following_text(segment, taint, context.analysis)
+        following = context.following(segment, taint)
         if following is not None:
             place = (following.values, following.chars)
             broken[id(segment.node)] = max(broken.get(id(segment.node), place), place)
