@@ -225,9 +225,7 @@ def _derived_from(taints: Iterable[Taint], origin: cst.CSTNode, detail: str) -> 
     return {
         Taint(_PARAM_DERIVED, origin, detail, param=t.param)
         for t in taints
-        if t.kind in (_PARAM, _PARAM_SORTED, _PARAM_DERIVED)
-        and t.param is not None
-        and not is_configuration_name(t.param.name.value)  # `Settings.from_config(config)`
+        if t.kind in (_PARAM, _PARAM_SORTED, _PARAM_DERIVED) and t.param is not None
     }
 
 
@@ -322,12 +320,17 @@ class TaintAnalysis(SetValues, TemplateInputs):
         )
 
     def _in_env(self, raw: Iterable[Taint], env: Env) -> set[Taint]:
-        """Resolve placeholders: bound parameters to their arguments, `root`'s to request data."""
+        """Resolve placeholders: bound parameters to their arguments, `root`'s to request data,
+        except a parameter named as settings or as the prompt's own text
+        (`catalog.is_configuration_name`): configuration, whoever calls."""
         result: set[Taint] = set()
         for taint in raw:
             if taint.kind not in _PLACEHOLDERS or taint.param is None:
                 result.add(taint)
                 continue
+            settings = is_configuration_name(taint.param.name.value)
+            if settings and taint.kind == _PARAM_DERIVED:
+                continue  # what `Settings.from_config(config)` returns is configuration too
             bound = env.bindings.get(id(taint.param))
             if bound is not None:
                 argument, caller = bound
@@ -344,6 +347,7 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 result |= _unplaced(found) if taint.unplaced else found
             elif (
                 taint.kind != _PARAM_SET
+                and not settings  # `config`, `system_prompt`: not a request's data
                 and env.root is not None
                 and self.index.param_function.get(id(taint.param)) is env.root
             ):

@@ -11,7 +11,7 @@ from ..analysis.cached_segments import CachedSegment, callee_names
 from ..analysis.position import Following
 from ..analysis.syntax import FunctionNode
 from ..analysis.taint import Taint
-from ..catalog import CONSTRUCTOR_METHODS, is_configuration_name
+from ..catalog import CONSTRUCTOR_METHODS
 from ..context import LintContext
 from ..finding import Finding
 from ..rule import PythonRule
@@ -92,9 +92,6 @@ class DynamicBeforeStatic(PythonRule):
         for segment, taint in context.segment_taints:
             if taint.kind not in _REQUEST_KINDS or id(taint.origin) in reported_elsewhere:
                 continue
-            origin = taint.origin
-            if isinstance(origin, cst.Name) and is_configuration_name(origin.value):
-                continue  # settings, or the prompt's own text given from outside
             function = segment.function
             if isinstance(function, cst.FunctionDef) and function.name.value in CONSTRUCTOR_METHODS:
                 continue  # fixed when the object is built, for every request it serves
