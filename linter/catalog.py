@@ -438,12 +438,13 @@ def is_identity_name(parts: list[str]) -> bool:
 
     True for `user_id`, `customerEmail`, `tenant.name`, `user.display_name`,
     `request.id`, `email`, `username`; false for `tool_name`, `model_name`,
-    `self.name`, `request.headers`. A name (`name`, `display_name`, `handle`) is
+    `self.name`, `request.headers`, and for a constant's name (`Role.USER`,
+    `DEFAULT_USER_ID`). A name (`name`, `display_name`, `handle`) is
     identity only when its nearest owner is a person (`customer_name`,
     `request.user.name`), not a thing (`mcp_client.name`, `field.display_name`).
     """
-    if not parts:
-        return False
+    if not parts or parts[-1].isupper():
+        return False  # a constant (`Role.USER`, `DEFAULT_USER`): the same for every request
     last = name_words(parts[-1])
     if not last:
         return False

@@ -73,7 +73,7 @@ from ..catalog import (
 from .bindings import Env
 from .module_index import ModuleIndex
 from .sets import SET_BUILDERS, SetValues
-from .syntax import FunctionNode, all_params, dotted_parts, spellings, string_value
+from .syntax import FunctionNode, all_params, children, dotted_parts, spellings, string_value
 from .template_inputs import TemplateInputs
 
 __all__ = [
@@ -227,6 +227,19 @@ def _derived_from(taints: Iterable[Taint], origin: cst.CSTNode, detail: str) -> 
         for t in taints
         if t.kind in (_PARAM, _PARAM_SORTED, _PARAM_DERIVED) and t.param is not None
     }
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    """Every `Name` in `node`'s subtree (`node` itself included)."""
+    found: list[cst.Name] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.append(current)
+        else:
+            stack.extend(children(current))
+    return found
 
 
 def _sorted(taint: Taint) -> Taint:
@@ -405,11 +418,14 @@ class TaintAnalysis(SetValues, TemplateInputs):
                     values.append(element.value)
             return self._union(values)
         # Comprehension targets resolve (through the index) to their iterables,
-        # so the element expressions carry the iteration's taints.
+        # so the element expressions carry the iteration's taints; the result's order
+        # is the iteration's whatever the element makes of the item (`spec(name)`).
         if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
-            return set(self._raw(node.elt))
+            return set(self._raw(node.elt)) | self._iteration_order(node, [node.elt])
         if isinstance(node, cst.DictComp):
-            return self._union([node.key, node.value])
+            return self._union([node.key, node.value]) | self._iteration_order(
+                node, [node.key, node.value]
+            )
         if isinstance(node, cst.SetComp):
             return _without_order(self._raw(node.elt))
         if isinstance(node, (cst.Await, cst.NamedExpr)):
@@ -498,6 +514,21 @@ class TaintAnalysis(SetValues, TemplateInputs):
         result = {Taint(_PARAM, use, f"parameter `{name}`", param=param)}
         if is_identity_name([name]):
             result.add(Taint("identity", use, f"parameter `{name}`"))
+        return result
+
+    def _iteration_order(
+        self, node: cst.ListComp | cst.GeneratorExp | cst.DictComp, items: list[cst.CSTNode]
+    ) -> set[Taint]:
+        """The set order a comprehension's result takes from each `for` clause whose
+        item `items` (its element, or key and value) use: `[spec(n) for n in names]`
+        is in `names`' order; `[0 for _ in names]` in none."""
+        used = {name.value for item in items for name in _names_in(item)}
+        result: set[Taint] = set()
+        clause: cst.CompFor | None = node.for_in
+        while clause is not None:
+            if used.intersection(name.value for name in _names_in(clause.target)):
+                result |= self._ordered(clause.iter, "iterates over a set")
+            clause = clause.inner_for_in
         return result
 
     def _ordered(self, node: cst.BaseExpression, detail: str) -> set[Taint]:

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prefixkit.linter import Edit, LintConfig, Position, lint_source
+from prefixkit.linter import Edit, LintConfig, Position, lint_paths, lint_source
 from prefixkit.linter.catalog import is_identity_name, is_volatile_callable
 from prefixkit.linter.context import LintContext
 from prefixkit.linter.finding import apply_edits
@@ -34,6 +34,38 @@ def test_identity_names(name: str) -> None:
 )
 def test_not_identity_names(name: str) -> None:
     assert not is_identity_name(name.split("."))
+
+
+_IDENTITY_EXAMPLES = ["user", "user_id", "customer_email", "tenant.name", "request.user.name"]
+
+
+@given(st.sampled_from(_IDENTITY_EXAMPLES), st.sampled_from(["", "Role.", "settings.", "Kind."]))
+def test_a_constant_named_like_identity_is_not_identity(name: str, owner: str) -> None:
+    """`Role.USER`, `settings.DEFAULT_USER_ID`: constants are the same for every request."""
+    parts = (owner + name).split(".")
+    assert is_identity_name(name.split("."))
+    assert not is_identity_name([*parts[:-1], parts[-1].upper()])
+
+
+def test_an_enum_member_named_user_in_another_module_is_not_identity(tmp_path: Path) -> None:
+    package = tmp_path / "app"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(
+        "from enum import Enum\n\n\nclass Role(str, Enum):\n    USER = 'user'\n"
+    )
+    chat = package / "chat.py"
+    chat.write_text(
+        "import anthropic\n\nfrom app.base import Role\n\n"
+        "RULES = 'Follow the rules. ' * 40\nclient = anthropic.Anthropic()\n\n\n"
+        "def ask(question):\n"
+        "    return client.messages.create(\n"
+        "        model='m',\n        max_tokens=10,\n"
+        "        system=f'You answer the {Role.USER} of this shop. ' + RULES,\n"
+        "        messages=[{'role': 'user', 'content': question}],\n    )\n"
+    )
+    (outcome,) = lint_paths([chat], LintConfig(root=tmp_path))
+    assert outcome.findings == []
 
 
 def test_volatile_catalog_matches_prefix_entries_and_extras() -> None:
