@@ -237,9 +237,16 @@ class LintContext:
 
 
 def _more_frequent(taint: Taint, than: Taint) -> bool:
-    if taint.period is None or than.period is None:
-        return False
-    return PERIODS.index(taint.period) < PERIODS.index(than.period)
+    """Whether `taint` is kept over `than` (the same kind and origin): the one that
+    changes more often; between equals, the first by where it is computed, so that a run
+    reports the same message as the last whatever order the analysis found them in."""
+    return _preference(taint) < _preference(than)
+
+
+def _preference(taint: Taint) -> tuple[int, str, int, str]:
+    period = PERIODS.index(taint.period) if taint.period is not None else len(PERIODS)
+    via = taint.via
+    return (period, via.path if via else "", via.line if via else 0, taint.detail)
 
 
 @dataclass

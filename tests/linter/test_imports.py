@@ -363,3 +363,27 @@ def test_changing_the_imported_module_lints_the_importing_file_again(project: Pa
     )
     assert run() == [(False, 1)]
     assert run() == [(True, 1)]
+
+
+@pytest.mark.parametrize("first", ["time.time()", "uuid.uuid4()"])
+def test_a_call_carrying_two_clocks_names_the_first_in_its_module(
+    first: str, tmp_path: Path
+) -> None:
+    """The same finding, the same message, from run to run: of two values of the same
+    kind and rate a call returns, the one computed first in its module is named."""
+    second = "uuid.uuid4()" if first == "time.time()" else "time.time()"
+    (tmp_path / "stamps.py").write_text(
+        "import time\nimport uuid\n\n\ndef stamp():\n"
+        f"    a = {first}\n    b = {second}\n    return f'{{a}} {{b}}'\n"
+    )
+    main_file = tmp_path / "main.py"
+    main_file.write_text(
+        "import anthropic\n\nfrom stamps import stamp\n\nclient = anthropic.Anthropic()\n"
+        "RULES = 'Follow the rules. ' * 40\n\n\ndef ask(question):\n"
+        "    return client.messages.create(\n        model='m',\n        max_tokens=10,\n"
+        "        system=f'Request {stamp()}. ' + RULES,\n"
+        "        messages=[{'role': 'user', 'content': question}],\n    )\n"
+    )
+    (outcome,) = lint_paths([main_file], LintConfig(root=tmp_path))
+    (finding,) = outcome.findings
+    assert "stamps.py:6" in finding.message
