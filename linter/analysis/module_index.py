@@ -34,6 +34,7 @@ __all__ = ["ModuleIndex", "Mutation", "SiteCandidate", "ValueSource", "role_spel
 
 _APPENDERS = frozenset({"append", "extend"})
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+_ORDERED_ADDERS = frozenset({"append", "extend", "insert"})  # a list's order is theirs
 # Keys that make a dict a request payload (not a content block).
 _PAYLOAD_KEYS = frozenset({"model", "messages", "max_tokens", "input"})
 # Calls with one of these keywords are provider requests (or prefixkit prompts).
@@ -111,6 +112,9 @@ class ModuleIndex:
         default_factory=dict
     )
     mutations: dict[int, list[Mutation]] = field(default_factory=dict)
+    # a value appended to a list (`append`, `extend`, `insert`) -> the `for` loops of
+    # its function around that call, innermost last
+    appended_in: dict[int, tuple[cst.For, ...]] = field(default_factory=dict)
     item_writes: dict[int, list[tuple[str, cst.BaseExpression, cst.CSTNode]]] = field(
         default_factory=dict
     )
@@ -562,6 +566,16 @@ class _Indexer(cst.CSTVisitor):
         ):
             self.index.counted_attrs.setdefault(id(owner), {})[target.attr.value] = method
 
+    def _enclosing_for_loops(self) -> tuple[cst.For, ...]:
+        """The `for` loops around the current node in its own function, outermost first."""
+        loops: list[cst.For] = []
+        for loop in reversed(self.loops):
+            if loop is None:
+                break
+            if isinstance(loop, cst.For):
+                loops.append(loop)
+        return tuple(reversed(loops))
+
     def visit_While(self, node: cst.While) -> None:
         self.loops.append(node)
 
@@ -630,6 +644,11 @@ class _Indexer(cst.CSTVisitor):
             and len(node.args) == 1
         ):
             self.index.appends.append(node)
+        if isinstance(func, cst.Attribute) and func.attr.value in _ORDERED_ADDERS:
+            loops = self._enclosing_for_loops()
+            if loops:
+                for arg in node.args:
+                    self.index.appended_in[id(arg.value)] = loops
         if node.args:
             dotted = dotted_parts(func)
             if dotted is not None:

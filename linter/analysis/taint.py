@@ -242,6 +242,34 @@ def _names_in(node: cst.CSTNode) -> list[cst.Name]:
     return found
 
 
+def _item_names(loop: cst.For) -> set[str]:
+    """The loop's target names and the names its body binds from them (`inst =
+    registry.create(name)`, `if inst := make(name):`): what holds the item."""
+    names = {name.value for name in _names_in(loop.target)}
+    bindings: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            bindings += [(target.target, node.value) for target in node.targets]
+        elif (
+            isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.NamedExpr))
+            and node.value is not None
+        ):
+            bindings.append((node.target, node.value))
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(children(node))
+    grown = True
+    while grown:
+        grown = False
+        for target, value in bindings:
+            bound = {name.value for name in _names_in(target)}
+            if not bound <= names and names & {name.value for name in _names_in(value)}:
+                names |= bound
+                grown = True
+    return names
+
+
 def _sorted(taint: Taint) -> Taint:
     return replace(taint, kind=_PARAM_SORTED) if taint.kind == _PARAM else taint
 
@@ -291,6 +319,7 @@ class TaintAnalysis(SetValues, TemplateInputs):
         self.imports = imports
         self._raw_cache: dict[int, frozenset[Taint]] = {}
         self._active: set[int] = set()
+        self._item_names: dict[int, set[str]] = {}  # a `for` loop's id -> `_item_names`
         self._summaries: dict[int, frozenset[Taint]] = {}
         self._summarising: set[int] = set()
 
@@ -485,7 +514,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
                         result.add(Taint("identity", node, f"`{node.value}`"))
                 for access in getattr(assignment, "references", ()):
                     for mutation in self.index.mutations.get(id(access.node), []):
-                        result |= self._union([arg.value for arg in mutation.call.args])
+                        appended = [arg.value for arg in mutation.call.args]
+                        result |= self._union(appended) | self._appended_order(appended)
                     for _key, value, _key_node in self.index.item_writes.get(id(access.node), []):
                         result |= self._raw(value)
         return result
@@ -529,6 +559,24 @@ class TaintAnalysis(SetValues, TemplateInputs):
             if used.intersection(name.value for name in _names_in(clause.target)):
                 result |= self._ordered(clause.iter, "iterates over a set")
             clause = clause.inner_for_in
+        return result
+
+    def _appended_order(self, values: list[cst.BaseExpression]) -> set[Taint]:
+        """The set order a list takes from the loops its items are appended in: a loop
+        over a set whose item the appended value uses (`for n in set(names):
+        tools.append(registry.create(n))`), whatever the value makes of it."""
+        result: set[Taint] = set()
+        for value in values:
+            loops = self.index.appended_in.get(id(value), ())
+            if not loops:
+                continue
+            used = {name.value for name in _names_in(value)}
+            for loop in loops:
+                names = self._item_names.get(id(loop))
+                if names is None:
+                    names = self._item_names[id(loop)] = _item_names(loop)
+                if used & names:
+                    result |= self._ordered(loop.iter, "iterates over a set")
         return result
 
     def _ordered(self, node: cst.BaseExpression, detail: str) -> set[Taint]:
@@ -580,7 +628,8 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 return set()
             # a property: its return value, its own parameters unknown
             return {t for t in self.summary(method) if not self._param_of(t, method)}
-        result = self._union([value for value, _ in entries])
+        values = [value for value, _ in entries]
+        result = self._union(values) | self._appended_order(values)
         counter = self.index.counted_attrs.get(id(owner), {}).get(name)
         if counter is not None:
             detail = f"`self.{name}`, which `{counter.name.value}` counts on every call,"

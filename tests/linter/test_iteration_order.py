@@ -63,3 +63,71 @@ def test_a_sorted_set_gives_its_order_to_nothing(shape: str, tmp_path: Path) -> 
 def test_an_element_that_ignores_the_item_takes_no_order(shape: str, tmp_path: Path) -> None:
     comprehension = shape.format(elt='ToolSpec(name="search")', it="self.usable")
     assert codes(MODULE.format(comprehension=comprehension), tmp_path) == []
+
+
+LOOP_MODULE = """\
+import openai
+from toolkit import registry
+
+client = openai.OpenAI()
+DEFAULT_TOOL = {{"type": "function", "function": {{"name": "search"}}}}
+
+
+def respond(names, messages):
+    tools = []
+    for name in {iterable}:
+{body}
+    return client.chat.completions.create(model="m", messages=messages, tools=tools)
+"""
+# loop bodies appending what holds the item, each behind a call the analysis cannot see into
+HOLDING_ITEM = [
+    "        tools.append(registry.create(name))",
+    "        tool = registry.create(name)\n        tools.append(tool)",
+    "        if tool := registry.create(name):\n            tools.append(tool)",
+    "        spec = registry.spec(name)\n        tool = registry.wrap(spec)\n"
+    "        tools.insert(0, tool)",
+    "        tools.extend(registry.expand(name))",
+]
+
+
+@pytest.mark.parametrize("body", HOLDING_ITEM)
+def test_a_list_filled_in_a_loop_over_a_set_is_in_set_order(body: str, tmp_path: Path) -> None:
+    source = LOOP_MODULE.format(iterable="set(names)", body=body)
+    assert codes(source, tmp_path) == [("PFX004", 10)]  # the `for` line, at the set
+
+
+@pytest.mark.parametrize("body", HOLDING_ITEM)
+def test_a_list_filled_in_a_loop_over_a_sorted_set_is_in_no_set_order(
+    body: str, tmp_path: Path
+) -> None:
+    source = LOOP_MODULE.format(iterable="sorted(set(names))", body=body)
+    assert codes(source, tmp_path) == []
+
+
+def test_a_value_appended_without_the_item_takes_no_order(tmp_path: Path) -> None:
+    source = LOOP_MODULE.format(iterable="set(names)", body="        tools.append(DEFAULT_TOOL)")
+    assert codes(source, tmp_path) == []
+
+
+def test_an_attribute_filled_in_a_loop_over_a_set_is_in_set_order(tmp_path: Path) -> None:
+    source = """\
+import openai
+from toolkit import registry
+
+client = openai.OpenAI()
+
+
+class Agent:
+    def __init__(self, names):
+        self.names = names
+        self._tools = []
+
+    def register(self):
+        for name in set(self.names):
+            if tool := registry.create(name):
+                self._tools.append(tool)
+
+    def respond(self, messages):
+        return client.chat.completions.create(model="m", messages=messages, tools=self._tools)
+"""
+    assert codes(source, tmp_path) == [("PFX004", 13)]
