@@ -147,7 +147,7 @@ class LintContext:
         for segment in self.segments:
             for taint in self.analysis.taints(segment.node, Env(segment.function)):
                 key = (taint.kind, id(taint.origin))
-                if key not in found or _more_frequent(taint, found[key][1]):
+                if key not in found or _preferred(taint, found[key][1]):
                     found[key] = (segment, taint)
         return list(found.values())
 
@@ -236,7 +236,7 @@ class LintContext:
         return Finding(code, message, self.filename, start, end, fix)
 
 
-def _more_frequent(taint: Taint, than: Taint) -> bool:
+def _preferred(taint: Taint, than: Taint) -> bool:
     """Whether `taint` is kept over `than` (the same kind and origin): the one that
     changes more often; between equals, the first by where it is computed, so that a run
     reports the same message as the last whatever order the analysis found them in."""

@@ -82,7 +82,7 @@ from .bindings import Env
 from .call_sites import CallSites
 from .guards import Condition, conditions, excluded, passes_literals
 from .module_index import ModuleIndex, SiteCandidate, enum_member, role_spelling
-from .syntax import FunctionNode, dotted_parts, string_value
+from .syntax import FunctionNode, dotted_parts, read_names, string_value
 from .taint import TaintAnalysis, date_only_format
 
 __all__ = [
@@ -615,21 +615,8 @@ def _read_names(value: cst.BaseExpression, analysis: TaintAnalysis, env: Env) ->
     if isinstance(value, cst.Call):
         rendered = analysis.rendered_values(value, env)
         if rendered is not None and rendered[1]:
-            return [name for read in rendered[0] for name in _names(read)]
-    return _names(value)
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    """Names read in an expression (not attribute names, keywords or nested functions)."""
-    if isinstance(node, cst.Name):
-        return [node]
-    if isinstance(node, (cst.Lambda, cst.FunctionDef)):
-        return []
-    if isinstance(node, cst.Attribute):
-        return _names(node.value)
-    if isinstance(node, cst.Arg):
-        return _names(node.value)
-    return [name for child in node.children for name in _names(child)]
+            return [name for read in rendered[0] for name in read_names(read)]
+    return read_names(value)
 
 
 def _through_callers(
@@ -871,7 +858,7 @@ def _stored_parameters(
     found: list[tuple[cst.Param, FunctionNode, cst.CSTNode]] = []
     for attribute in _read_attributes(segment, analysis):
         for stored in analysis.attribute_values(attribute):
-            for name in _names(stored):
+            for name in read_names(stored):
                 param = sites.parameter(name)
                 method = analysis.index.param_function.get(id(param)) if param else None
                 if (

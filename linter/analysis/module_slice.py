@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .syntax import walk
+from .syntax import target_names, walk
 
 __all__ = ["Import", "TopLevel", "Uses"]
 
@@ -190,19 +190,19 @@ class _Binders(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self.names |= _target_names(target.target)
+            self.names |= target_names(target.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.names |= _target_names(node.target)
+        self.names |= target_names(node.target)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.names |= _target_names(node.target)
+        self.names |= target_names(node.target)
 
     def visit_For(self, node: cst.For) -> None:
-        self.names |= _target_names(node.target)
+        self.names |= target_names(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> None:
-        self.names |= _target_names(node.name)
+        self.names |= target_names(node.name)
 
     def visit_Import(self, node: cst.Import) -> None:
         self.names |= {
@@ -212,16 +212,6 @@ class _Binders(cst.CSTVisitor):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if not isinstance(node.names, cst.ImportStar):
             self.names |= {_dotted(alias.name) for alias in node.names if not alias.asname}
-
-
-def _target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression) -> set[str]:
-    if isinstance(node, cst.Name):
-        return {node.value}
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return {n for element in node.elements for n in _target_names(element.value)}
-    if isinstance(node, cst.StarredElement):
-        return _target_names(node.value)
-    return set()
 
 
 def _alias(asname: cst.AsName | None) -> str | None:

@@ -25,9 +25,11 @@ __all__ = [
     "binds_first",
     "children",
     "dotted_parts",
+    "read_names",
     "scopes",
     "spellings",
     "string_value",
+    "target_names",
     "walk",
 ]
 
@@ -176,3 +178,27 @@ def all_params(function: FunctionNode) -> list[cst.Param]:
     """Every named parameter of `function` (positional-only, regular, keyword-only)."""
     params = function.params
     return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def read_names(node: cst.CSTNode) -> list[cst.Name]:
+    """Names read in an expression (not attribute names, keywords or nested functions)."""
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+        return []
+    if isinstance(node, cst.Attribute):
+        return read_names(node.value)
+    if isinstance(node, cst.Arg):
+        return read_names(node.value)
+    return [name for child in node.children for name in read_names(child)]
+
+
+def target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression) -> set[str]:
+    """The names an assignment or loop target binds (`a`, `a, (b, *c)`; not `self.x`)."""
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return {n for element in node.elements for n in target_names(element.value)}
+    if isinstance(node, cst.StarredElement):
+        return target_names(node.value)
+    return set()

@@ -73,7 +73,16 @@ from ..catalog import (
 from .bindings import Env
 from .module_index import ModuleIndex
 from .sets import SET_BUILDERS, SetValues
-from .syntax import FunctionNode, all_params, children, dotted_parts, spellings, string_value
+from .syntax import (
+    FunctionNode,
+    all_params,
+    children,
+    dotted_parts,
+    read_names,
+    spellings,
+    string_value,
+    target_names,
+)
 from .template_inputs import TemplateInputs
 
 __all__ = [
@@ -229,24 +238,11 @@ def _derived_from(taints: Iterable[Taint], origin: cst.CSTNode, detail: str) -> 
     }
 
 
-def _names_in(node: cst.CSTNode) -> list[cst.Name]:
-    """Every `Name` in `node`'s subtree (`node` itself included)."""
-    found: list[cst.Name] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            found.append(current)
-        else:
-            stack.extend(children(current))
-    return found
-
-
 def _item_names(loop: cst.For) -> set[str]:
     """The loop's target names and the names its body binds from them (`inst =
     registry.create(name)`, `if inst := make(name):`): what holds the item."""
-    names = {name.value for name in _names_in(loop.target)}
-    bindings: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+    names = target_names(loop.target)
+    bindings: list[tuple[cst.BaseAssignTargetExpression | cst.BaseExpression, cst.CSTNode]] = []
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
@@ -263,8 +259,8 @@ def _item_names(loop: cst.For) -> set[str]:
     while grown:
         grown = False
         for target, value in bindings:
-            bound = {name.value for name in _names_in(target)}
-            if not bound <= names and names & {name.value for name in _names_in(value)}:
+            bound = target_names(target)
+            if not bound <= names and names & {name.value for name in read_names(value)}:
                 names |= bound
                 grown = True
     return names
@@ -552,11 +548,11 @@ class TaintAnalysis(SetValues, TemplateInputs):
         """The set order a comprehension's result takes from each `for` clause whose
         item `items` (its element, or key and value) use: `[spec(n) for n in names]`
         is in `names`' order; `[0 for _ in names]` in none."""
-        used = {name.value for item in items for name in _names_in(item)}
+        used = {name.value for item in items for name in read_names(item)}
         result: set[Taint] = set()
         clause: cst.CompFor | None = node.for_in
         while clause is not None:
-            if used.intersection(name.value for name in _names_in(clause.target)):
+            if used & target_names(clause.target):
                 result |= self._ordered(clause.iter, "iterates over a set")
             clause = clause.inner_for_in
         return result
@@ -570,7 +566,7 @@ class TaintAnalysis(SetValues, TemplateInputs):
             loops = self.index.appended_in.get(id(value), ())
             if not loops:
                 continue
-            used = {name.value for name in _names_in(value)}
+            used = {name.value for name in read_names(value)}
             for loop in loops:
                 names = self._item_names.get(id(loop))
                 if names is None:

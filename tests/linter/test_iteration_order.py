@@ -104,8 +104,18 @@ def test_a_list_filled_in_a_loop_over_a_sorted_set_is_in_no_set_order(
     assert codes(source, tmp_path) == []
 
 
-def test_a_value_appended_without_the_item_takes_no_order(tmp_path: Path) -> None:
-    source = LOOP_MODULE.format(iterable="set(names)", body="        tools.append(DEFAULT_TOOL)")
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        tools.append(DEFAULT_TOOL)",
+        # a keyword spelled like the item reads nothing of it
+        '        tools.append(registry.create(name="search"))',
+        # nor does an attribute of that name
+        "        tools.append(registry.name)",
+    ],
+)
+def test_a_value_appended_without_the_item_takes_no_order(body: str, tmp_path: Path) -> None:
+    source = LOOP_MODULE.format(iterable="set(names)", body=body)
     assert codes(source, tmp_path) == []
 
 
