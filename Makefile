@@ -50,8 +50,12 @@ typecheck: $(BIN)/.installed
 		-p prefixkit.cli -p prefixkit.testing -p tests >build/mypy.out; status=$$?; \
 		sed 's|^build/editable/prefixkit/||' build/mypy.out; exit $$status
 
+# The tests that start no engine and measure no latency on both cores, then the engine, Ray
+# and slow ones one at a time (they share the session's engines; a latency measurement
+# needs the cores to itself)
 pytest: $(BIN)/.installed promtool
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not engine and not ray and not slow" -n $(PYTEST_WORKERS)
+	$(BIN)/pytest -m "engine or ray or slow"
 
 # The tests that start neither vLLM nor Ray nor a slow build, on both cores.
 pytest-quick: $(BIN)/.installed promtool

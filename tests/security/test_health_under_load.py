@@ -62,7 +62,7 @@ def _token_id_completion(size: int) -> bytes:
     return body
 
 
-@pytest.mark.slow  # a latency measurement: it needs the cores to itself (make test runs serially)
+@pytest.mark.slow  # a latency measurement: needs the cores to itself (slow tests run one at a time)
 def test_health_answers_within_50_ms_at_p99_while_a_tenant_sends_8_mb_bodies() -> None:
     body = _token_id_completion(BODY_BYTES)
     replica = f"http://127.0.0.1:{free_port()}"
