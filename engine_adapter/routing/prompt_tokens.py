@@ -179,7 +179,23 @@ class PromptTokenizer:
             return Cannot(f"cannot load the tokenizer in {folder}: {exc}")
         if not getattr(tokenizer, "is_fast", False):
             return Cannot(f"the tokenizer in {folder} is not a fast one")
-        return cls(tokenizer, folder)
+        loaded = cls(tokenizer, folder)
+        loaded._prepare()
+        return loaded
+
+    def _prepare(self) -> None:
+        """Compile now what the first chat, Responses and Messages requests would: the chat
+        template with and without tools, its direct render, the keyword arguments it
+        accepts, whether inline system messages merge. A folder whose template refuses
+        this (or that has none) is left to each request, which answers `Cannot`."""
+        for tools in (None, []):
+            try:
+                template, _form = self._template(tools)
+                self._direct_template(template)
+                self._accepted(template)
+                self._merges_inline_system()
+            except (LookupError, TypeError, ValueError, AttributeError, jinja2.TemplateError):
+                return
 
     def tokens(self, path: str, body: Mapping[str, Any]) -> TokenizeOutcome:
         """The prompt token ids the engine computes for `body` sent to `path` (one of

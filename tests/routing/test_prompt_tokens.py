@@ -203,6 +203,27 @@ def test_tools_and_the_template_kwargs_it_reads_change_the_prompt(variant: Any) 
     assert _ids(tokenizer.tokens("/v1/chat/completions", unread)) == base
 
 
+def test_loading_compiles_the_template_so_no_request_does(
+    variant: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokenizer = variant(TOOLS_TEMPLATE)
+
+    def compiling(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a request compiled a template")
+
+    monkeypatch.setattr(jinja2.Environment, "parse", compiling)
+    monkeypatch.setattr(jinja2.Environment, "from_string", compiling)
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {}}}
+    user = {"role": "user", "content": "hi"}
+    for path, body in [
+        ("/v1/chat/completions", {"messages": [user]}),
+        ("/v1/chat/completions", {"messages": [user], "tools": [tool]}),
+        ("/v1/responses", {"input": "hi", "instructions": "Be brief."}),
+        ("/v1/messages", {"system": "Be brief.", "messages": [user], "max_tokens": 8}),
+    ]:
+        assert isinstance(tokenizer.tokens(path, body), PromptTokens), path
+
+
 def test_developer_messages_become_system_ones_where_the_template_lacks_the_role(
     chatml: PromptTokenizer, variant: Any
 ) -> None:
