@@ -72,6 +72,7 @@ from ..catalog import (
     SEGMENT_CONSTRUCTORS,
     SYSTEM_MESSAGE_CLASSES,
     TEMPLATE_CONSTRUCTORS,
+    TURN_ROLES,
     PromptEntryPoint,
     is_identity_name,
     is_message_class,
@@ -336,14 +337,15 @@ def _system_class_segments(
 
 
 def class_role(owner: cst.ClassDef, analysis: TaintAnalysis) -> str | None:
-    """The system or developer role a class's own field holds (`role: str = "system"`)."""
+    """The system or developer role a class's own field holds (`role: str = "system"`),
+    when no field spells a turn's role: a class whose fields spell several roles (`class
+    Role(Enum)` with `SYSTEM = "system"` and `USER = "user"`) names the roles; calling it
+    makes a role, not a message."""
     fields = analysis.index.class_attrs.get(id(owner), {})
-    roles = {
-        _resolved_role(value, Env(None), analysis)
-        for entries in fields.values()
-        for value, method in entries
-        if method is None
-    }
+    values = [value for entries in fields.values() for value, method in entries if method is None]
+    if any(role_spelling(value) in TURN_ROLES for value in values):
+        return None
+    roles = {_resolved_role(value, Env(None), analysis) for value in values}
     return next((r for r in sorted(roles, key=str) if r is not None), None)
 
 

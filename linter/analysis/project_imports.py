@@ -65,6 +65,7 @@ from ..catalog import (
     PROMPT_TEMPLATE_CLASSES,
     SYSTEM_MESSAGE_CLASSES,
     TRIGGER_WORDS,
+    TURN_ROLES,
     is_system_role,
     is_volatile_callable,
     segment_call_tails,
@@ -1116,16 +1117,21 @@ def _init_of(owner: cst.ClassDef) -> cst.FunctionDef | None:
 
 def _field_role(owner: cst.ClassDef) -> str | None:
     """A system or developer role spelled in place in a class-level field
-    (`role: str = "system"`, `kind = Kind.SYSTEM`)."""
+    (`role: str = "system"`, `kind = Kind.SYSTEM`), when no field spells a turn's role:
+    a class whose fields spell several roles (`class Role(Enum)` with `SYSTEM = "system"`
+    and `USER = "user"`) names the roles; calling it makes a role, not a message."""
+    found = None
     for statement in owner.body.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
             value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
             spelled = role_spelling(value) if value is not None else None
-            if is_system_role(spelled):
-                return spelled
-    return None
+            if spelled in TURN_ROLES:
+                return None
+            if found is None and is_system_role(spelled):
+                found = spelled
+    return found
 
 
 def _field_order(owner: cst.ClassDef) -> list[str]:

@@ -446,3 +446,40 @@ def test_a_method_of_another_module_s_class_counts_only_for_the_role_it_is_given
         "from .session import Session", "session = Session()", f"session.add({role!r}, {NOW})"
     )
     assert found(project_with(tmp_path, {"llm": LLM, "session": SESSION, "main": main})) == expected
+
+
+ROLES = """\
+from enum import Enum
+
+
+class Role(str, Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+"""
+
+ENTRIES = """\
+from .roles import Role
+
+
+class Entry:
+    def __init__(self, role, text):
+        self.role = role
+        self.text = text
+
+
+def to_entry(data):
+    return Entry(Role(data["role"]), data["content"])
+"""
+
+
+def test_a_class_naming_several_roles_is_a_role_not_a_system_message(tmp_path: Path) -> None:
+    # letta's `MessageRole(openai_message_dict["role"])`: the enum holds a system member,
+    # but calling it makes a role; a user turn's dict given to `to_entry` is no system prompt
+    main = caller(
+        "from .roles import Role\nfrom .entries import to_entry",
+        f"Role({NOW})",
+        f'to_entry({{"role": "user", "content": {NOW}}})',
+    )
+    root = project_with(tmp_path, {"roles": ROLES, "entries": ENTRIES, "main": main})
+    assert found(root) == []
