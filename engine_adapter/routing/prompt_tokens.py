@@ -188,7 +188,8 @@ class PromptTokenizer:
         template with and without tools, its direct render, the keyword arguments it
         accepts, whether inline system messages merge. A folder whose template refuses
         this (or that has none) is left to each request, which answers `Cannot`."""
-        for tools in (None, []):
+        no_tools: list[dict[str, Any]] = []
+        for tools in (None, no_tools):
             try:
                 template, _form = self._template(tools)
                 self._direct_template(template)
