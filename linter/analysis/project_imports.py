@@ -574,8 +574,11 @@ class ProjectImports:
     _files: dict[tuple[int, tuple[str, ...]], Path | None] = field(default_factory=dict)
 
     # queries ----------------------------------------------------------------
-    def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
-        """Taints of `call` when it calls a function of another project module, else None."""
+    def call_taints(
+        self, analysis: TaintAnalysis, call: cst.Call, position: int | None = None
+    ) -> set[Taint] | None:
+        """Taints of `call` when it calls a function of another project module (of item
+        `position` of the tuple it returns, when given), else None."""
         names = self._import_names(analysis, call.func)
         instance = self._instance_names(analysis, call.func)
         if not any(self.locate(name) for name in [*names, *instance]):
@@ -588,7 +591,7 @@ class ProjectImports:
         spelled = f"{_spelling(call.func)}()"
         result: set[Taint] = set()
         for other, function, method in functions:
-            passed, own = analysis.through(other.analysis, function, call, method)
+            passed, own = analysis.through(other.analysis, function, call, method, position)
             result |= {taint for taint in passed if taint.kind in _CARRIED}
             result |= {
                 self._anchored(analysis, call, spelled, other, taint)

@@ -51,7 +51,7 @@ ask, with one cache of qualified names.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -227,6 +227,24 @@ def _unplaced(taints: Iterable[Taint]) -> set[Taint]:
     }
 
 
+def _items_at(
+    values: Sequence[cst.BaseExpression], position: int
+) -> list[cst.BaseExpression] | None:
+    """Item `position` of each of `values` when every one is a tuple or list written out
+    with that item and no `*spread` (None otherwise, or when there are no values)."""
+    items: list[cst.BaseExpression] = []
+    for value in values:
+        elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+        if (
+            elements is None
+            or position >= len(elements)
+            or any(isinstance(element, cst.StarredElement) for element in elements)
+        ):
+            return None
+        items.append(elements[position].value)
+    return items or None
+
+
 def _derived_from(taints: Iterable[Taint], origin: cst.CSTNode, detail: str) -> set[Taint]:
     """What an opaque call returns when given values with these (unresolved) taints,
     `origin` and `detail` describing it: a placeholder for each parameter a value comes
@@ -279,8 +297,11 @@ class ImportedTaints(Protocol):
     """What `TaintAnalysis` asks about names imported from the project's other modules
     (`project_imports.ProjectImports` answers it)."""
 
-    def call_taints(self, analysis: TaintAnalysis, call: cst.Call) -> set[Taint] | None:
-        """Taints of `call` when it calls a function of another project module, else None."""
+    def call_taints(
+        self, analysis: TaintAnalysis, call: cst.Call, position: int | None = None
+    ) -> set[Taint] | None:
+        """Taints of `call` when it calls a function of another project module (of item
+        `position` of the tuple it returns, when given), else None."""
         ...
 
     def value_taints(
@@ -316,8 +337,9 @@ class TaintAnalysis(SetValues, TemplateInputs):
         self._raw_cache: dict[int, frozenset[Taint]] = {}
         self._active: set[int] = set()
         self._item_names: dict[int, set[str]] = {}  # a `for` loop's id -> `_item_names`
-        self._summaries: dict[int, frozenset[Taint]] = {}
-        self._summarising: set[int] = set()
+        # (function, tuple item or None) -> its summary
+        self._summaries: dict[tuple[int, int | None], frozenset[Taint]] = {}
+        self._summarising: set[tuple[int, int | None]] = set()
 
     def module_path(self) -> Path | None:
         """The linted module's file, where the project's imports are followed (prompt files
@@ -334,9 +356,15 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return frozenset()
         return frozenset(self._in_env(self._raw(node), env))
 
-    def summary(self, function: FunctionNode) -> frozenset[Taint]:
-        """The taints of `function`'s return values, its parameters as placeholders."""
-        key = id(function)
+    def summary(self, function: FunctionNode, position: int | None = None) -> frozenset[Taint]:
+        """The taints of `function`'s return values, its parameters as placeholders; with
+        `position`, of item `position` of the tuple it returns, when every return statement
+        writes a tuple with that item (`return data, outputs`; else of the whole values)."""
+        returned = self.index.returns.get(id(function), [])
+        items = _items_at(returned, position) if position is not None else None
+        if items is not None:
+            returned = items
+        key = (id(function), position if items is not None else None)
         cached = self._summaries.get(key)
         if cached is not None:
             return cached
@@ -344,7 +372,7 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return frozenset()
         self._summarising.add(key)
         try:
-            result = frozenset(self._union(self.index.returns.get(key, [])))
+            result = frozenset(self._union(returned))
         finally:
             self._summarising.discard(key)
         self._summaries[key] = result
@@ -521,17 +549,35 @@ class TaintAnalysis(SetValues, TemplateInputs):
         tuple or list the module shows, else the value's taints but no one item's identity."""
         found: set[Taint] = set()
         for resolved, _env in self.resolve(value, Env(None)):
-            items = resolved.elements if isinstance(resolved, (cst.Tuple, cst.List)) else None
-            if (
-                items is not None
-                and position is not None
-                and position < len(items)
-                and not any(isinstance(item, cst.StarredElement) for item in items)
-            ):
-                found |= self._raw(items[position].value)
+            items = _items_at([resolved], position) if position is not None else None
+            returned = (
+                self._returned_item(resolved, position)
+                if isinstance(resolved, cst.Call) and position is not None
+                else None
+            )
+            if items is not None:
+                found |= self._raw(items[0])
+            elif returned is not None:
+                found |= returned
             else:
                 found |= {t for t in self._raw(resolved) if t.kind != "identity"}
         return frozenset(found)
+
+    def _returned_item(self, call: cst.Call, position: int) -> set[Taint] | None:
+        """Item `position` of the tuple a function of the project returns (`data, outputs =
+        prepare(task, outputs)`): what the call gives that item, not the other items
+        (None: not such a call)."""
+        functions = self.functions_called(call)
+        if functions:
+            result: set[Taint] = set()
+            for function, method in functions:
+                passed, own = self.through(self, function, call, method, position)
+                result |= passed | own
+            once = self.at_import(call) and id(call) not in self.index.looped_at_import
+            return _evaluated_at_import(result, call) if once else result
+        if self.imports is None:
+            return None
+        return self.imports.call_taints(self, call, position)
 
     def _param(self, param: cst.Param, use: cst.Name) -> set[Taint]:
         name = param.name.value
@@ -796,16 +842,22 @@ class TaintAnalysis(SetValues, TemplateInputs):
         return passed | own
 
     def through(
-        self, owner: TaintAnalysis, function: FunctionNode, call: cst.Call, method: bool
+        self,
+        owner: TaintAnalysis,
+        function: FunctionNode,
+        call: cst.Call,
+        method: bool,
+        position: int | None = None,
     ) -> tuple[set[Taint], set[Taint]]:
         """A call in this module to `function` of `owner`'s module (this one or another):
-        the taints of the arguments that flow to its return values, and the other
-        taints of its summary (in `owner`'s module)."""
+        the taints of the arguments that flow to its return values (to item `position` of
+        the tuple it returns, when given), and the other taints of its summary (in
+        `owner`'s module)."""
         arguments = self.arguments(function, call, method)
         gathered = _gathered(function, call, method)
         result: set[Taint] = set()
         own: set[Taint] = set()
-        for taint in owner.summary(function):
+        for taint in owner.summary(function, position):
             if not owner._param_of(taint, function) or taint.param is None:
                 own.add(taint)
                 continue
