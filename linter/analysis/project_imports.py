@@ -578,7 +578,8 @@ class ProjectImports:
         self, analysis: TaintAnalysis, call: cst.Call, position: int | None = None
     ) -> set[Taint] | None:
         """Taints of `call` when it calls a function of another project module (of item
-        `position` of the tuple it returns, when given), else None."""
+        `position` of the tuple it returns, when given and every `return` of it writes out
+        that item), else None."""
         names = self._import_names(analysis, call.func)
         instance = self._instance_names(analysis, call.func)
         if not any(self.locate(name) for name in [*names, *instance]):
@@ -587,6 +588,10 @@ class ProjectImports:
         if not functions and any(analysis.carries(arg.value, _CARRIED) for arg in call.args):
             functions = self._functions(names, True) + self._functions(instance, True, True)
         if not functions:
+            return None
+        if position is not None and not all(
+            other.analysis.returns_item(function, position) for other, function, _ in functions
+        ):
             return None
         spelled = f"{_spelling(call.func)}()"
         result: set[Taint] = set()

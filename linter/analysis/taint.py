@@ -566,15 +566,13 @@ class TaintAnalysis(SetValues, TemplateInputs):
     def _returned_item(self, call: cst.Call, position: int) -> set[Taint] | None:
         """Item `position` of the tuple a function of the project returns (`data, outputs =
         prepare(task, outputs)`): what the call gives that item, not the other items
-        (None: not such a call)."""
+        (None: not such a call, or a function not every `return` of which writes out
+        that item)."""
         functions = self.functions_called(call)
         if functions:
-            result: set[Taint] = set()
-            for function, method in functions:
-                passed, own = self.through(self, function, call, method, position)
-                result |= passed | own
-            once = self.at_import(call) and id(call) not in self.index.looped_at_import
-            return _evaluated_at_import(result, call) if once else result
+            if not all(self.returns_item(function, position) for function, _ in functions):
+                return None
+            return self._local_call(call, functions, position)
         if self.imports is None:
             return None
         return self.imports.call_taints(self, call, position)
@@ -732,11 +730,7 @@ class TaintAnalysis(SetValues, TemplateInputs):
             )
         functions = self.functions_called(node)
         if functions:
-            result = set()
-            for function, method in functions:
-                result |= self._through(function, node, method)
-            once = self.at_import(node) and id(node) not in self.index.looped_at_import
-            return _evaluated_at_import(result, node) if once else result
+            return self._local_call(node, functions)
         imported = self.imports.call_taints(self, node) if self.imports is not None else None
         if imported is not None:
             return imported
@@ -836,10 +830,24 @@ class TaintAnalysis(SetValues, TemplateInputs):
                 return True
         return False
 
-    def _through(self, function: FunctionNode, call: cst.Call, method: bool) -> set[Taint]:
-        """The taints of a call to a local function: its summary, arguments substituted."""
-        passed, own = self.through(self, function, call, method)
-        return passed | own
+    def _local_call(
+        self,
+        call: cst.Call,
+        functions: list[tuple[FunctionNode, bool]],
+        position: int | None = None,
+    ) -> set[Taint]:
+        """The taints of a call to the module's functions (of item `position` of the tuple
+        they return, when given): their summaries, arguments substituted."""
+        result: set[Taint] = set()
+        for function, method in functions:
+            passed, own = self.through(self, function, call, method, position)
+            result |= passed | own
+        once = self.at_import(call) and id(call) not in self.index.looped_at_import
+        return _evaluated_at_import(result, call) if once else result
+
+    def returns_item(self, function: FunctionNode, position: int) -> bool:
+        """Whether every `return` of `function` writes out a tuple with item `position`."""
+        return _items_at(self.index.returns.get(id(function), []), position) is not None
 
     def through(
         self,
