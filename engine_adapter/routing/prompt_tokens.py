@@ -194,9 +194,9 @@ class PromptTokenizer:
                 template, _form = self._template(tools)
                 self._direct_template(template)
                 self._accepted(template)
-                self._merges_inline_system()
             except (LookupError, TypeError, ValueError, AttributeError, jinja2.TemplateError):
                 return
+        self._merges_inline_system()
 
     def tokens(self, path: str, body: Mapping[str, Any]) -> TokenizeOutcome:
         """The prompt token ids the engine computes for `body` sent to `path` (one of

@@ -106,3 +106,45 @@ def run(tasks):
     swapped = source.replace("tools=tools", "tools=outputs")
     findings = lint_source(swapped, tmp_path / "crew.py", LintConfig(root=tmp_path))
     assert [f.code for f in findings] == ["PFX001"]
+
+
+BUILT = """\
+import time
+
+import anthropic
+
+client = anthropic.Anthropic()
+
+
+def prepare(user_id):
+    return tuple(part.strip() for part in ({first}, "Plan the steps, then act on each one."))
+
+
+def run(user_id, question):
+    {targets} = prepare(user_id)
+    return client.messages.create(
+        model="m",
+        max_tokens=5,
+        system={chosen},
+        messages=[{{"role": "user", "content": question}}],
+    )
+"""
+
+
+def _built(first: str, targets: str, chosen: str, root: Path) -> list[str]:
+    source = BUILT.format(first=first, targets=targets, chosen=chosen)
+    return [f.code for f in lint_source(source, root / "a.py", LintConfig(root=root))]
+
+
+def test_unpacked_items_the_module_does_not_show_keep_what_changes_but_no_identity(
+    tmp_path: Path,
+) -> None:
+    # `prepare` builds its tuple in a call: which item holds what is not known, so each
+    # name keeps what changes per request but not an identity one item may hold
+    user = 'f"You help user {user_id}."'
+    assert _built(user, "whole", "whole", tmp_path) == ["PFX002", "PFX002"]
+    assert _built(user, "intro, rules", "intro", tmp_path) == []
+    assert _built(user, "intro, rules", "rules", tmp_path) == []
+    clock = 'f"Started {time.time()}."'
+    assert _built(clock, "intro, rules", "intro", tmp_path) == ["PFX001"]
+    assert _built(clock, "intro, rules", "rules", tmp_path) == ["PFX001"]
