@@ -38,10 +38,13 @@ prefix-cache hit rate (their counters: cached prompt tokens over prompt tokens);
 routers, their CPU time per request (from ``/proc``, the router's process and its
 children); for precise, the ``server-timing`` it reports (prompt tokens, in-process or
 ``/tokenize``; hashing + decision: median, p99) and its fallbacks to ``/tokenize`` (a
-count and a share of the phase's requests). Then all phases side by side, each router's
-CPU per request as a multiple of SMG's. Everything shares this machine's cores, so the
-requests per second are the machine's; the CPU per request says how many requests a
-second one core of router would serve.
+count and a share of the phase's requests); for every phase, the CPU per request of the
+clients (this process) and of the fake replicas' process. Then all phases side by side,
+each router's CPU per request as a multiple of SMG's. Everything shares this machine's
+cores, so the requests per second are the machine's; the CPU per request says how many
+requests a second one core of router would serve. The clients are one Python process: when
+their CPU per request times the requests per second nears one core, they set the pace,
+and the requests per second and latencies say more about them than about the router.
 
 ``--rounds N`` runs the phases N times, every other round backwards (A B C, C B A, ...), and
 prints each round and the mean of the rounds: a phase's CPU per request moves by a
@@ -115,6 +118,8 @@ class Measured(NamedTuple):
     hit_rate: float
     cpu_ms: float | None
     fallbacks: int | None
+    clients_cpu_ms: float  # this process: the clients
+    replicas_cpu_ms: float  # the fake replicas' process
 
 
 def model_folder(run_dir: Path) -> tuple[Path, str]:
@@ -285,6 +290,12 @@ def cpu_seconds(pid: int) -> float:
     return sum(processes[p][1] for p in tree if p in processes) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (the clients) so far."""
+    times = os.times()
+    return times.user + times.system
+
+
 def started(command: list[str], source: str | None = None) -> subprocess.Popen[str]:
     """A role of this script in its own process, once it says it is ready (`source`: the
     source tree whose ``prefixkit`` it imports, None for this one)."""
@@ -359,6 +370,7 @@ def main() -> int:
         script = [sys.executable, __file__, *common]
         engines = started([*script, "--role", "engines"])
         stack.callback(stopped, engines)
+        args.replicas_pid = engines.pid
         replica_urls = [f"http://127.0.0.1:{FIRST_PORT + r}" for r in range(args.engines)]
         requests = args.tenants * USERS * TURNS
         print(
@@ -429,6 +441,8 @@ def mean_of(measured: Sequence[Measured]) -> Measured:
         statistics.mean(m.hit_rate for m in measured),
         statistics.mean(cpu) if cpu else None,
         sum(fallbacks) if fallbacks else None,
+        statistics.mean(m.clients_cpu_ms for m in measured),
+        statistics.mean(m.replicas_cpu_ms for m in measured),
     )
 
 
@@ -463,7 +477,7 @@ def print_side_by_side(results: Sequence[Measured]) -> None:
     print()
     print(
         f"{'phase':<40} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'hit':>6} "
-        f"{'CPU ms/req':>10} {'x SMG':>6} {'fallbacks':>15}"
+        f"{'CPU ms/req':>10} {'x SMG':>6} {'fallbacks':>15} {'clients':>8} {'replicas':>8}"
     )
     for m in results:
         cpu = "-" if m.cpu_ms is None else f"{m.cpu_ms:.2f}"
@@ -473,7 +487,8 @@ def print_side_by_side(results: Sequence[Measured]) -> None:
             fallbacks = f"{m.fallbacks} ({m.fallbacks / m.requests:.1%})"
         print(
             f"{m.name:<40} {m.rate:7.1f} {m.p50_ms:8.1f} {m.p99_ms:8.1f} {m.hit_rate:6.3f} "
-            f"{cpu:>10} {ratio:>6} {fallbacks:>15}"
+            f"{cpu:>10} {ratio:>6} {fallbacks:>15} {m.clients_cpu_ms:8.2f} "
+            f"{m.replicas_cpu_ms:8.2f}"
         )
 
 
@@ -511,10 +526,13 @@ def measure(
     fallbacks = None if state is None else state.fallbacks()
     sampler = None if profile is None or router is None else py_spy(router, profile)
     cpu = 0.0 if router is None else cpu_seconds(router)
+    clients_cpu, replicas_cpu = own_cpu_seconds(), cpu_seconds(args.replicas_pid)
     wall, latencies, timings = asyncio.run(
         run_phase(name, urls, args.tenants, args.clients, gateway)
     )
     cpu = 0.0 if router is None else cpu_seconds(router) - cpu
+    clients_cpu = own_cpu_seconds() - clients_cpu
+    replicas_cpu = cpu_seconds(args.replicas_pid) - replicas_cpu
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
         sampler.wait(60)
@@ -531,6 +549,10 @@ def measure(
     )
     if cpu_ms is not None:
         print(f"  router CPU {cpu_ms:.2f} ms per request")
+    print(
+        f"  clients CPU {clients_cpu / requests * 1e3:.2f} ms per request, "
+        f"replicas {replicas_cpu / requests * 1e3:.2f} ms"
+    )
     if fallbacks is not None:
         print(f"  fallbacks to /tokenize {fallbacks} ({fallbacks / requests:.1%} of requests)")
     if timings:
@@ -552,6 +574,8 @@ def measure(
         rate,
         cpu_ms,
         fallbacks,
+        clients_cpu / requests * 1e3,
+        replicas_cpu / requests * 1e3,
     )
 
 
