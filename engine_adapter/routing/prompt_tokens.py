@@ -484,7 +484,8 @@ def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
 
 
 def _is_token(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A token id a block hash holds (an engine refuses an id beyond its vocabulary)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
 
 
 def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:

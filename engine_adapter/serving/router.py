@@ -357,9 +357,15 @@ def _anthropic_text(content: object) -> str:
     return ""
 
 
+# token ids a block hash holds (CBOR's integers: from -2**64 to 2**64 - 1)
+_ID_BOUND = 1 << 64
+
+
 def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[int]:
     """What to ask ``/tokenize`` for a generation request (or its token ids, when the
-    prompt already is token ids)."""
+    prompt already is token ids). A Responses or Messages body that does not convert
+    (``"tools": 5``), or token ids no block hash holds (beyond 64 bits), gives no token
+    ids: the request is placed by load alone and the engine says what is wrong with it."""
     model = body.get("model")
     if path.endswith("/chat/completions"):
         query: dict[str, Any] = {"model": model, "messages": body.get("messages", [])}
@@ -376,11 +382,14 @@ def _tokenize_query(path: str, body: dict[str, Any]) -> dict[str, Any] | list[in
         convert = (
             responses_chat_messages if path.endswith("/responses") else anthropic_chat_messages
         )
-        messages, tools = convert(body)
+        try:
+            messages, tools = convert(body)
+        except (LookupError, TypeError, ValueError, AttributeError):
+            return []
         return {"model": model, "messages": messages, **({"tools": tools} if tools else {})}
     prompt = body.get("prompt", "")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return prompt
+        return prompt if all(-_ID_BOUND <= t < _ID_BOUND for t in prompt) else []
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
         prompt = prompt[0]  # a batch goes where its first prompt is cached
     if not isinstance(prompt, str):
@@ -535,8 +544,13 @@ class PreciseRoute:
         for replica in self._order():
             url = self.replica_urls[replica]
             try:
+                # as json.loads read it (NaN and Infinity included), which httpx's json=
+                # refuses to write
                 response = await self.upstreams.client(url).post(
-                    "/tokenize", json=query, timeout=30.0
+                    "/tokenize",
+                    content=json.dumps(query).encode(),
+                    headers={"content-type": "application/json"},
+                    timeout=30.0,
                 )
             except httpx.TransportError as exc:
                 failures.append(f"replica {replica}: {exc!r}")

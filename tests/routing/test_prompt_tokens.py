@@ -406,6 +406,8 @@ def test_the_salt_comes_with_the_tokens(chatml: PromptTokenizer) -> None:
             "tokenize",
         ),
         ("/v1/completions", {"prompt": ["one", "two"]}, "one string"),
+        ("/v1/completions", {"prompt": [5, 1 << 64]}, "token ids"),
+        ("/v1/completions", {"prompt": [5, -1]}, "token ids"),
         ("/v1/completions", {"prompt": "x", "suffix": "y"}, "suffix"),
         ("/v1/responses", {"input": "x", "previous_response_id": "resp_1"}, "previous_response_id"),
         ("/v1/responses", {"input": [{"type": "web_search_call", "id": "w"}]}, "web_search_call"),

@@ -146,3 +146,40 @@ def test_a_responses_request_tokenize_cannot_read_is_placed_and_answered_by_the_
     assert response.status_code == 200
     assert sum(r.tokenized for r in replicas) == 1
     assert sum(_served_by(replicas)) == 1
+
+
+_HUGE_IDS = ",".join(["9" * 30] * 40)
+_NEGATIVE_IDS = ",".join(["-" + "9" * 25] * 40)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/responses", '{"model":"fake-model","input":"hi","tools":5}'),
+        ("/v1/messages", '{"model":"fake-model","max_tokens":5,"messages":5}'),
+        (
+            "/v1/messages",
+            '{"model":"fake-model","max_tokens":5,'
+            '"messages":[{"role":"user","content":"hi"}],"tools":7}',
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model":"fake-model","messages":[{"role":"user","content":NaN}]}',
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model":"fake-model","messages":[{"role":"user","content":"hi"}],"tools":[{"x":Infinity}]}',
+        ),
+        ("/v1/responses", '{"model":"fake-model","input":[{"role":"user","content":NaN}]}'),
+        ("/v1/completions", '{"model":"fake-model","prompt":[' + _HUGE_IDS + "]}"),
+        ("/v1/completions", '{"model":"fake-model","prompt":[' + _NEGATIVE_IDS + "]}"),
+    ],
+)
+def test_a_body_the_stage_cannot_read_is_placed_and_answered_by_the_engine(
+    replicas: list[FakeVLLM], router: TestClient, path: str, body: str
+) -> None:
+    # tools that are not a list, NaN where /tokenize is asked, ids beyond 64 bits: the
+    # stage places the request by load and the engine answers it, never a 500 of its own
+    response = router.post(path, content=body, headers={"content-type": "application/json"})
+    assert "x-prefixkit-replica" in response.headers, response.text
+    assert sum(len(r.generations) for r in replicas) == 1
