@@ -20,6 +20,12 @@ With the prefixkit router, an operator's ``x-prefixkit-replica: I`` (`PIN_HEADER
 request to the I-th replica (warm-up); it travels in the body as ``prefixkit_replica``
 (`PIN_FIELD`), which the gateway removes from every body before it sets it.
 
+A tenant's generation request gets a ``request_id`` of the gateway's own in its body. Ray
+Serve LLM names the engine's request after the body's ``request_id``, else after Ray
+Serve's request id, which Ray's proxy takes from the client's ``x-request-id``; vLLM
+aborts every request of a name when one's client hangs up, so a tenant that named its
+request after another tenant's could cancel it.
+
 Nothing is sent again: Ray Serve itself retries a request whose replica never accepted
 it (unavailable, rejected); a replica that dies with a request it accepted answers 500,
 and that request is never sent on to another engine (it may be what killed the first).
@@ -27,6 +33,7 @@ and that request is never sent on to another engine (it may be what killed the f
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 
 from starlette.datastructures import Headers
@@ -103,6 +110,8 @@ class TenantGateway:
             options = body_admission(
                 decision, headers, self.limits.max_json_depth, pin_in_body=True
             )
+            if decision.limited_tenant is not None and decision.use is RouteUse.SALTED:
+                options["fields"]["request_id"] = f"prefixkit-{uuid.uuid4().hex}"
             admitted = await self.bodies.admit(raw, **options)
         except Refused as refused:
             await refused.response()(scope, receive, send)
@@ -156,9 +165,12 @@ def _replay(body: bytes, client: Receive) -> Receive:
 
 def _exact(scope: Scope, decision: Admitted, length: int | None) -> Scope:
     """`scope` with the admitted path only (no query for a gated request), the gateway's
-    headers and the client's key removed, and the body's new length."""
-    dropped = {b"authorization", b"x-api-key"} | (
-        {b"content-length"} if length is not None else set()
+    headers and the client's key removed (and a gated request's ``x-request-id``, which
+    vLLM names the request after: `relay`), and the body's new length."""
+    dropped = (
+        {b"authorization", b"x-api-key"}
+        | ({b"content-length"} if length is not None else set())
+        | ({b"x-request-id"} if decision.gated else set())
     )
     headers = [
         (k, v)

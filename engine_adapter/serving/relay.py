@@ -38,13 +38,14 @@ HOP_BY_HOP = frozenset(
     }
 )
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-length"}
-# what a tenant's request may tell the engine besides its body
+# what a tenant's request may tell the engine besides its body; not ``x-request-id``:
+# vLLM names the request after it and aborts every request of that name when one's client
+# hangs up, so a tenant that named its request after another tenant's could cancel it
 _GATED_HEADERS = frozenset(
     {
         "content-type",
         "accept",
         "user-agent",
-        "x-request-id",
         "anthropic-version",
         "anthropic-beta",
         "traceparent",

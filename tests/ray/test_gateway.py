@@ -65,3 +65,35 @@ def test_a_route_outside_the_tenant_table_is_404_for_a_tenant() -> None:
     response = client().post("/v1/embeddings", json={"input": "hi"}, headers=ACME)
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_tenants_request_id_header_does_not_reach_the_ingress() -> None:
+    # vLLM aborts every request named after an x-request-id when one's client hangs up
+    app = Starlette(
+        routes=[Route("/{path:path}", lambda r: JSONResponse(dict(r.headers)), methods=["POST"])]
+    )
+    tenants = Tenants({"key-acme": "acme"}, SECRET, {"key-ops": "ops"})
+    gateway = TestClient(TenantGateway(app, lambda: tenants))
+    headers = {**ACME, "x-request-id": "chat-1", "traceparent": "00-ab-cd-01"}
+    reached = gateway.post("/v1/chat/completions", json={"messages": []}, headers=headers).json()
+    assert "x-request-id" not in reached
+    assert reached["traceparent"] == "00-ab-cd-01"
+
+
+def test_a_tenants_generation_request_is_named_by_the_gateway_not_the_tenant() -> None:
+    # Ray Serve LLM names the engine's request after the body's request_id, else after
+    # the x-request-id Ray's proxy read: each tenant request gets a name of its own
+    gateway = client()
+    headers = {**ACME, "x-request-id": "chat-1"}
+    names = [
+        gateway.post(
+            "/v1/chat/completions", json={"messages": [], "request_id": "chat-1"}, headers=headers
+        ).json()["request_id"]
+        for _ in range(2)
+    ]
+    assert names[0] != names[1]
+    assert all(name.startswith("prefixkit-") for name in names)
+    operator = gateway.post(
+        "/v1/chat/completions", json={"messages": [], "request_id": "warm-1"}, headers=OPS
+    )
+    assert operator.json()["request_id"] == "warm-1"
