@@ -198,11 +198,27 @@ class ToolCall:
                 "ToolCall needs the provider's call id and the tool name",
                 value={"id": self.id, "name": self.name},
             )
+        if not isinstance(self.arguments, (str, Mapping)):
+            raise CanonicalError(
+                f"ToolCall {self.id} ({self.name}) has arguments of type "
+                f"{type(self.arguments).__name__}: give a dict, or the JSON text the provider "
+                "returned ({} for none)",
+                value=self.arguments,
+            )
 
     def argument_dict(self) -> dict[str, Any]:
         """The arguments as a dict (parsed when they are JSON text)."""
         if isinstance(self.arguments, str):
-            parsed = json.loads(self.arguments or "{}")
+            try:
+                parsed = json.loads(self.arguments or "{}")
+            except ValueError as error:
+                raise RenderError(
+                    f"tool call {self.id} ({self.name}) has arguments {self.arguments[:60]!r}, "
+                    f"which are not JSON ({error}): an API that takes them as an object "
+                    "(Anthropic's tool_use input) needs them parsed; pass the call back to the "
+                    "API that made it, or correct the text",
+                    segment=f"tool call {self.id}",
+                ) from None
             if not isinstance(parsed, dict):
                 raise RenderError(
                     f"tool call {self.id} ({self.name}) has arguments {self.arguments[:60]!r}, "
@@ -213,10 +229,11 @@ class ToolCall:
         return dict(self.arguments)
 
     def argument_text(self) -> str:
-        """The arguments as JSON text (the provider's own text when it sent one)."""
+        """The arguments as JSON text (the provider's own text when it sent one; a dict's
+        keys in the order written, as every other JSON sent)."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return canonical_json(dict(self.arguments))
+        return canonical_json(dict(self.arguments), sort_keys=False)
 
 
 @dataclass(frozen=True)
@@ -233,6 +250,13 @@ class ToolResult:
                 "ToolResult needs the call_id of the ToolCall it answers", value=self.call_id
             )
         if not isinstance(self.content, str):
+            if not isinstance(self.content, Iterable):
+                raise CanonicalError(
+                    f"ToolResult {self.call_id} has content of type "
+                    f"{type(self.content).__name__}: give text, or Text and Image blocks "
+                    '("" for an empty result)',
+                    value=self.content,
+                )
             object.__setattr__(self, "content", tuple(self.content))
 
 

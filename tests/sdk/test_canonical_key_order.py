@@ -7,7 +7,16 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.sdk import Segment, canonical_json
+from prefixkit.sdk import (
+    Prompt,
+    Segment,
+    ToolCall,
+    ToolResult,
+    canonical_json,
+    render_anthropic,
+    render_openai_chat,
+    render_openai_responses,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -41,3 +50,31 @@ def test_send_form_round_trips_with_the_same_key_order(value: Any) -> None:
 def test_a_static_json_segment_keeps_the_key_order_written() -> None:
     segment = Segment.static({"z": 1, "a": {"y": 2, "b": 3}})
     assert segment.text == '{"z":1,"a":{"y":2,"b":3}}'
+
+
+@given(
+    arguments=st.dictionaries(st.text(min_size=1, max_size=6), json_values, min_size=1, max_size=5)
+)
+def test_a_tool_calls_arguments_are_sent_in_the_order_written_to_every_api(
+    arguments: dict[str, Any],
+) -> None:
+    # a strict tool's arguments come in its schema's order: Chat, Responses and vLLM get
+    # the same order as Anthropic's tool_use input
+    call = ToolCall("call_1", "decide", arguments)
+    prompt = Prompt(
+        system=["You decide refunds. " * 600],  # past every provider's caching minimum
+        messages=[
+            Segment.session("Refund?"),
+            Segment.session([call], role="assistant"),
+            Segment.session([ToolResult("call_1", "done")]),
+            Segment.dynamic("And now?"),
+        ],
+    )
+    chat = render_openai_chat(prompt, model="gpt-4.1")["messages"][2]
+    responses = render_openai_responses(prompt, model="gpt-4.1")["input"]
+    (function_call,) = [item for item in responses if item.get("type") == "function_call"]
+    anthropic = render_anthropic(prompt, model="claude-sonnet-4-5", max_tokens=5)
+    written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    assert chat["tool_calls"][0]["function"]["arguments"] == written
+    assert function_call["arguments"] == written
+    assert list(anthropic["messages"][1]["content"][0]["input"]) == list(arguments)

@@ -29,6 +29,8 @@ from prefixkit.sdk import (
     StaticPrefixGuard,
     TiktokenTokenizer,
     TokenizerError,
+    ToolCall,
+    ToolResult,
     UsageError,
     align_static_prefix,
     canonical_json,
@@ -184,3 +186,32 @@ def test_errors_keep_their_data_across_processes(prompt_root: Path) -> None:
         excinfo.value.drift,
         excinfo.value.path,
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: ToolCall("call_1", "decide", None), "give a dict, or the JSON text"),
+        (lambda: ToolResult("call_1", None), "give text, or Text and Image blocks"),
+    ],
+)
+def test_a_tool_turn_of_the_wrong_type_says_what_to_give(make: Any, says: str) -> None:
+    with pytest.raises(CanonicalError, match=says) as raised:
+        make()
+    assert raised.value.value is None
+
+
+def test_tool_arguments_that_are_not_json_name_the_call_when_an_object_is_needed() -> None:
+    call = ToolCall("call_7", "decide", '{"amount": 12')  # cut off by the model
+    prompt = Prompt(
+        system=["You decide refunds. " * 300],
+        messages=[
+            Segment.session("Refund?"),
+            Segment.session([call], role="assistant"),
+            Segment.session([ToolResult("call_7", "done")]),
+            Segment.dynamic("And now?"),
+        ],
+    )
+    with pytest.raises(RenderError, match="not JSON") as raised:
+        render_anthropic(prompt, model="claude-sonnet-4-5", max_tokens=5)
+    assert "call_7" in str(raised.value) and raised.value.segment == "tool call call_7"
