@@ -451,6 +451,13 @@ def _segment_blocks(part: Part, segment: Segment) -> list[dict[str, Any]]:
     rendered = [
         _content(block) for original in segment.blocks for block in converted(original, "anthropic")
     ]
+    if any(block.get("type") == "text" and not block["text"].strip() for block in rendered):
+        raise RenderError(
+            f"{part} {segment.label} holds an empty text block: Anthropic rejects empty text "
+            "blocks; drop the block",
+            provider="anthropic",
+            segment=segment.label,
+        )
     if (part == "system" or segment.role == "system") and any(
         block.get("type") != "text" for block in rendered
     ):

@@ -602,6 +602,11 @@ def _items(
         else:  # text: no provider items, calls or results to sort out
             native, calls, results = [], [], []
             content_blocks = [Text(segment.text)] if segment.text.strip() else []
+            if not content_blocks and part == "messages":
+                # a turn of the conversation as given, blank or empty: never dropped
+                items.append({"role": role, "content": segment.text})
+                parts.append(_Part(where, segment, part, len(items) - 1, None, False))
+                continue
         if native:
             for block in native:
                 if block.item.get("type") == "function_call_output" or (

@@ -13,6 +13,9 @@ date version, such as `{"type": "web_search_20250305", "name": "web_search"}`,
 - Anthropic: `{"name", "description", "input_schema"}`
 - OpenAI Chat: `{"type": "function", "function": {"name", "description", "parameters"}}`
 - OpenAI Responses: `{"type": "function", "name", "description", "parameters"}`
+
+A tool with a name and neither a `type` nor a schema is a function without arguments
+(the empty object schema).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def _function(tool: Mapping[str, Any]) -> dict[str, Any] | None:
             "schema": tool["input_schema"],
             "strict": tool.get("strict"),
         }
-    if tool.get("type") == "function" or "parameters" in tool:
+    if tool.get("type") == "function" or "parameters" in tool or "type" not in tool:
+        # a named tool without a type or a schema takes no arguments (built-ins have a type)
         return {
             "name": tool.get("name"),
             "description": tool.get("description"),

@@ -289,6 +289,21 @@ def test_anthropic_server_tool_is_refused_on_responses_naming_it() -> None:
         render_openai_responses(prompt, model=GPT)
 
 
+@pytest.mark.parametrize("tool", [{"name": "ping"}, {"name": "ping", "description": "Is it up?"}])
+def test_a_tool_with_a_name_and_no_schema_is_a_function_without_arguments_everywhere(
+    tool: dict[str, str],
+) -> None:
+    # no `type`, so not a built-in tool: each API gets a function taking no arguments
+    prompt = Prompt(tools=[tool], system=LONG_INSTRUCTIONS, messages=[Segment.dynamic("q")])
+    empty = {"type": "object", "properties": {}}
+    (anthropic_tool,) = plain(render_anthropic(prompt, model=CLAUDE, max_tokens=8))["tools"]
+    (chat_tool,) = plain(render_openai_chat(prompt, model=GPT))["tools"]
+    (responses_tool,) = plain(render_openai_responses(prompt, model=GPT))["tools"]
+    assert anthropic_tool == {**tool, "input_schema": empty}
+    assert chat_tool == {"type": "function", "function": {**tool, "parameters": empty}}
+    assert responses_tool == {"type": "function", **tool, "parameters": empty}
+
+
 # --- portable blocks: one conversation, every API -------------------------------------
 
 

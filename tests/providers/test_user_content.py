@@ -19,6 +19,7 @@ from prefixkit.sdk import (
     Prompt,
     RenderError,
     Segment,
+    Text,
     UsageError,
     render_anthropic,
     render_openai_chat,
@@ -117,17 +118,28 @@ def test_a_cache_marker_on_a_dynamic_segment_is_refused() -> None:
         Segment.dynamic("q", cache_control={"type": "ephemeral"})
 
 
-def test_empty_openai_text_parts_are_not_sent() -> None:
+def test_empty_openai_text_parts_are_not_sent_and_an_empty_turn_is_kept_as_given() -> None:
+    # an empty system segment adds no part; a turn of the conversation is the user's
+    # (or the model's) as given: dropping it would join the turns around it
     prompt = Prompt(
         system=[Segment.static(LONG_INSTRUCTIONS), Segment.versioned("", version="1")],
-        messages=[{"role": "user", "content": ""}, Segment.dynamic("q")],
+        messages=[
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": " "},
+            {"role": "assistant", "content": ""},
+            Segment.dynamic("q"),
+        ],
     )
     for render in (render_openai_chat, render_openai_responses):
         kwargs = plain(render(prompt, model=GPT))
         items = kwargs["messages" if "messages" in kwargs else "input"]
-        parts = [part for item in items for part in item["content"]]
+        parts = [
+            part for item in items if isinstance(item["content"], list) for part in item["content"]
+        ]
         assert all(part["text"] for part in parts)
-        assert len(items) == 2
+        assert [item["role"] for item in items[1:]] == ["user", "assistant"] * 2 + ["user"]
+        assert [items[3]["content"], items[4]["content"]] == [" ", ""]
 
 
 def test_chat_moving_breakpoint_never_lands_on_an_assistant_part() -> None:
@@ -159,3 +171,12 @@ def test_anthropic_tools_from_kwargs_pass_through_and_clash_with_prompt_tools() 
     assert plain(kwargs)["tools"] == tools
     with pytest.raises(RenderError, match="tools come from both the Prompt and tools="):
         render_anthropic(support_prompt(), model=CLAUDE, max_tokens=8, tools=tools)
+
+
+@pytest.mark.parametrize("blocks", [[Text("")], [Text("  "), Text("hi")]])
+def test_an_empty_text_block_is_refused_for_anthropic_naming_it(blocks: list[Text]) -> None:
+    # Anthropic answers 400 to a text block without text: refused before anything is sent
+    prompt = Prompt(system=[Segment.static(LONG_INSTRUCTIONS)], messages=[Segment.dynamic(blocks)])
+    with pytest.raises(RenderError, match="holds an empty text block") as raised:
+        render_anthropic(prompt, model=CLAUDE, max_tokens=8)
+    assert raised.value.provider == "anthropic"

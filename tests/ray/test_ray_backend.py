@@ -147,6 +147,12 @@ def test_a_killed_replica_fails_only_the_requests_it_held(
         if victim not in after and len(after) == 2:
             break
         time.sleep(1 if marked_dead is None else 5)
+    # and until every client has been answered for a request sent after that (Ray may have
+    # replaced the replica by the time the death is seen)
+    while marked_dead is not None and time.monotonic() < deadline:
+        if {o.client for o in outcomes if o.sent > marked_dead} == set(range(clients)):
+            break
+        time.sleep(1)
     stop.set()
     for thread in threads:
         thread.join(timeout=300)
