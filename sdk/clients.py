@@ -769,6 +769,11 @@ class VLLMClient(_VllmPrompts):
         guard: StaticPrefixGuard | None = None,
         monitor: HitRateMonitor | None = None,
     ) -> None:
+        if base_url is not None and not isinstance(base_url, str):
+            raise UsageError(
+                "VLLMClient's first argument is the server's base URL, got an object of type "
+                f"{type(base_url).__name__}: pass an OpenAI client as client=..."
+            )
         if client is None:
             require_extra("openai", "VLLMClient", "openai")
             import openai

@@ -53,7 +53,7 @@ import json
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast, get_args
 
 from .breakpoints import Block, Breakpoint, plan_breakpoints
 from .canonical import sha256_hex
@@ -88,6 +88,7 @@ __all__ = [
 ]
 
 CacheMode = Literal["explicit", "implicit"]
+_SystemRole = Literal["system", "developer"]
 Api = Literal["chat", "responses"]
 _ARGUMENTS = {
     "model": "the model= argument",
@@ -248,6 +249,16 @@ def _render(
         provider=api,
         model=model,
     )
+    for name, value, choices in (
+        ("system_role", system_role, get_args(_SystemRole)),
+        ("cache_mode", cache_mode, (None, *get_args(CacheMode))),
+    ):
+        if value not in choices:
+            raise RenderError(
+                f"{name} {value!r} is not one of {', '.join(repr(c) for c in choices)}",
+                provider=api,
+                model=model,
+            )
     allowed = provider_limits("openai").api_ttls.get(api, ())
     if cache_ttl is not None and cache_ttl not in allowed:
         raise RenderError(

@@ -348,7 +348,8 @@ class Prompt:
         `reply` is the assistant's text, or its content blocks (Anthropic's
         `message.content`, a `ToolCall`, ...); `question` is the next user
         text, a segment, or blocks (the `ToolResult`s answering the reply's
-        tool calls), or None to add the reply alone. The rendering of this
+        tool calls), a message dict (``{"role": "user", "content": ...}``, read as
+        `Prompt(messages=...)` reads one), or None to add the reply alone. The rendering of this
         prompt is guaranteed to be a byte-exact prefix of the rendering of the
         returned one.
         """
@@ -366,6 +367,10 @@ class Prompt:
         added: list[Segment] = []
         if isinstance(question, Segment):
             added.append(question)
+        elif isinstance(question, Mapping) and "role" in question:
+            # a message, as `Prompt(messages=...)` reads one: the latest turn, so DYNAMIC
+            message = _message_segment(question)
+            added.append(dataclasses.replace(message, stability=Stability.DYNAMIC))
         elif question is not None:
             added.append(Segment.dynamic(turn_content(question)))
         following = Prompt(

@@ -13,6 +13,11 @@ from .prompt import Prompt
 __all__ = ["check_request"]
 
 
+# prefixkit's arguments naming a tenant: never a provider's request parameter (a renderer
+# that salts takes them as its own arguments)
+_TENANT_ARGUMENTS = frozenset({"tenant", "salt_secret"})
+
+
 def check_request(
     prompt: Prompt,
     request: Mapping[str, Any],
@@ -25,6 +30,15 @@ def check_request(
     """Raise `RenderError` unless `renderer` (`render_vllm`) can render `prompt` with the
     extra `request` parameters; `reserved` maps each parameter the renderer sets to the way
     to give it instead."""
+    own = sorted(set(request) & _TENANT_ARGUMENTS)
+    if own:
+        raise RenderError(
+            f"{renderer} takes no {' or '.join(own)}: {provider} has no per-tenant cache "
+            "field, its cache is shared by every request of a workspace; give each tenant "
+            "its own workspace (API key) to keep their caches apart",
+            provider=provider,
+            model=model,
+        )
     clash = sorted(set(request) & set(reserved))
     if clash:
         raise RenderError(

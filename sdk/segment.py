@@ -53,6 +53,13 @@ def _split(content: Content) -> tuple[str, tuple[ContentBlock, ...]]:
     """Text (a JSON value is serialised canonically, key order kept) or content blocks."""
     if isinstance(content, str):
         return content, ()
+    if not isinstance(content, (Mapping, list, tuple)):
+        raise CanonicalError(
+            f"segment content is {type(content).__name__}: give text, a list of content "
+            "blocks or a JSON document (a dict or a list); leave out a segment with nothing "
+            "to send",
+            value=content,
+        )
     content = turn_content(content)
     if is_block_list(content):
         return "", as_blocks(content)
@@ -132,7 +139,17 @@ class Segment:
                 f"expected text (str), got {type(self.text).__name__}: convert it first",
                 value=self.text,
             )
-        object.__setattr__(self, "digest", sha256_hex(self.text))
+        try:
+            digest = sha256_hex(self.text)
+        except UnicodeEncodeError as error:
+            raise CanonicalError(
+                f"the text holds a lone surrogate ({self.text[error.start]!r} at character "
+                f"{error.start}), which no API accepts (text cut inside a character of a "
+                "UTF-16 source): remove or replace it, e.g. "
+                "text.encode('utf-8', 'replace').decode()",
+                value=self.text[max(0, error.start - 20) : error.end + 20],
+            ) from None
+        object.__setattr__(self, "digest", digest)
 
     @functools.cached_property
     def label(self) -> str:

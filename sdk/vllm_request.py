@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast, overload
 
 from .alignment import align_static_prefix, chat_messages, template_messages
-from .errors import PrefixkitWarning, UncachedPrefixWarning
+from .errors import PrefixkitWarning, UncachedPrefixWarning, UsageError
 from .prompt import Prompt
 from .provider_blocks import check_tool_pairs
 from .request_checks import check_request
@@ -157,6 +157,12 @@ def render_vllm(
     check_request(
         prompt, request, renderer="render_vllm", reserved=_RESERVED, provider="vllm", model=model
     )
+    if not hasattr(tokenizer, "chat_text"):
+        raise UsageError(
+            f"render_vllm needs the served model's HFTokenizer (its chat template is what the "
+            f"server renders), got an object of type {type(tokenizer).__name__}: "
+            "HFTokenizer(<the model folder>)"
+        )
     salt = None if tenant is None else tenant_salt(tenant, salt_secret)
     check_tool_pairs([(segment.role, segment.blocks) for segment in prompt.messages], "vLLM chat")
     given_tools = request.pop("tools", None)

@@ -7,6 +7,7 @@ no empty OpenAI text parts, no moving breakpoint on an assistant part, and tools
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import anthropic
@@ -180,3 +181,40 @@ def test_an_empty_text_block_is_refused_for_anthropic_naming_it(blocks: list[Tex
     with pytest.raises(RenderError, match="holds an empty text block") as raised:
         render_anthropic(prompt, model=CLAUDE, max_tokens=8)
     assert raised.value.provider == "anthropic"
+
+
+def test_a_tenant_given_to_render_anthropic_is_refused_not_sent() -> None:
+    # Anthropic has no salt field: a tenant and its secret would go out as request kwargs
+    with pytest.raises(
+        RenderError, match="render_anthropic takes no salt_secret or tenant"
+    ) as raised:
+        render_anthropic(
+            support_prompt(), model=CLAUDE, max_tokens=8, tenant="acme", salt_secret="s3cret"
+        )
+    assert "s3cret" not in str(raised.value)
+
+
+def test_a_next_question_given_as_a_message_dict_is_a_user_turn_not_json_text() -> None:
+    prompt = support_prompt().next_turn("It is $45.", {"role": "user", "content": "And in Porto?"})
+    for kwargs in (
+        plain(render_anthropic(prompt, model=CLAUDE, max_tokens=8)),
+        plain(render_openai_chat(prompt, model=GPT)),
+    ):
+        last = kwargs["messages"][-1]
+        assert last["role"] == "user"
+        assert [part["text"] for part in last["content"]] == ["And in Porto?"]
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ({"system_role": "admin"}, "system_role 'admin' is not one of 'system', 'developer'"),
+        ({"cache_mode": "auto"}, "cache_mode 'auto' is not one of None, 'explicit', 'implicit'"),
+    ],
+)
+def test_an_openai_option_outside_its_choices_is_refused_naming_them(
+    option: dict[str, str], says: str
+) -> None:
+    for render in (render_openai_chat, render_openai_responses):
+        with pytest.raises(RenderError, match=re.escape(says)):
+            render(support_prompt(), model=GPT, **option)  # type: ignore[arg-type]

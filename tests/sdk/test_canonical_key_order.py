@@ -70,10 +70,10 @@ def test_a_tool_calls_arguments_are_sent_in_the_order_written_to_every_api(
             Segment.dynamic("And now?"),
         ],
     )
-    chat = render_openai_chat(prompt, model="gpt-4.1")["messages"][2]
-    responses = render_openai_responses(prompt, model="gpt-4.1")["input"]
+    chat: Any = render_openai_chat(prompt, model="gpt-4.1")["messages"][2]
+    responses: list[Any] = list(render_openai_responses(prompt, model="gpt-4.1")["input"])
     (function_call,) = [item for item in responses if item.get("type") == "function_call"]
-    anthropic = render_anthropic(prompt, model="claude-sonnet-4-5", max_tokens=5)
+    anthropic: Any = render_anthropic(prompt, model="claude-sonnet-4-5", max_tokens=5)
     written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     assert chat["tool_calls"][0]["function"]["arguments"] == written
     assert function_call["arguments"] == written

@@ -32,10 +32,12 @@ from prefixkit.sdk import (
     ToolCall,
     ToolResult,
     UsageError,
+    VLLMClient,
     align_static_prefix,
     canonical_json,
     read_lock,
     render_anthropic,
+    render_vllm,
     require_extra,
     tenant_salt,
     write_lock,
@@ -191,8 +193,8 @@ def test_errors_keep_their_data_across_processes(prompt_root: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "says"),
     [
-        (lambda: ToolCall("call_1", "decide", None), "give a dict, or the JSON text"),
-        (lambda: ToolResult("call_1", None), "give text, or Text and Image blocks"),
+        (lambda: ToolCall("call_1", "decide", None), "give a dict, or the JSON text"),  # type: ignore[arg-type]
+        (lambda: ToolResult("call_1", None), "give text, or Text and Image blocks"),  # type: ignore[arg-type]
     ],
 )
 def test_a_tool_turn_of_the_wrong_type_says_what_to_give(make: Any, says: str) -> None:
@@ -215,3 +217,34 @@ def test_tool_arguments_that_are_not_json_name_the_call_when_an_object_is_needed
     with pytest.raises(RenderError, match="not JSON") as raised:
         render_anthropic(prompt, model="claude-sonnet-4-5", max_tokens=5)
     assert "call_7" in str(raised.value) and raised.value.segment == "tool call call_7"
+
+
+@pytest.mark.parametrize("content", [None, 42, 3.5])
+def test_segment_content_that_is_not_text_blocks_or_json_says_what_to_give(
+    content: Any,
+) -> None:
+    with pytest.raises(CanonicalError, match="give text, a list of content blocks") as raised:
+        Segment.dynamic(content)
+    assert raised.value.value == content
+
+
+def test_a_lone_surrogate_is_refused_where_the_text_is_given_naming_where() -> None:
+    with pytest.raises(CanonicalError, match=r"lone surrogate \('\\ud83d' at character 7\)"):
+        Segment.dynamic("pasted \ud83d text")
+
+
+def test_vllm_client_given_an_openai_client_first_says_to_pass_it_as_client(
+    hf_tokenizer: HFTokenizer,
+) -> None:
+    import openai
+
+    official = openai.OpenAI(base_url="http://127.0.0.1:1/v1", api_key="x")
+    with pytest.raises(UsageError, match=r"pass an OpenAI client as client="):
+        VLLMClient(official, tokenizer=hf_tokenizer, block_size=32)  # type: ignore[arg-type]
+
+
+def test_render_vllm_with_a_tokenizer_without_a_chat_template_names_the_one_to_give() -> None:
+    prompt = Prompt(system="You are Harbor.", messages=[Segment.dynamic("q")])
+    tiktoken = TiktokenTokenizer("cl100k_base")
+    with pytest.raises(UsageError, match=r"HFTokenizer\(<the model folder>\)"):
+        render_vllm(prompt, model="m", tokenizer=tiktoken, block_size=32)  # type: ignore[call-overload]
