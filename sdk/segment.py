@@ -53,7 +53,7 @@ def _split(content: Content) -> tuple[str, tuple[ContentBlock, ...]]:
     """Text (a JSON value is serialised canonically, key order kept) or content blocks."""
     if isinstance(content, str):
         return content, ()
-    if not isinstance(content, (Mapping, list, tuple)):
+    if content is None or isinstance(content, (bool, int, float)):
         raise CanonicalError(
             f"segment content is {type(content).__name__}: give text, a list of content "
             "blocks or a JSON document (a dict or a list); leave out a segment with nothing "
