@@ -322,6 +322,8 @@ class FakeVLLM:
             return self.tokenizer(chat_text(body["messages"], body.get("tools")))
         prompt = body.get("prompt", "")
         if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            if not all(0 <= t < 1 << 64 for t in prompt):
+                raise ValueError("a token id of the prompt is out of the vocabulary")
             return list(prompt)
         if isinstance(prompt, list):
             prompt = "".join(str(p) for p in prompt)
@@ -545,11 +547,12 @@ class FakeVLLM:
             body = await json_object(request)
             api = _api(path, body)
             salt = checked_salt(body, self.model, model_required=api == "messages")
+            ids = self._readable_ids(body, path)
         except Refused as refused:
             return refused.answer(anthropic=path == "/v1/messages")
         if not body.get("stream"):
             # as vLLM's `with_cancellation`: a client that leaves aborts its request
-            work = asyncio.ensure_future(self._answered(api, path, body, salt))
+            work = asyncio.ensure_future(self._answered(api, body, ids, salt))
             gone = asyncio.ensure_future(_disconnected(request))
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():
@@ -560,18 +563,25 @@ class FakeVLLM:
             return JSONResponse(work.result())
         if self.delay_headers_s:
             await asyncio.sleep(self.delay_headers_s)
-        ids = self.token_ids(body, path)
         self._in_flight += 1
         stream = self._stream(api, body, ids, salt)
         return StreamingResponse(stream, media_type="text/event-stream")
 
+    def _readable_ids(self, body: dict[str, Any], path: str) -> list[int]:
+        """The prompt's token ids, or `Refused` (400) for a body vLLM's request types refuse
+        (``"tools": 5``, ``"messages": 5``, a token id beyond 64 bits), as vLLM answers it."""
+        try:
+            return self.token_ids(body, path)
+        except (LookupError, TypeError, ValueError, AttributeError) as error:
+            raise Refused(400, f"the request does not validate: {error}") from None
+
     async def _answered(
-        self, api: str, path: str, body: dict[str, Any], salt: str | None
+        self, api: str, body: dict[str, Any], ids: list[int], salt: str | None
     ) -> dict[str, Any]:
         """A non-streaming answer, after its delay and prefill time."""
         if self.delay_headers_s:
             await asyncio.sleep(self.delay_headers_s)
-        (prefill,) = await self._prefilled([self.token_ids(body, path)], salt)
+        (prefill,) = await self._prefilled([ids], salt)
         answer = self._answer(api, body, prefill)
         whole: dict[str, Any] = answer.whole()
         return whole
