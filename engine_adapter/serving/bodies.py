@@ -8,8 +8,9 @@ A body the gateway forwards is a JSON object it has read whole: uncompressed
 (else 415), valid JSON (400), an object (400), nested at most `max_depth` deep (400),
 valid Unicode (a lone surrogate escape such as ``"\\ud800"``: 400). A client's
 ``cache_salt`` and the router's pin field are removed, and the tenant's salt is set when
-the route is salted. Nothing else in the body changes: user content passes through as
-given.
+the route is salted; under a salt, the ``uuid`` a media part of a message carries (the key
+of vLLM's multimodal caches) is prefixed with it (`namespace_media_ids`). Nothing else
+in the body changes: user content passes through as given.
 
 A body that holds none of the keys to remove passes byte for byte, the salt (and pin) added
 as its last keys. One that holds them, or that may read differently to another JSON parser,
@@ -44,6 +45,7 @@ __all__ = [
     "BodyWorkers",
     "admit_body",
     "bounded",
+    "namespace_media_ids",
 ]
 
 DEFAULT_MAX_DEPTH = 64
@@ -106,7 +108,13 @@ def admit_body(
         )
     if raw.count(b"[") + raw.count(b"{") > max_depth and _depth(payload) > max_depth:
         raise _too_deep(max_depth)
-    as_sent = _as_sent(raw, payload, fields, strip)
+    salt = fields.get("cache_salt")
+    namespaced = (
+        isinstance(salt, str)
+        and (b"uuid" in raw or b"\\u" in raw)
+        and namespace_media_ids(payload, salt)
+    )
+    as_sent = None if namespaced else _as_sent(raw, payload, fields, strip)
     for key in strip:
         payload.pop(key, None)
     payload.update(fields)
@@ -135,6 +143,34 @@ def _as_sent(
     except UnicodeDecodeError:
         return None
     return raw.rstrip(b" \t\r\n")[:-1]
+
+
+def namespace_media_ids(payload: dict[str, Any], salt: str) -> bool:
+    """Prefix the ``uuid`` of every content part of the body's messages (Chat and Messages
+    ``messages``, Responses ``input``) with `salt`; whether there was one. vLLM takes a
+    media part's ``uuid`` as the item's hash, the key of its processor and encoder caches,
+    which the salt does not reach: another tenant sending the same ``uuid`` would be given
+    this tenant's image. Under its own salt a tenant's ``uuid`` still names its item."""
+    found = False
+    pending = [
+        item.get("content")
+        for key in ("messages", "input")
+        if isinstance(payload.get(key), list)
+        for item in payload[key]
+        if isinstance(item, dict)
+    ]
+    while pending:
+        parts = pending.pop()
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            if part.get("uuid") is not None:
+                part["uuid"] = f"{salt}:{part['uuid']}"
+                found = True
+            pending.append(part.get("content"))  # a tool result's own parts
+    return found
 
 
 def _fields_after(fields: Mapping[str, object], after_keys: bool) -> bytes:

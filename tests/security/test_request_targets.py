@@ -151,3 +151,21 @@ def test_fields_that_steer_the_engine_beyond_the_request_are_removed(served: Ser
     sent = json.loads(reached.body)
     assert not set(steering) & set(sent)
     assert sent["prompt"] == "hello"
+
+
+def test_one_tenants_media_uuid_never_names_another_tenants_item(served: Served) -> None:
+    # vLLM keys its multimodal processor and encoder caches by a part's uuid, not salted:
+    # each tenant's uuid reaches the engine under its own salt
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body = {
+        "model": "fake-model",
+        "max_tokens": 1,
+        "messages": [{"role": "user", "content": [{**part, "uuid": "shared-id"}]}],
+    }
+    reached = {}
+    for tenant, key in (("acme", ACME), ("globex", GLOBEX)):
+        mark = served.mark()
+        httpx.post(served.url + "/v1/chat/completions", json=body, headers=key)
+        (request,) = served.since(mark)
+        reached[tenant] = json.loads(request.body)["messages"][0]["content"][0]["uuid"]
+    assert reached == {tenant: f"{SALTS[tenant]}:shared-id" for tenant in ("acme", "globex")}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prefixkit.engine_adapter.serving.bodies import admit_body
+from prefixkit.engine_adapter.serving.bodies import admit_body, namespace_media_ids
 from prefixkit.engine_adapter.serving.gateway import PIN_FIELD
 from prefixkit.engine_adapter.serving.refused import Refused
 
@@ -67,6 +67,7 @@ def test_the_forwarded_body_reads_as_the_gateway_read_it_to_any_parser(
 ) -> None:
     raw = _written(pairs, ensure_ascii, compact, tail)
     read = {key: value for key, value in dict(pairs).items() if key not in STRIP} | FIELDS
+    namespace_media_ids(read, SALT)  # a media part's uuid under the salt (test below)
     admitted = admit_body(
         raw, content_type="application/json", content_encoding="", fields=FIELDS, strip=STRIP
     )
@@ -112,3 +113,51 @@ def test_surrogates_encoded_in_utf8_are_refused_as_a_lone_surrogate_escape_is() 
     with pytest.raises(Refused) as refused:
         _salted(raw)
     assert refused.value.status == 400
+
+
+_media_ids = st.one_of(st.text(max_size=6), st.integers(), st.booleans())
+
+
+@given(ids=st.lists(_media_ids, min_size=3, max_size=3), escaped=st.booleans())
+def test_a_media_parts_uuid_is_its_tenants_own_and_nothing_else_changes(
+    ids: list[Any], escaped: bool
+) -> None:
+    # vLLM keys its processor and encoder caches by a part's uuid, which no salt reaches:
+    # one tenant's uuid must never name another tenant's image
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": [{**image, "uuid": ids[0]}, {"type": "text", "text": "?"}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "content": [{**image, "uuid": ids[1]}]}],
+            },
+        ],
+        "input": [{"role": "user", "content": [{"type": "input_image", "uuid": ids[2]}]}],
+    }
+    raw = json.dumps(body, ensure_ascii=escaped).encode()
+    if escaped:
+        raw = raw.replace(b'"uuid"', b'"\\u0075uid"')
+    forwarded = {}
+    for salt in ("salt-a", "salt-b"):
+        admitted = admit_body(
+            raw, content_type="application/json", content_encoding="", fields={"cache_salt": salt}
+        )
+        forwarded[salt] = json.loads(admitted.body)
+        sent = forwarded[salt]
+        parts = [
+            sent["messages"][0]["content"][0],
+            sent["messages"][1]["content"][0]["content"][0],
+            sent["input"][0]["content"][0],
+        ]
+        assert [part["uuid"] for part in parts] == [f"{salt}:{value}" for value in ids]
+        for part in parts:
+            part.pop("uuid")
+        assert sent == {**body, "cache_salt": salt} | {
+            "messages": [
+                {"role": "user", "content": [image, {"type": "text", "text": "?"}]},
+                {"role": "user", "content": [{"type": "tool_result", "content": [image]}]},
+            ],
+            "input": [{"role": "user", "content": [{"type": "input_image"}]}],
+        }
