@@ -146,19 +146,14 @@ def _as_sent(
 
 
 def namespace_media_ids(payload: dict[str, Any], salt: str) -> bool:
-    """Prefix the ``uuid`` of every content part of the body's messages (Chat and Messages
-    ``messages``, Responses ``input``) with `salt`; whether there was one. vLLM takes a
-    media part's ``uuid`` as the item's hash, the key of its processor and encoder caches,
-    which the salt does not reach: another tenant sending the same ``uuid`` would be given
-    this tenant's image. Under its own salt a tenant's ``uuid`` still names its item."""
+    """Prefix the ``uuid`` of every item of the body's messages (Chat and Messages
+    ``messages``, Responses ``input``) and of their content parts, at any depth, with
+    `salt`; whether there was one. vLLM takes a media part's ``uuid`` as the item's hash,
+    the key of its processor and encoder caches, which the salt does not reach: another
+    tenant sending the same ``uuid`` would be given this tenant's image. Under its own salt
+    a tenant's ``uuid`` still names its item."""
     found = False
-    pending = [
-        item.get("content")
-        for key in ("messages", "input")
-        if isinstance(payload.get(key), list)
-        for item in payload[key]
-        if isinstance(item, dict)
-    ]
+    pending = [payload.get("messages"), payload.get("input")]
     while pending:
         parts = pending.pop()
         if not isinstance(parts, list):

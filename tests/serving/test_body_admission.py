@@ -161,3 +161,9 @@ def test_a_media_parts_uuid_is_its_tenants_own_and_nothing_else_changes(
             ],
             "input": [{"role": "user", "content": [{"type": "input_image"}]}],
         }
+
+
+def test_a_media_item_given_directly_as_a_responses_input_is_namespaced_too() -> None:
+    raw = b'{"model":"m","input":[{"type":"input_image","image_url":"u","uuid":"x"}]}'
+    sent = json.loads(_salted(raw))
+    assert sent["input"][0]["uuid"] == f"{SALT}:x"
