@@ -360,16 +360,15 @@ class TaintAnalysis(SetValues, TemplateInputs):
         """The taints of `function`'s return values, its parameters as placeholders; with
         `position`, of item `position` of the tuple it returns, when every return statement
         writes a tuple with that item (`return data, outputs`; else of the whole values)."""
-        returned = self.index.returns.get(id(function), [])
-        items = _items_at(returned, position) if position is not None else None
-        if items is not None:
-            returned = items
-        key = (id(function), position if items is not None else None)
+        key = (id(function), position)
         cached = self._summaries.get(key)
         if cached is not None:
             return cached
         if key in self._summarising:
             return frozenset()
+        returned = self.index.returns.get(id(function), [])
+        if position is not None:
+            returned = _items_at(returned, position) or returned
         self._summarising.add(key)
         try:
             result = frozenset(self._union(returned))
