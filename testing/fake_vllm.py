@@ -206,6 +206,21 @@ def _api(path: str, body: dict[str, Any]) -> str:
     return _APIS[path]
 
 
+def _check_chat_contents(body: dict[str, Any], path: str) -> None:
+    """Raise `TypeError` for a Chat Completions message vLLM's request model refuses: not
+    an object, or with content other than text, a list of parts or none."""
+    messages = body.get("messages")
+    if path not in ("/v1/chat/completions", "/tokenize", "/invocations") or not isinstance(
+        messages, list
+    ):
+        return
+    for message in messages:
+        if not isinstance(message, dict):
+            raise TypeError("a message is not an object")
+        if not isinstance(message.get("content"), (str, list, type(None))):
+            raise TypeError("a message's content is neither text nor a list of parts")
+
+
 class FakeVLLM:
     """A fake vLLM replica (see the module docstring), served in a background thread from
     `start` (or entering it as a context manager) to `stop`."""
@@ -569,8 +584,10 @@ class FakeVLLM:
 
     def _readable_ids(self, body: dict[str, Any], path: str) -> list[int]:
         """The prompt's token ids, or `Refused` (400) for a body vLLM's request types refuse
-        (``"tools": 5``, ``"messages": 5``, a token id beyond 64 bits), as vLLM answers it."""
+        (``"tools": 5``, ``"messages": 5``, a chat message whose content is a number or
+        ``NaN``, a token id beyond 64 bits), as vLLM answers it."""
         try:
+            _check_chat_contents(body, path)
             return self.token_ids(body, path)
         except (LookupError, TypeError, ValueError, AttributeError) as error:
             raise Refused(400, f"the request does not validate: {error}") from None
@@ -750,9 +767,9 @@ class FakeVLLM:
                 and all(isinstance(m, dict) and "role" in m for m in messages)
             ):
                 raise Refused(400, "messages must be a non-empty list of messages with a role")
+            ids = self._readable_ids(body, "/tokenize")
         except Refused as refused:
             return refused.answer()
-        ids = self.token_ids(body, "/tokenize")
         return JSONResponse(
             {
                 "count": len(ids),

@@ -14,8 +14,8 @@ The block index is fed by each replica's KV events (the state's `KvEventFollower
 following a slot's endpoint once its replica publishes it; first the batches in the
 replica's replay buffer, published before the router subscribed), found in the
 replicas' routing stats (`server.KV_EVENTS_STAT`, `server.KV_REPLAY_STAT`). A request
-that ended stays coming to its replica until the replica's events waiting at its end
-are applied, as on the local backend.
+that ended stays coming to its replica until the index holds its blocks there (at
+most a grace after its end), as on the local backend.
 
 Replicas come and go (Ray restarts a dead one under a new id, autoscaling adds and
 removes them): each running replica holds a slot of the state; a replica that leaves

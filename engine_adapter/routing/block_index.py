@@ -273,6 +273,10 @@ class BlockIndex:
             values[replica] = value
         return runs, values
 
+    def holds(self, replica: int, block: int) -> bool:
+        """Whether `replica` holds `block` in its GPU tier."""
+        return block in self.lru[replica]
+
     def held(self, replica: int, tier: int = 0) -> int:
         """How many blocks `replica` holds in `tier` (an index of `MEDIA`; 0: GPU)."""
         if tier:

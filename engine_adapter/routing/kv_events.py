@@ -25,18 +25,19 @@ their blocks went.
 
 The follower also ends requests in the index (`KvEventFollower.ended`). An engine
 publishes a request's stored blocks before its answer ends, but the router may see the
-answer's end before it has read those events: ending the request at once would leave
-its blocks neither coming nor held there for that moment, and a request sent then with
-the same prefix could go elsewhere. So a request ends in the index once the replica's
-events waiting at its end are applied: at once when none are waiting (or the replica is
-not followed), else when the follower has read what was waiting, or after
-`ENDING_GRACE_S` while the replica publishes without a pause.
+answer's end before those events have reached it: a busy publisher's sending thread may
+not have run yet, so the batch is not even waiting on the router's socket. Ending the
+request at once would leave its blocks neither coming nor held there for that moment,
+and a request sent then with the same prefix could go elsewhere. So a request keeps its
+blocks coming until the replica holds its last block in the index (the engine stores a
+request's blocks in order, so its events are applied), and at most `ENDING_GRACE_S`
+after its end (a request whose blocks the engine never stores: failed, or aborted
+before its prefill). A request on a replica that is not followed ends at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import logging
 import time
@@ -61,16 +62,15 @@ __all__ = [
     "Removed",
     "Stored",
     "decode_batch",
-    "due_endings",
     "medium_of",
 ]
 
 log = logging.getLogger(__name__)
 
 _END_SEQ = -1
-# longest a request's end waits for its replica's events (a replica that publishes
-# without a pause is never settled): far longer than an event takes to arrive
-ENDING_GRACE_S = 0.1
+# longest a request's blocks stay coming after its end while its replica does not hold
+# them: far longer than an event takes to arrive, even on busy cores
+ENDING_GRACE_S = 0.5
 # longest `KvEventFollower.start` waits for each subscription to join its publisher (a
 # replica whose publisher is not up yet is followed from when it is)
 JOIN_WAIT_S = 2.0
@@ -164,14 +164,6 @@ def decode_batch(payload: bytes) -> list[KvEvent]:
     return events
 
 
-def due_endings(ended_at: Sequence[float], settled: bool, now: float) -> int:
-    """How many of the requests that ended at `ended_at` (oldest first) end in the index
-    now: all once their replica is `settled`, else those that waited `ENDING_GRACE_S`."""
-    if settled:
-        return len(ended_at)
-    return bisect.bisect_left(ended_at, True, key=lambda at: now - at < ENDING_GRACE_S)
-
-
 def apply_events(index: BlockIndex, replica: int, events: Sequence[KvEvent]) -> None:
     """Apply decoded events of `replica` to `index`."""
     for event in events:
@@ -208,44 +200,60 @@ class KvEventFollower:
         self._context: Any = None
         # a followed replica's SUB socket, and the event set when it may have messages
         self._sockets: dict[int, tuple[Any, asyncio.Event]] = {}
-        self._replaying: set[int] = set()
-        # per replica: requests ended while its events were waiting (when, their hashes)
+        # per replica: requests ended before it held their blocks (when, their hashes),
+        # and the timer that ends them after `ENDING_GRACE_S`
         self._ending: list[list[tuple[float, Sequence[int]]]] = [[] for _ in self.endpoints]
+        self._grace_timers: dict[int, asyncio.TimerHandle] = {}
 
     def ended(self, replica: int, hashes: Sequence[int]) -> None:
         """A request sent to `replica` with `hashes` ended: it ends in the index once the
-        replica's events waiting now are applied (the module docstring says when)."""
-        if self._settled(replica):
+        replica holds its blocks (the module docstring says when)."""
+        if self._stored(replica, hashes):
             self.index.finished(replica, hashes)
-        else:
-            self._ending[replica].append((time.monotonic(), hashes))
+            return
+        self._ending[replica].append((time.monotonic(), hashes))
+        self._arm_grace(replica)
 
-    def _settled(self, replica: int) -> bool:
-        """No event of `replica` is waiting to be applied (or it is not followed)."""
-        followed = self._sockets.get(replica)
-        if followed is None:
-            return True
-        socket, readable = followed
-        if _has_message(socket):
-            # reading EVENTS takes the socket's wake-up signal: wake its reader here
-            readable.set()
-            return False
-        return replica not in self._replaying
+    def _stored(self, replica: int, hashes: Sequence[int]) -> bool:
+        """Whether `replica` holds the last of `hashes` in the index (or is not followed:
+        no event will tell)."""
+        return replica not in self._sockets or not hashes or self.index.holds(replica, hashes[-1])
 
     def _end_waiting(self, replica: int) -> None:
-        """End in the index the requests of `replica` whose events are applied now: all
-        of them once it is settled, else those that waited `ENDING_GRACE_S`."""
+        """End in the index the requests of `replica` whose blocks it holds now, and those
+        that waited `ENDING_GRACE_S`."""
         ending = self._ending[replica]
-        if ending:
-            at = [ended_at for ended_at, _ in ending]
-            self._end_first(replica, due_endings(at, self._settled(replica), time.monotonic()))
+        if not ending:
+            return
+        now = time.monotonic()
+        waiting = []
+        for ended_at, hashes in ending:
+            if now - ended_at >= ENDING_GRACE_S or self._stored(replica, hashes):
+                self.index.finished(replica, hashes)
+            else:
+                waiting.append((ended_at, hashes))
+        ending[:] = waiting
+        self._arm_grace(replica)
 
-    def _end_first(self, replica: int, count: int) -> None:
-        """End in the index the first `count` requests of `replica` waiting to end."""
+    def _arm_grace(self, replica: int) -> None:
+        """Have the oldest request still waiting on `replica` end when its grace is over."""
         ending = self._ending[replica]
-        for _, hashes in ending[:count]:
+        if not ending or replica in self._grace_timers:
+            return
+        delay = ending[0][0] + ENDING_GRACE_S - time.monotonic()
+        self._grace_timers[replica] = asyncio.get_running_loop().call_later(
+            max(delay, 0.0), self._grace_over, replica
+        )
+
+    def _grace_over(self, replica: int) -> None:
+        del self._grace_timers[replica]
+        self._end_waiting(replica)
+
+    def _end_all(self, replica: int) -> None:
+        """End in the index every request of `replica` waiting to end."""
+        for _, hashes in self._ending[replica]:
             self.index.finished(replica, hashes)
-        del ending[:count]
+        self._ending[replica].clear()
 
     async def start(self) -> None:
         """Follow every replica with an endpoint; back once each subscription has joined
@@ -302,7 +310,7 @@ class KvEventFollower:
         (the requests that ended there end in the index now)."""
         self.index.drop_replica(replica)
         self.last_seq[replica] = None
-        self._end_first(replica, len(self._ending[replica]))
+        self._end_all(replica)
 
     def _accept(self, replica: int, seq: int, payload: bytes) -> bool:
         """Apply one batch; False when it reveals a gap (a replay is needed)."""
@@ -331,7 +339,6 @@ class KvEventFollower:
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(endpoint)
-        self._replaying.add(replica)
         try:
             last = self.last_seq[replica]
             start = 0 if last is None else last + 1
@@ -347,7 +354,6 @@ class KvEventFollower:
                     return
                 self._accept(replica, seq, payload)
         finally:
-            self._replaying.discard(replica)
             socket.close(linger=0)
 
     async def _follow(self, replica: int, endpoint: str) -> None:

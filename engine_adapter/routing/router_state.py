@@ -6,9 +6,9 @@ events, and per replica its requests in flight, queued prefill blocks, health an
 routed count. Per request (its block hashes, `hashes` computes them with the engines'
 own block hash, salt-aware and memoised per conversation), `route` reads each healthy
 replica's cached run, continued over the blocks of requests in flight to it (an engine
-reports a block stored only once its prefill computed it; until the request finishes,
-and the replica's events then waiting are applied (`KvEventFollower.ended`), its blocks
-count as coming, so a burst on a new prefix is not scattered), what the
+reports a block stored only once its prefill computed it; until the request finishes
+and the index holds its blocks there, or a grace after its end (`KvEventFollower.ended`),
+its blocks count as coming, so a burst on a new prefix is not scattered), what the
 request would evict there (valued by a `ReuseModel` learned from the routed requests,
 when the replicas' capacity is known), its queued prefill (uncached blocks of the
 requests it was sent that have not produced a first byte yet), its running requests

@@ -155,11 +155,20 @@ def test_a_json_route_refuses_another_media_type_as_vllm_does(replica: FakeVLLM)
         ("/v1/messages", {"model": "fake-model", "max_tokens": 5, "messages": 5}),
         ("/v1/completions", {"model": "fake-model", "prompt": [1 << 64] * 40}),
         ("/v1/completions", {"model": "fake-model", "prompt": [5, -1], "stream": True}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "NaN"}]}),
+        ("/tokenize", {"messages": [{"role": "user", "content": 5}]}),
+        ("/v1/chat/completions", {"messages": ["hi"], "stream": True}),
     ],
 )
 def test_a_body_vllm_would_not_validate_is_answered_400_not_a_crash(
     replica: FakeVLLM, path: str, body: dict[str, Any]
 ) -> None:
-    response = httpx.post(f"{replica.url}{path}", json=body, timeout=10)
+    content = json.dumps(body).replace('"NaN"', "NaN")  # as JavaScript and Python write it
+    response = httpx.post(
+        f"{replica.url}{path}",
+        content=content,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
     assert response.status_code == 400
     assert "does not validate" in response.json()["error"]["message"]
