@@ -129,8 +129,15 @@ class ModuleIndex:
     # attributes a method counts on every call (`self.step += 1` outside the constructor),
     # per class: the method
     counted_attrs: dict[int, dict[str, cst.FunctionDef]] = field(default_factory=dict)
+    # list attributes a method grows on every call (`self.steps.append(x)` outside the
+    # constructor), per class: the method (`len(self.steps)` counts its calls)
+    grown_attrs: dict[int, dict[str, cst.FunctionDef]] = field(default_factory=dict)
     # calls of the module or class body made on each pass of a loop there (not once)
     looped_at_import: set[int] = field(default_factory=set)
+    # a text built over statements (`system = RULES`, then `system += f"..."`,
+    # `req.system_prompt += ...` in the same function): each of its values -> all of them
+    # in source order, from the last plain assignment on
+    text_chains: dict[int, list[cst.BaseExpression]] = field(default_factory=dict)
     # names and attributes bound to a system or developer role, by their last name: in the
     # module (`lead = "system"`, an enum's `SYS = "system"`) and in the project modules
     # it imports from (`ProjectImports.imported_roles`)
@@ -318,6 +325,8 @@ class _Indexer(cst.CSTVisitor):
         self.role_calls: list[tuple[cst.Call, FunctionNode | None]] = []
         # enclosing loops; None marks a function boundary (its loops are its own)
         self.loops: list[cst.For | cst.While | None] = []
+        # (function, dotted target) -> the values of the text being built there
+        self.chains: dict[tuple[int, tuple[str, ...]], list[cst.BaseExpression]] = {}
 
     @property
     def function(self) -> FunctionNode | None:
@@ -448,6 +457,21 @@ class _Indexer(cst.CSTVisitor):
                 self._item_write(target.target, node.value)
             self._prompt_attribute(target.target, node.value)
         self._class_attr(node.targets[0].target if len(node.targets) == 1 else None, node.value)
+        if len(node.targets) == 1:
+            self._chain(node.targets[0].target, node.value, started=True)
+
+    def _chain(self, target: cst.BaseExpression, value: cst.BaseExpression, started: bool) -> None:
+        """Follow a text built over statements (`ModuleIndex.text_chains`): a plain
+        assignment to a name or attribute starts one, `+=` adds to it."""
+        parts = dotted_parts(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+        if parts is None:
+            return
+        key = (id(self.function), tuple(parts))
+        chain = self.chains.get(key)
+        if started or chain is None:
+            chain = self.chains[key] = []
+        chain.append(value)
+        self.index.text_chains[id(value)] = chain
 
     def _role_name(self, target: cst.BaseExpression, role: str) -> None:
         if isinstance(target, cst.Name):
@@ -544,10 +568,27 @@ class _Indexer(cst.CSTVisitor):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
             self.index.appends.append(node)
+            self._prompt_attribute(node.target, node.value)
+            self._chain(node.target, node.value, started=False)
         self._bind(node.target, ValueSource("assign", node.value))
         if self.loops and self.loops[-1] is not None and isinstance(node.target, cst.Name):
             self.index.loop_counters[id(node.target)] = self.loops[-1]
         self._count(node)
+
+    def _grown(self, target: cst.BaseExpression) -> None:
+        """`self.steps.append(x)` in a method other than the constructor: a list that grows
+        on every call of that method."""
+        method = self.function
+        owner = self.index.function_class.get(id(method)) if method is not None else None
+        if (
+            isinstance(method, cst.FunctionDef)
+            and owner is not None
+            and method.name.value not in CONSTRUCTOR_METHODS
+            and isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
+            self.index.grown_attrs.setdefault(id(owner), {})[target.attr.value] = method
 
     def _count(self, node: cst.AugAssign) -> None:
         """`self.step += 1` in a method other than the constructor: a counter of its calls."""
@@ -644,6 +685,7 @@ class _Indexer(cst.CSTVisitor):
             and len(node.args) == 1
         ):
             self.index.appends.append(node)
+            self._grown(func.value)
         if isinstance(func, cst.Attribute) and func.attr.value in _ORDERED_ADDERS:
             loops = self._enclosing_for_loops()
             if loops:

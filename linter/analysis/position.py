@@ -84,6 +84,24 @@ def _pieces(
     return None
 
 
+def _built(
+    value: cst.BaseExpression, analysis: TaintAnalysis, env: Env
+) -> list[str | cst.BaseExpression] | None:
+    """The parts of the whole text `value` is built into: with the statements before and
+    after it when it is one value of a text built over statements (`system = RULES`,
+    `system += f"... {now}"`, `system += TOOLS`), else its own."""
+    chain = analysis.index.text_chains.get(id(value), [value])
+    pieces: list[str | cst.BaseExpression] = []
+    for part in chain:
+        laid_out = _pieces(part, analysis, env)
+        if laid_out is None:
+            if part is value:
+                return None
+            laid_out = [part]  # a value added whose text is not followed
+        pieces += laid_out
+    return pieces
+
+
 def _interpolated(
     node: cst.BinaryOperation, analysis: TaintAnalysis, env: Env
 ) -> list[str | cst.BaseExpression] | None:
@@ -179,7 +197,7 @@ def following_text(
     for value, env in values:
         if not _carries(value, env, taint, analysis):
             continue  # another value the segment may hold (`SYSTEM` bound twice)
-        pieces = _pieces(value, analysis, env)
+        pieces = _built(value, analysis, env)
         if pieces is None:
             return None
         carrying = [

@@ -645,6 +645,10 @@ class TaintAnalysis(SetValues, TemplateInputs):
         imported = self.imports.value_taints(self, node) if self.imports is not None else None
         if imported is not None:
             return imported
+        if is_configuration_name(node.attr.value):
+            # `req.system_prompt`, `agent.instructions`, `job.config`: the prompt's own text
+            # or settings the object holds, not the request the object came with
+            return set()
         result = set(self._raw(node.value))
         if node.attr.value in _CLOCK_FIELDS_PER_DAY:
             result = _per_day(result)
@@ -738,17 +742,50 @@ class TaintAnalysis(SetValues, TemplateInputs):
             return self._method(node, func, args, first)
         if names & TRANSPARENT_FUNCTIONS or is_message_class(spellings(names, func)):
             return self._union(args)
+        if "builtins.len" in names and first is not None:
+            return self._grown_count(node, first)
         if any(name.startswith("builtins.") for name in names):
             return set()  # `range(n)`, `len(text)`: a count, not the request's content
         return self._opaque(node, args)
 
+    def _grown_count(self, call: cst.Call, counted: cst.BaseExpression) -> set[Taint]:
+        """`len(self.steps)` where a method appends to `self.steps` on every call: a count
+        of those calls, changing on every request that method sends; any other `len` is a
+        count, not the request's content."""
+        owner = (
+            self._owner_class(counted.value)
+            if isinstance(counted, cst.Attribute) and isinstance(counted.value, cst.Name)
+            else None
+        )
+        if owner is None or not isinstance(counted, cst.Attribute):
+            return set()
+        method = self.index.grown_attrs.get(id(owner), {}).get(counted.attr.value)
+        if method is None:
+            return set()
+        detail = (
+            f"`len(self.{counted.attr.value})`, which `{method.name.value}` grows on every call,"
+        )
+        return {Taint("volatile", call, detail, "request")}
+
     def _opaque(self, call: cst.Call, args: list[cst.BaseExpression]) -> set[Taint]:
         """A call the analysis does not see into: what it returns is derived from the
-        request when an argument is (`derived`); nothing else of the arguments is known
-        to reach it."""
+        request when an argument is (`derived`); a clock in a dict given by keyword (a
+        prompt store's `get_prompt(name, inputs={"date": today})`) is given to a text it
+        renders, at a place not known; nothing else of the arguments is known to reach
+        it (a clock given by keyword itself is an object's metadata,
+        `Message(created_at=now)`; a user's id is a lookup's key,
+        `db.customer_name(id=user_id)` returns the name, not the id; what a model is
+        asked, `llm.invoke({"now": ...})`, is not in its answer)."""
         callee = dotted_parts(call.func)
         name = ".".join(callee) if callee else "a call"
-        return _derived_from(self._union(args), call, f"what `{name}(...)` returns")
+        inputs = [
+            arg.value
+            for arg in call.args
+            if arg.keyword is not None and isinstance(arg.value, cst.Dict)
+        ]
+        given = {t for t in self._union(inputs) if t.kind == "volatile"}
+        derived = _derived_from(self._union(args), call, f"what `{name}(...)` returns")
+        return derived | _unplaced(given)
 
     def _fixed_options(self, node: cst.BaseExpression) -> bool:
         """Whether `node` is a few fixed options: a literal list or tuple of constants

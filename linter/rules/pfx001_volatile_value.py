@@ -6,9 +6,10 @@ from collections.abc import Iterator, Mapping
 
 import libcst as cst
 
+from ..analysis.bindings import Env
 from ..analysis.cached_segments import CachedSegment, DatetimeFlag, datetime_flags
 from ..analysis.position import Following, sent_once_at_end
-from ..analysis.syntax import dotted_parts, string_value
+from ..analysis.syntax import FunctionNode, dotted_parts, string_value
 from ..analysis.taint import Taint
 from ..catalog import CONSTRUCTOR_METHODS, DAILY_CALLABLES, SYSTEM_PROMPT_ATTRIBUTES
 from ..context import LintContext
@@ -96,8 +97,10 @@ class VolatileValueInCachedSegment(PythonRule):
     (the messages after it), and not at all when the prompt is sent once with
     only the user turn after it (`[SystemMessage(content=f"...{today}"),
     HumanMessage(...)]`): nothing reusable follows it. Nor is a value fixed
-    for the whole conversation (computed once per process, or in `__init__`
-    when the object holding the conversation is built) that ends the system
+    for the whole conversation (computed once per process, in `__init__`
+    when the object holding the conversation is built, or before the loop
+    that sends the conversation's requests in the function that writes its
+    messages, not given a history) that ends the system
     prompt (`system=`, `instructions=`, a system message's content): only that
     conversation's own messages follow it. A volatile value in the
     latest user message is not reported: that is where it belongs.
@@ -146,7 +149,7 @@ class VolatileValueInCachedSegment(PythonRule):
             if (
                 following is not None
                 and following.at_end
-                and _fixed_for_the_conversation(context, taint)
+                and _fixed_for_the_conversation(context, segment, taint)
                 and _opens_the_conversation(context, segment)
             ):
                 continue  # it ends the system prompt: only the conversation's messages follow
@@ -156,14 +159,77 @@ class VolatileValueInCachedSegment(PythonRule):
             yield context.finding(self.code, flag.node, _flag_message(flag))
 
 
-def _fixed_for_the_conversation(context: LintContext, taint: Taint) -> bool:
+def _fixed_for_the_conversation(context: LintContext, segment: CachedSegment, taint: Taint) -> bool:
     """Whether the value stays the same for a whole conversation: computed once per process,
-    or when the object holding the conversation is built (in `__init__`)."""
+    when the object holding the conversation is built (in `__init__`), or, in the function
+    that runs the conversation, before the loop that sends its requests."""
     if taint.period == "process":
         return True
     origin = taint.origin
     built_in = context.call_sites.enclosing(origin) if isinstance(origin, cst.Call) else None
-    return isinstance(built_in, cst.FunctionDef) and built_in.name.value in CONSTRUCTOR_METHODS
+    if isinstance(built_in, cst.FunctionDef) and built_in.name.value in CONSTRUCTOR_METHODS:
+        return True
+    return (
+        built_in is not None
+        and built_in is segment.function
+        and _before_the_loop(context, segment.function, origin)
+        and _starts_the_conversation(context, segment)
+    )
+
+
+def _starts_the_conversation(context: LintContext, segment: CachedSegment) -> bool:
+    """Whether the messages after the segment are built in its function (not a history
+    it was given, which earlier calls sent after another value): the segment's message
+    list, or the `messages=` / `input=` of the request it is the system prompt of, holds
+    only messages written there (dicts, constructor calls)."""
+    parents = context.parents(segment.function)
+    node: cst.CSTNode = segment.node
+    parent = parents.get(node)
+    while parent is not None and parent is not segment.function:
+        if isinstance(parent, cst.List):
+            # a message after it, each written out here
+            return parent.elements[-1] is not node and _written_here([parent])
+        if isinstance(parent, cst.Call):
+            given = [
+                arg.value
+                for arg in parent.args
+                if arg.keyword is not None and arg.keyword.value in ("messages", "input")
+            ]
+            if given:  # the request (a message's own constructor has no messages)
+                env = Env(segment.function)
+                lists = [
+                    v for given_node in given for v, _ in context.analysis.resolve(given_node, env)
+                ]
+                return _written_here(lists)
+        node, parent = parent, parents.get(parent)
+    return False
+
+
+def _written_here(lists: list[cst.BaseExpression]) -> bool:
+    """Whether each of `lists` is a list literal of messages written out (no `*history`,
+    no message passed in)."""
+    return all(
+        isinstance(value, cst.List)
+        and all(
+            isinstance(element, cst.Element) and isinstance(element.value, (cst.Dict, cst.Call))
+            for element in value.elements
+        )
+        for value in lists
+    )
+
+
+def _before_the_loop(context: LintContext, function: FunctionNode, origin: cst.CSTNode) -> bool:
+    """Whether `function` sends requests in a loop that `origin` is outside of."""
+    parents = context.parents(function)
+    for call, sender in context.index.requests:
+        if sender is not function or not _sends(call):
+            continue
+        node: cst.CSTNode | None = parents.get(call)
+        while node is not None and node is not function:
+            if isinstance(node, (cst.For, cst.While)) and not _within(parents, origin, node):
+                return True
+            node = parents.get(node)
+    return False
 
 
 def _opens_the_conversation(context: LintContext, segment: CachedSegment) -> bool:

@@ -1,7 +1,8 @@
 """Counters in a system prompt: an attribute a method counts on every call (`self.step += 1`)
 changes on every request that method sends, whatever the attribute and the method are
 called; one counted only in the constructor, or one given a value that is not a count, is
-not a counter. A loop's `range(n)` is a count, not the request's data.
+not a counter. The length of a list a method grows on every call (`len(self.steps)`) is
+a counter too. A loop's `range(n)` is a count, not the request's data.
 """
 
 from __future__ import annotations
@@ -122,4 +123,47 @@ def answer(question):
         messages=[{{"role": "user", "content": question}}],
     )
 """
+    assert findings(source, tmp_path) == []
+
+
+GROWN = """\
+import anthropic
+
+
+class Agent:
+    def __init__(self):
+        self.client = anthropic.Anthropic()
+        self.{grown} = []
+
+    def {method}(self, text):
+        self.{grown}.{grows}(text)
+        depth = "#" * len(self.{grown})
+        return self.client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=1024,
+            system=f"Report heading: {{depth}}. {guide}",
+            messages=[{{"role": "user", "content": text}}],
+        )
+"""
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    names=st.lists(IDENTIFIERS, min_size=2, max_size=2, unique=True),
+    grows=st.sampled_from(["append", "extend"]),
+)
+def test_the_length_of_a_list_grown_on_every_call_is_a_counter_under_any_names(
+    names: list[str], grows: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    grown, method = names
+    source = GROWN.format(grown=grown, method=method, grows=grows, guide=GUIDE)
+    assert findings(source, tmp_path_factory.mktemp("p")) == [("PFX001", 11)]
+
+
+def test_the_length_of_a_list_grown_in_the_constructor_only_is_fixed(tmp_path: Path) -> None:
+    source = GROWN.format(grown="steps", method="send", grows="append", guide=GUIDE)
+    source = source.replace("        self.steps.append(text)\n", "")
+    source = source.replace(
+        "        self.steps = []\n", "        self.steps = []\n        self.steps.append(1)\n"
+    )
     assert findings(source, tmp_path) == []

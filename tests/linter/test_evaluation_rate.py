@@ -326,3 +326,75 @@ def test_a_breakpoint_on_a_block_fixed_for_the_process_is_not_pfx008(tmp_path: P
         "    return f'Booted {datetime.now()}. Follow the rules below.'"
     )
     assert "PFX008" not in _codes(source, tmp_path)
+
+
+CONVERSATION = """\
+import random
+from datetime import datetime
+
+from litellm import completion
+
+RULES = "Answer as the airline's agent. " * 10
+
+
+def solve(env, examples, steps=30):
+    {before}
+    messages = [
+        {{"role": "system", "content": f"{{RULES}}\\n\\n{{{value}}}"}},
+        {{"role": "user", "content": env.reset()}},
+    ]
+    for _ in range(steps):
+        {inside}
+        answer = completion(model="m", messages=messages)
+        messages.append(answer.choices[0].message.model_dump())
+        messages.append({{"role": "user", "content": env.step()}})
+    return messages
+"""
+PICKS = {
+    "a clock": "started = datetime.now().isoformat()",
+    "a random sample": "picked = random.sample(examples, 5)",
+}
+
+
+@pytest.mark.parametrize("pick", sorted(PICKS))
+def test_a_value_computed_before_the_loop_that_sends_the_conversation_ends_its_system_prompt(
+    pick: str, tmp_path: Path
+) -> None:
+    """It is fixed for the conversation, and only the conversation's messages follow it."""
+    statement = PICKS[pick]
+    value = statement.split(" = ")[0]
+    source = CONVERSATION.format(before=statement, value=value, inside="pass")
+    assert lint_source(source, tmp_path / "agent.py", LintConfig()) == []
+
+
+@pytest.mark.parametrize("pick", sorted(PICKS))
+def test_a_value_computed_in_the_loop_that_sends_the_conversation_is_reported(
+    pick: str, tmp_path: Path
+) -> None:
+    statement = PICKS[pick]
+    value = statement.split(" = ")[0]
+    source = CONVERSATION.format(
+        before=statement,
+        value=value,
+        inside=statement + '\n        messages[0]["content"] = f"{RULES}\\n\\n{' + value + '}"',
+    )
+    found = lint_source(source, tmp_path / "agent.py", LintConfig())
+    assert [f.code for f in found] == ["PFX001"]
+    assert found[0].start.row == 16  # the value computed in the loop
+
+
+@pytest.mark.parametrize("pick", sorted(PICKS))
+def test_a_value_computed_on_each_call_before_a_history_it_was_given_is_reported(
+    pick: str, tmp_path: Path
+) -> None:
+    """Each call sends the history of the calls before it after a new value."""
+    statement = PICKS[pick]
+    value = statement.split(" = ")[0]
+    source = CONVERSATION.format(before=statement, value=value, inside="pass")
+    source = source.replace("def solve(env, examples,", "def solve(env, examples, history,")
+    source = source.replace(
+        '        {"role": "user", "content": env.reset()},',
+        '        *history,\n        {"role": "user", "content": env.reset()},',
+    )
+    found = lint_source(source, tmp_path / "agent.py", LintConfig())
+    assert [(f.code, f.start.row) for f in found] == [("PFX001", 10)]

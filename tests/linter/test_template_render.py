@@ -483,3 +483,69 @@ def test_renaming_the_placeholder_consistently_changes_no_finding(
     assert findings(rendered(dialect, first, "datetime.now()", tail), tmp_path) == findings(
         rendered(dialect, second, "datetime.now()", tail), tmp_path
     )
+
+
+STORED = """\
+from datetime import datetime
+
+
+class {Agent}:
+    def __init__(self, {store}, llm):
+        self.{store} = {store}
+        self.llm = llm
+
+    async def run(self, history):
+        system = await self.{store}.{handler}.{method}(
+            "agent", {given}
+        )
+        return await self.llm.acompletion(
+            messages=[{{"role": "system", "content": system}}, *history]
+        )
+"""
+
+
+@settings(max_examples=15, deadline=None)
+@given(names=st.lists(PLACEHOLDERS, min_size=4, max_size=4, unique=True))
+def test_a_clock_in_the_inputs_given_to_a_prompt_store_the_module_does_not_show_is_reported(
+    names: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What the store renders is not known: the clock's place in it is not either."""
+    agent, store, handler, method = names
+    given = f'{handler}={{"{method}": datetime.now().strftime("%H:%M")}}'
+    source = STORED.format(
+        Agent=agent.title(), store=store, handler=handler, method=method, given=given
+    )
+    tmp_path = tmp_path_factory.mktemp("p")
+    found = [f for f in lint_source(source, tmp_path / "agent.py", LintConfig())]
+    assert [(f.code, f.start.row) for f in found] == [("PFX001", 11)]
+    assert "its place in the prompt is not known" in found[0].message
+
+
+def test_a_clock_given_by_keyword_itself_is_an_object_s_metadata_not_followed(
+    tmp_path: Path,
+) -> None:
+    """`Message(created_at=now)`, `Part(id=uuid4())`: what the call makes is not the
+    clock's text."""
+    source = STORED.format(
+        Agent="Agent",
+        store="store",
+        handler="prompts",
+        method="build",
+        given='created_at=datetime.now().strftime("%H:%M")',
+    )
+    assert lint_source(source, tmp_path / "agent.py", LintConfig()) == []
+
+
+def test_a_clock_given_by_position_to_a_call_the_module_does_not_show_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """A positional argument may be what a model is asked (`llm.invoke(...)`), not a
+    template's input."""
+    source = STORED.format(
+        Agent="Agent",
+        store="store",
+        handler="prompts",
+        method="fetch",
+        given='{"date": datetime.now().strftime("%H:%M")}',
+    )
+    assert lint_source(source, tmp_path / "agent.py", LintConfig()) == []
