@@ -618,20 +618,11 @@ def _read_names(value: cst.BaseExpression, analysis: TaintAnalysis, env: Env) ->
     if isinstance(value, cst.Call):
         rendered = analysis.rendered_values(value, env)
         if rendered is not None and rendered[1]:
-            return [name for read in rendered[0] for name in _text_names(read)]
-    return _text_names(value)
-
-
-def _text_names(node: cst.CSTNode) -> list[cst.Name]:
-    """`read_names`, but not through an attribute named as settings or as the prompt's own
-    text: `req.system_prompt` puts the prompt's text so far into the segment, not `req`."""
-    if isinstance(node, cst.Attribute):
-        return [] if is_configuration_name(node.attr.value) else _text_names(node.value)
-    if isinstance(node, cst.Arg):
-        return _text_names(node.value)
-    if isinstance(node, (cst.Name, cst.Lambda, cst.FunctionDef)):
-        return read_names(node)
-    return [name for child in node.children for name in _text_names(child)]
+            return [
+                name for read in rendered[0] for name in read_names(read, is_configuration_name)
+            ]
+    # `req.system_prompt` puts the prompt's text so far into the segment, not `req`
+    return read_names(value, is_configuration_name)
 
 
 def _through_callers(

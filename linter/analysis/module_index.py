@@ -578,34 +578,39 @@ class _Indexer(cst.CSTVisitor):
     def _grown(self, target: cst.BaseExpression) -> None:
         """`self.steps.append(x)` in a method other than the constructor: a list that grows
         on every call of that method."""
-        method = self.function
-        owner = self.index.function_class.get(id(method)) if method is not None else None
-        if (
-            isinstance(method, cst.FunctionDef)
-            and owner is not None
-            and method.name.value not in CONSTRUCTOR_METHODS
-            and isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
-            and target.value.value == "self"
-        ):
-            self.index.grown_attrs.setdefault(id(owner), {})[target.attr.value] = method
+        written = self._written_per_call(target)
+        if written is not None:
+            owner, name, method = written
+            self.index.grown_attrs.setdefault(owner, {})[name] = method
 
     def _count(self, node: cst.AugAssign) -> None:
         """`self.step += 1` in a method other than the constructor: a counter of its calls."""
+        written = self._written_per_call(node.target)
+        if (
+            written is not None
+            and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))
+            and isinstance(node.value, (cst.Integer, cst.Float))
+        ):
+            owner, name, method = written
+            self.index.counted_attrs.setdefault(owner, {})[name] = method
+
+    def _written_per_call(
+        self, target: cst.BaseExpression
+    ) -> tuple[int, str, cst.FunctionDef] | None:
+        """For `self.<attr>` written in a method other than the constructor (on every call
+        of it): its class's id, the attribute's name and the method."""
         method = self.function
-        target = node.target
         owner = self.index.function_class.get(id(method)) if method is not None else None
         if (
             isinstance(method, cst.FunctionDef)
             and owner is not None
             and method.name.value not in CONSTRUCTOR_METHODS
-            and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign))
-            and isinstance(node.value, (cst.Integer, cst.Float))
             and isinstance(target, cst.Attribute)
             and isinstance(target.value, cst.Name)
             and target.value.value == "self"
         ):
-            self.index.counted_attrs.setdefault(id(owner), {})[target.attr.value] = method
+            return id(owner), target.attr.value, method
+        return None
 
     def _enclosing_for_loops(self) -> tuple[cst.For, ...]:
         """The `for` loops around the current node in its own function, outermost first."""

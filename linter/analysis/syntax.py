@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import cast
 
 import libcst as cst
@@ -180,17 +180,20 @@ def all_params(function: FunctionNode) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
-def read_names(node: cst.CSTNode) -> list[cst.Name]:
-    """Names read in an expression (not attribute names, keywords or nested functions)."""
+def read_names(node: cst.CSTNode, opaque: Callable[[str], bool] | None = None) -> list[cst.Name]:
+    """Names read in an expression (not attribute names, keywords or nested functions);
+    with `opaque`, not those read only through an attribute whose name it accepts."""
     if isinstance(node, cst.Name):
         return [node]
     if isinstance(node, (cst.Lambda, cst.FunctionDef)):
         return []
     if isinstance(node, cst.Attribute):
-        return read_names(node.value)
+        return (
+            [] if opaque is not None and opaque(node.attr.value) else read_names(node.value, opaque)
+        )
     if isinstance(node, cst.Arg):
-        return read_names(node.value)
-    return [name for child in node.children for name in read_names(child)]
+        return read_names(node.value, opaque)
+    return [name for child in node.children for name in read_names(child, opaque)]
 
 
 def target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression) -> set[str]:

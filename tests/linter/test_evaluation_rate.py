@@ -356,14 +356,23 @@ PICKS = {
 }
 
 
+def conversation(pick: str, in_the_loop: bool = False) -> str:
+    """CONVERSATION with the pick computed before the loop (and, `in_the_loop`, again on
+    each pass, written into the system message)."""
+    statement = PICKS[pick]
+    value = statement.split(" = ")[0]
+    inside = "pass"
+    if in_the_loop:
+        inside = statement + '\n        messages[0]["content"] = f"{RULES}\\n\\n{' + value + '}"'
+    return CONVERSATION.format(before=statement, value=value, inside=inside)
+
+
 @pytest.mark.parametrize("pick", sorted(PICKS))
 def test_a_value_computed_before_the_loop_that_sends_the_conversation_ends_its_system_prompt(
     pick: str, tmp_path: Path
 ) -> None:
     """It is fixed for the conversation, and only the conversation's messages follow it."""
-    statement = PICKS[pick]
-    value = statement.split(" = ")[0]
-    source = CONVERSATION.format(before=statement, value=value, inside="pass")
+    source = conversation(pick)
     assert lint_source(source, tmp_path / "agent.py", LintConfig()) == []
 
 
@@ -371,13 +380,7 @@ def test_a_value_computed_before_the_loop_that_sends_the_conversation_ends_its_s
 def test_a_value_computed_in_the_loop_that_sends_the_conversation_is_reported(
     pick: str, tmp_path: Path
 ) -> None:
-    statement = PICKS[pick]
-    value = statement.split(" = ")[0]
-    source = CONVERSATION.format(
-        before=statement,
-        value=value,
-        inside=statement + '\n        messages[0]["content"] = f"{RULES}\\n\\n{' + value + '}"',
-    )
+    source = conversation(pick, in_the_loop=True)
     found = lint_source(source, tmp_path / "agent.py", LintConfig())
     assert [f.code for f in found] == ["PFX001"]
     assert found[0].start.row == 16  # the value computed in the loop
@@ -388,9 +391,7 @@ def test_a_value_computed_on_each_call_before_a_history_it_was_given_is_reported
     pick: str, tmp_path: Path
 ) -> None:
     """Each call sends the history of the calls before it after a new value."""
-    statement = PICKS[pick]
-    value = statement.split(" = ")[0]
-    source = CONVERSATION.format(before=statement, value=value, inside="pass")
+    source = conversation(pick)
     source = source.replace("def solve(env, examples,", "def solve(env, examples, history,")
     source = source.replace(
         '        {"role": "user", "content": env.reset()},',
